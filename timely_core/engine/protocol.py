@@ -1,0 +1,121 @@
+"""The contract between the policy layer and an inference backend.
+
+The policy layer (queue, priorities, segmentation, handling strategies) decides
+*who* runs; an `Engine` only obeys: it holds generations by id, runs one
+iteration over the generations it is told to run, and reports tokens and memory.
+Both backends (`torch`, `vllm`) and the virtual-time simulator implement it, so
+every policy runs unchanged on each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol, runtime_checkable
+
+
+class HandlingStrategy(str, Enum):
+    """What happens to a suspended generation's KV cache (LAMPS / TimelyLLM §4.1)."""
+
+    PRESERVE = "preserve"  # keep device blocks; resume costs nothing
+    SWAP = "swap"  # copy blocks to the host pool, free device blocks; resume copies back
+    DISCARD = "discard"  # free blocks; resume re-prefills prompt + generated ids
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Per-generation sampling. temperature 0 means greedy."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    max_tokens: int = 256
+    stop_token_ids: tuple[int, ...] = ()  # in addition to the model's EOS
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    """One new token of one generation, produced by one `Engine.step`."""
+
+    gen_id: int
+    token_id: int
+    finished: bool  # EOS, a stop token or max_tokens reached: the engine freed it
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """KV memory in blocks; `*_free` counts blocks nobody holds."""
+
+    block_size: int  # tokens per block
+    bytes_per_block: int
+    device_blocks_total: int
+    device_blocks_free: int
+    host_blocks_total: int
+    host_blocks_free: int
+    pinned_prefix_blocks: int
+
+
+class EngineError(Exception):
+    """Base of the engine's documented errors."""
+
+
+class OutOfKvMemory(EngineError):
+    """Raised instead of admitting or resuming a generation the pool cannot hold."""
+
+
+class UnknownGeneration(EngineError):
+    """An operation named a generation id the engine does not hold."""
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """One iteration-level inference backend.
+
+    Generation ids are chosen by the caller and unique while the generation lives.
+    A generation is *runnable* after `add` or `resume`, *suspended* after `suspend`,
+    and gone after it finishes (a `StepOutput` with finished=True) or `abort`.
+    """
+
+    @property
+    def eos_token_id(self) -> int: ...
+
+    def register_prefix(self, prefix_id: str, token_ids: list[int]) -> None:
+        """Prefill `token_ids` once and pin their KV blocks (Teola's partial
+        prefill of a robot's fixed prompt). Re-registering an id replaces it."""
+
+    def unregister_prefix(self, prefix_id: str) -> None: ...
+
+    def can_admit(self, num_tokens: int, prefix_id: str | None = None) -> bool:
+        """Whether a new generation whose prompt has `num_tokens` tokens (the prefix
+        included) would fit in device KV memory now."""
+
+    def add(
+        self,
+        gen_id: int,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        prefix_id: str | None = None,
+    ) -> None:
+        """Admit a generation. If `prefix_id` is given, `prompt_token_ids` must start
+        with that registered prefix; its KV is reused, not recomputed.
+        Raises OutOfKvMemory if it cannot be held."""
+
+    def step(self, gen_ids: list[int]) -> list[StepOutput]:
+        """Run one iteration (chunked prefill mixed with decodes, within the
+        engine's token budget) over the given runnable generations; return one
+        output per generation that produced a token this iteration."""
+
+    def suspend(self, gen_id: int, strategy: HandlingStrategy) -> None:
+        """Stop scheduling `gen_id`, keeping its token ids; handle its KV by `strategy`."""
+
+    def resume(self, gen_id: int) -> None:
+        """Make a suspended generation runnable again (swap-in or re-prefill as its
+        strategy requires). Raises OutOfKvMemory if it does not fit."""
+
+    def abort(self, gen_id: int) -> None:
+        """Forget `gen_id` and free all its KV at once (cancel)."""
+
+    def token_ids(self, gen_id: int) -> list[int]:
+        """Prompt + generated ids of a live generation."""
+
+    def memory(self) -> MemoryReport: ...

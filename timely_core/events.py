@@ -1,0 +1,40 @@
+"""What the service tells its caller: segments as they are decoded, then a result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from timely_core.plan_language import PlanStatement
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A complete executable part of a plan, ready to be sent to the robot."""
+
+    task_id: str
+    robot_id: str
+    index: int  # 0 for the first segment
+    text: str  # exactly as decoded, statements concatenated
+    statements: tuple[PlanStatement, ...]
+    token_ids: tuple[int, ...]  # the generated ids that produced `text`
+    estimated_execution_s: float  # minimum execution time from the ExecTimeModel
+    emitted_at_s: float  # service clock
+    final: bool = False  # no segment follows (the plan ended with this one)
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """End of a task. Times in seconds on the service clock; utility by Eq. 1."""
+
+    task_id: str
+    robot_id: str
+    success: bool
+    plan_text: str
+    segment_count: int
+    response_time_s: float  # arrival -> first action (dispatch of segment 0), W(s0)
+    waiting_time_s: float  # completion - robot execution time: all delay due to planning
+    utility: float  # time utility: TUF0 (Eq. 1) on the response time
+    error: str = ""
+    completion_time_s: float = 0.0  # arrival -> end of the last segment's execution
+    segment_waits_s: tuple[float, ...] = field(default=())  # W(s_k) per segment
+    segment_utility: float = 0.0  # Eq. 3 for this task: TUF0(W(s0)) + sum TUF1(W(sk))

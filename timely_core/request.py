@@ -1,0 +1,25 @@
+"""A robot's planning request, validated at the edge (pydantic) with clear errors."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from timely_core.tuf import Tuf
+
+MAX_INSTRUCTION_CHARS = 2000
+MAX_SCENE_CHARS = 8000
+
+
+class TaskRequest(BaseModel):
+    """"Plan this task" for one registered robot, with its time-utility requirement.
+
+    `task_id` is optional: the service assigns a unique one when it is empty.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
+
+    robot_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_]+$")
+    instruction: str = Field(min_length=1, max_length=MAX_INSTRUCTION_CHARS)
+    scene: str = Field(default="", max_length=MAX_SCENE_CHARS)
+    tuf: Tuf = Field(default_factory=Tuf.normal)
+    task_id: str = Field(default="", max_length=128)
