@@ -1,0 +1,52 @@
+# Two commands on a fresh machine: `make run` (the demo) and `make test` (everything).
+# Both set up .venv on first use (Python packages, then the ROS 2 interfaces built
+# into the venv) and do no install work when nothing changed.
+
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.timely-installed
+LINT_PATHS := timely_core robot_models lrtrace ros2_ws/src/timely_ros bench tests
+
+.PHONY: setup run test lint typecheck unit clean help
+
+help:
+	@echo "make run   - set up if needed, then run the demo"
+	@echo "make test  - set up if needed, then lint, type-check and run all tests"
+
+setup: $(STAMP)
+	@ros2_ws/build_interfaces.sh $(VENV)
+
+$(STAMP): pyproject.toml ros2_ws/src/timely_ros/setup.py
+	@command -v "$(PYTHON)" >/dev/null 2>&1 || { echo "error: python3 (3.10-3.13) is required but not found" >&2; exit 1; }
+	@"$(PYTHON)" -c 'import sys; sys.exit(not ((3, 10) <= sys.version_info[:2] <= (3, 13)))' \
+	  || { echo "error: $(PYTHON) is not Python 3.10-3.13 (the ROS 2 wheels need one of those)" >&2; exit 1; }
+	@if [ ! -x "$(PY)" ]; then echo "==> creating $(VENV) with $(PYTHON)"; "$(PYTHON)" -m venv $(VENV); fi
+	@echo "==> installing timely and its dependencies into $(VENV) (first time: a few minutes)"
+	@$(PY) -m pip install --quiet -e ".[ros,tello,dev]"
+	@$(PY) -m pip install --quiet --no-deps -e ros2_ws/src/timely_ros
+	@touch $(STAMP)
+	@echo "==> Python packages installed"
+
+run: setup
+	@echo "==> demo: planner + simulated fleet over ROS 2, short WID 1-style workload"
+	@$(VENV)/bin/timely demo
+
+lint: setup
+	@echo "==> ruff"
+	@$(VENV)/bin/ruff check $(LINT_PATHS)
+	@$(VENV)/bin/ruff format --check $(LINT_PATHS)
+
+typecheck: setup
+	@echo "==> mypy"
+	@$(VENV)/bin/mypy timely_core robot_models lrtrace ros2_ws/src/timely_ros/timely_ros bench
+
+unit: setup
+	@echo "==> pytest"
+	@$(PY) -m pytest
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) ros2_ws/build .mypy_cache .ruff_cache .pytest_cache
