@@ -38,8 +38,13 @@ class PlannerPeer(Node):
         goal = goal_handle.request
         skills = [Skill(name=n, args=a, raw_text=r) for n, a, r in SKILLS]
         segment = Segment(
-            task_id="t1", robot_id=goal.robot_id, index=0, skills=skills, text=PLAN,
-            estimated_execution_s=1.5, final=True,
+            task_id="t1",
+            robot_id=goal.robot_id,
+            index=0,
+            skills=skills,
+            text=PLAN,
+            estimated_execution_s=1.5,
+            final=True,
         )
         segment.stamp = self.get_clock().now().to_msg()
         feedback = PlanTask.Feedback()
@@ -90,7 +95,9 @@ class RobotPeer(Node):
         skills = goal_handle.request.skills
         for i, skill in enumerate(skills):
             self.executed.append(f"{skill.name}({','.join(skill.args)})")
-            feedback = ExecuteSkill.Feedback(progress=(i + 1) / len(skills), current_skill=skill.name)
+            feedback = ExecuteSkill.Feedback(
+                progress=(i + 1) / len(skills), current_skill=skill.name
+            )
             self.progress.append(feedback.progress)
             goal_handle.publish_feedback(feedback)
         goal_handle.succeed()
@@ -123,8 +130,13 @@ def run_robot() -> None:
     try:
         if not node.client.wait_for_server(timeout_sec=30.0):
             raise SystemExit("PlanTask server never appeared")
-        goal = PlanTask.Goal(robot_id="robot1", robot_type="drone", instruction="find the cat",
-                             urgency="urgent", dispatch=True)
+        goal = PlanTask.Goal(
+            robot_id="robot1",
+            robot_type="drone",
+            instruction="find the cat",
+            urgency="urgent",
+            dispatch=True,
+        )
 
         def on_feedback(msg: PlanTask.Impl.FeedbackMessage) -> None:
             seg = msg.feedback.segment
@@ -145,8 +157,13 @@ def run_robot() -> None:
         if not finished.wait(30.0):
             raise SystemExit("no result")
         result = result_future.result().result
-        report.update(success=result.success, plan=result.plan, segments=result.segment_count,
-                      executed=node.executed, progress=node.progress)
+        report.update(
+            success=result.success,
+            plan=result.plan,
+            segments=result.segment_count,
+            executed=node.executed,
+            progress=node.progress,
+        )
         print(json.dumps(report), flush=True)
     finally:
         executor.shutdown()

@@ -28,15 +28,21 @@ def _ros_env(tmp_path: Path) -> dict[str, str]:
 def test_plan_task_and_execute_skill_round_trip(tmp_path: Path) -> None:
     env = _ros_env(tmp_path)
     planner = subprocess.Popen(
-        [sys.executable, str(PEERS), "planner"], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, str(PEERS), "planner"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert planner.stdout is not None
         assert planner.stdout.readline().strip() == "ready"
         robot = subprocess.run(
-            [sys.executable, str(PEERS), "robot"], env=env,
-            capture_output=True, text=True, timeout=90,
+            [sys.executable, str(PEERS), "robot"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
         )
         assert robot.returncode == 0, robot.stderr[-2000:]
         report = json.loads(robot.stdout.strip().splitlines()[-1])
