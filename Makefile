@@ -19,6 +19,8 @@ setup: $(STAMP)
 	@ros2_ws/build_interfaces.sh $(VENV)
 
 $(STAMP): pyproject.toml ros2_ws/src/timely_ros/setup.py
+	@for tool in cmake cc c++; do command -v $$tool >/dev/null 2>&1 \
+	  || { echo "error: '$$tool' is required to build the ROS 2 interfaces but is not installed (Debian: apt-get install build-essential cmake)" >&2; exit 1; }; done
 	@command -v "$(PYTHON)" >/dev/null 2>&1 || { echo "error: python3 (3.10-3.13) is required but not found" >&2; exit 1; }
 	@"$(PYTHON)" -c 'import sys; sys.exit(not ((3, 10) <= sys.version_info[:2] <= (3, 13)))' \
 	  || { echo "error: $(PYTHON) is not Python 3.10-3.13 (the ROS 2 wheels need one of those)" >&2; exit 1; }
