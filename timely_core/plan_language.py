@@ -7,7 +7,8 @@ type (skill set, grammar, execution-time model) and the service is handed one
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 
 @runtime_checkable

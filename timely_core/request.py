@@ -11,7 +11,7 @@ MAX_SCENE_CHARS = 8000
 
 
 class TaskRequest(BaseModel):
-    """"Plan this task" for one registered robot, with its time-utility requirement.
+    """ "Plan this task" for one registered robot, with its time-utility requirement.
 
     `task_id` is optional: the service assigns a unique one when it is empty.
     """

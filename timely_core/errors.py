@@ -1,0 +1,43 @@
+"""Errors the PlanningService raises to its callers; each message names what was wrong.
+
+All derive from `ServiceError` so a caller (the ROS 2 node, the replay tool) can
+turn any of them into a rejected goal with one `except`.
+"""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    """Base of every documented PlanningService error."""
+
+
+class UnknownRobot(ServiceError):
+    """A request named a robot id that was never registered."""
+
+
+class UnknownRobotType(ServiceError):
+    """A robot was registered with a robot type the service has no plan language for."""
+
+
+class UnknownPolicy(ServiceError):
+    """A policy name that is not one of the selectable policies."""
+
+
+class QueueFull(ServiceError):
+    """The bounded queue of pending tasks is full; the request was not accepted."""
+
+
+class UnknownTask(ServiceError):
+    """An operation named a task id the service never accepted."""
+
+
+class TaskFinished(ServiceError):
+    """An operation (cancel) named a task that has already ended."""
+
+
+class PromptTooLong(ServiceError):
+    """The tokenized prompt (prefix + scene + instruction) exceeds the service limit."""
+
+
+class ServiceStopped(ServiceError):
+    """submit() after stop()."""

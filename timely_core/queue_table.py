@@ -1,0 +1,142 @@
+"""The scheduler's queue as columns of numpy arrays, one row per queued generation.
+
+Every scheduling decision ranks the whole queue (Eq. 4 depends on the current
+time), so the inputs of every policy's ranking live in preallocated columns:
+adding or removing a generation is O(1) (swap-remove) and ranking touches only
+contiguous arrays, never Python objects. The paper reports 2.03 ms per decision
+at 8 tasks; this layout keeps 1,000 well under a millisecond.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+_FLOAT_COLUMNS = (
+    "ref_s",
+    "ert_s",
+    "slope",
+    "initial_utility",
+    "segment_generation_s",
+    "arrival_s",
+    "initial_deadline_s",
+)
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """What the policies need to rank one queued generation.
+
+    `ref_s`/`ert_s` describe the segment to be generated next (Eq. 4): arrival and
+    the request's ERT for the first segment, the estimated completion of the
+    previous segment and 0 for later ones. `arrival_s`, `initial_deadline_s`
+    (arrival + ERT) and `seq` (submission order) never change: the baselines keep
+    a generation's initial priority across segments.
+    """
+
+    gen_id: int
+    seq: int
+    ref_s: float
+    ert_s: float
+    slope: float
+    initial_utility: float
+    segment_generation_s: float
+    arrival_s: float
+    initial_deadline_s: float
+
+
+class QueueTable:
+    """Columnar store of queued generations, keyed by generation id."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self._size = 0
+        self._slot_of: dict[int, int] = {}
+        self._alloc(max(capacity, 1))
+
+    def _alloc(self, capacity: int) -> None:
+        old_size = self._size
+        self.gen_id: IntArray = _grow_int(getattr(self, "gen_id", None), capacity, old_size)
+        self.seq: IntArray = _grow_int(getattr(self, "seq", None), capacity, old_size)
+        for name in _FLOAT_COLUMNS:
+            setattr(self, name, _grow_float(getattr(self, name, None), capacity, old_size))
+        self._capacity = capacity
+
+    # Column attributes, declared for type checkers (set in _alloc).
+    ref_s: FloatArray
+    ert_s: FloatArray
+    slope: FloatArray
+    initial_utility: FloatArray
+    segment_generation_s: FloatArray
+    arrival_s: FloatArray
+    initial_deadline_s: FloatArray
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __contains__(self, gen_id: object) -> bool:
+        return gen_id in self._slot_of
+
+    def gen_ids(self) -> list[int]:
+        return [int(g) for g in self.gen_id[: self._size]]
+
+    def add(self, entry: QueueEntry) -> None:
+        if entry.gen_id in self._slot_of:
+            raise ValueError(f"generation {entry.gen_id} is already queued")
+        if self._size == self._capacity:
+            self._alloc(self._capacity * 2)
+        slot = self._size
+        self._size += 1
+        self._slot_of[entry.gen_id] = slot
+        self.gen_id[slot] = entry.gen_id
+        self.seq[slot] = entry.seq
+        for name in _FLOAT_COLUMNS:
+            getattr(self, name)[slot] = getattr(entry, name)
+
+    def set_ref(self, gen_id: int, ref_s: float) -> None:
+        """Move the reference time of a queued segment (segment_done corrected it)."""
+        self.ref_s[self._slot_of[gen_id]] = ref_s
+
+    def remove(self, gen_id: int) -> None:
+        slot = self._slot_of.pop(gen_id)
+        last = self._size - 1
+        if slot != last:
+            moved = int(self.gen_id[last])
+            self._slot_of[moved] = slot
+            self.gen_id[slot] = self.gen_id[last]
+            self.seq[slot] = self.seq[last]
+            for name in _FLOAT_COLUMNS:
+                column = getattr(self, name)
+                column[slot] = column[last]
+        self._size = last
+
+    def view(self, name: str) -> FloatArray:
+        """The live part of a float column (no copy)."""
+        if name not in _FLOAT_COLUMNS:
+            raise KeyError(f"no column {name!r}; columns: {', '.join(_FLOAT_COLUMNS)}")
+        column: FloatArray = getattr(self, name)[: self._size]
+        return column
+
+    def seq_view(self) -> IntArray:
+        return self.seq[: self._size]
+
+    def gen_id_view(self) -> IntArray:
+        return self.gen_id[: self._size]
+
+
+def _grow_float(old: FloatArray | None, capacity: int, size: int) -> FloatArray:
+    new = np.zeros(capacity, dtype=np.float64)
+    if old is not None:
+        new[:size] = old[:size]
+    return new
+
+
+def _grow_int(old: IntArray | None, capacity: int, size: int) -> IntArray:
+    new = np.zeros(capacity, dtype=np.int64)
+    if old is not None:
+        new[:size] = old[:size]
+    return new
