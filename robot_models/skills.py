@@ -1,0 +1,243 @@
+"""Skill sets: what each robot type can do, loaded from `robot_models/data/<type>.yaml`.
+
+The YAML file is the single source of truth for a robot type: skills, argument
+ranges, and the execution-time model of every skill (see `exec_time.py`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from robot_models.errors import SkillValidationError
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+ROBOT_TYPES: tuple[str, ...] = ("drone", "arm")
+MAX_STRING_ARG_CHARS = 64
+
+SkillValue = bool | int | float | str | None
+"""What a skill call takes as argument or returns."""
+
+
+class ArgSpec(BaseModel):
+    """One typed argument; numeric arguments carry an inclusive range."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z_][a-z0-9_]*$")
+    type: Literal["int", "float", "str", "bool", "any"]
+    min: float | None = None
+    max: float | None = None
+    unit: str = ""
+
+    @model_validator(mode="after")
+    def _range_only_for_numbers(self) -> ArgSpec:
+        if (self.min is not None or self.max is not None) and self.type not in ("int", "float"):
+            raise ValueError(f"argument '{self.name}': a range needs type int or float")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"argument '{self.name}': min {self.min} > max {self.max}")
+        return self
+
+    def allowed(self) -> str:
+        """Human-readable description of the accepted values."""
+        if self.type in ("int", "float"):
+            lo = "-inf" if self.min is None else _fmt(self.min, self.type)
+            hi = "inf" if self.max is None else _fmt(self.max, self.type)
+            unit = f" {self.unit}" if self.unit else ""
+            return f"{self.type} in [{lo}, {hi}]{unit}"
+        if self.type == "str":
+            return f"a quoted string of 1 to {MAX_STRING_ARG_CHARS} characters"
+        if self.type == "bool":
+            return "True or False"
+        return "any value"
+
+
+def _fmt(value: float, kind: str) -> str:
+    return str(int(value)) if kind == "int" else f"{value:g}"
+
+
+class LinearTime(BaseModel):
+    """Time grows linearly with one argument: overhead_s + |arg| / rate."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["linear"]
+    arg: str
+    overhead_s: float = Field(ge=0)
+    rate: float = Field(gt=0)
+    noise_cv: float = Field(ge=0, le=1)
+
+
+class ConstantTime(BaseModel):
+    """Time that does not depend on the arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["constant"]
+    mean_s: float = Field(ge=0)
+    noise_cv: float = Field(ge=0, le=1)
+
+
+class EmpiricalTime(BaseModel):
+    """Variable skills (search, sweep): a profile of measured durations."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["empirical"]
+    samples_s: list[float] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _non_negative(self) -> EmpiricalTime:
+        if any(s < 0 or not math.isfinite(s) for s in self.samples_s):
+            raise ValueError("samples_s must be finite and >= 0")
+        return self
+
+
+ExecTimeSpec = Annotated[LinearTime | ConstantTime | EmpiricalTime, Field(discriminator="kind")]
+
+
+class Skill(BaseModel):
+    """One robot skill: called in plans by its short form (or its full name)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    short: str = Field(pattern=r"^[a-z][a-z0-9]*$")
+    description: str
+    args: list[ArgSpec] = Field(default_factory=list)
+    returns: Literal["none", "bool", "int", "float", "str"] = "none"
+    exec_time: ExecTimeSpec
+
+    @model_validator(mode="after")
+    def _linear_arg_exists(self) -> Skill:
+        if isinstance(self.exec_time, LinearTime) and self.exec_time.arg not in {
+            a.name for a in self.args
+        }:
+            raise ValueError(
+                f"skill '{self.name}': exec_time.arg '{self.exec_time.arg}' is not an argument"
+            )
+        return self
+
+    def signature(self) -> str:
+        """`short(arg:type)` as shown to the model in the prompt."""
+        return f"{self.short}({', '.join(f'{a.name}:{a.type}' for a in self.args)})"
+
+
+class SkillSet(BaseModel):
+    """All skills of one robot type, addressable by full name or short form."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    robot_type: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    skills: list[Skill] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> SkillSet:
+        seen: set[str] = set()
+        for skill in self.skills:
+            for key in {skill.name, skill.short}:
+                if key in seen:
+                    raise ValueError(f"skill name or short form '{key}' is used twice")
+                seen.add(key)
+        return self
+
+    @staticmethod
+    def load(robot_type: str) -> SkillSet:
+        """The packaged skill set of `robot_type` ("drone" or "arm")."""
+        return _load_packaged(robot_type).model_copy(deep=True)
+
+    @staticmethod
+    def load_file(path: Path | str) -> SkillSet:
+        """Load and validate a skill-set YAML file."""
+        with open(path, encoding="utf-8") as f:
+            raw = yaml.safe_load(f)
+        return SkillSet.model_validate(raw)
+
+    def save_file(self, path: Path | str) -> None:
+        """Write this skill set (including execution-time models) as YAML."""
+        with open(path, "w", encoding="utf-8") as f:
+            yaml.safe_dump(self.model_dump(mode="json", exclude_defaults=False), f, sort_keys=False)
+
+    def find(self, name: str) -> Skill | None:
+        """The skill called `name` (full name or short form), or None."""
+        for skill in self.skills:
+            if name in (skill.short, skill.name):
+                return skill
+        return None
+
+    def get(self, name: str) -> Skill:
+        """The skill called `name`; `SkillValidationError` listing the known ones if none."""
+        skill = self.find(name)
+        if skill is None:
+            known = ", ".join(s.short for s in self.skills)
+            raise SkillValidationError(
+                name,
+                "",
+                f"skills of the {self.robot_type}: {known}",
+                f"unknown skill for a {self.robot_type}",
+            )
+        return skill
+
+    def validate_call(self, name: str, args: Sequence[SkillValue]) -> Skill:
+        """Check a complete call: skill exists, argument count, types and ranges."""
+        skill = self.get(name)
+        if len(args) != len(skill.args):
+            shape = skill.signature()
+            raise SkillValidationError(
+                skill.name, "", shape, f"takes {len(skill.args)} argument(s), got {len(args)}"
+            )
+        for spec, value in zip(skill.args, args, strict=True):
+            self.validate_arg(skill, spec, value)
+        return skill
+
+    def validate_arg(self, skill: Skill, spec: ArgSpec, value: SkillValue) -> None:
+        """Check one argument value against its spec (type, then range)."""
+        if spec.type == "any":
+            return
+        problem = _type_problem(spec, value)
+        if problem:
+            raise SkillValidationError(skill.name, spec.name, spec.allowed(), problem)
+        if spec.type in ("int", "float"):
+            number = float(value)  # type: ignore[arg-type]
+            if (spec.min is not None and number < spec.min) or (
+                spec.max is not None and number > spec.max
+            ):
+                raise SkillValidationError(
+                    skill.name, spec.name, spec.allowed(), f"{value!r} is out of range"
+                )
+
+
+def _type_problem(spec: ArgSpec, value: SkillValue) -> str:
+    ok: bool
+    if spec.type == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif spec.type == "float":
+        ok = (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        )
+    elif spec.type == "bool":
+        ok = isinstance(value, bool)
+    else:
+        ok = isinstance(value, str) and 1 <= len(value) <= MAX_STRING_ARG_CHARS
+    return "" if ok else f"{value!r} is not {spec.allowed()}"
+
+
+def check_robot_type(robot_type: str) -> str:
+    """Return `robot_type` if known, else raise a ValueError listing the known types."""
+    if robot_type not in ROBOT_TYPES:
+        raise ValueError(
+            f"unknown robot type {robot_type!r}; known types: {', '.join(ROBOT_TYPES)}"
+        )
+    return robot_type
+
+
+@cache
+def _load_packaged(robot_type: str) -> SkillSet:
+    check_robot_type(robot_type)
+    skill_set = SkillSet.load_file(DATA_DIR / f"{robot_type}.yaml")
+    if skill_set.robot_type != robot_type:
+        raise ValueError(f"{robot_type}.yaml declares robot_type {skill_set.robot_type!r}")
+    return skill_set
