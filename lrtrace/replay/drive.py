@@ -1,0 +1,224 @@
+"""Drive a PlanningService through a trace with simulated robots, on either clock.
+
+One event loop serves both clocks: arrivals and robot completions sit in a heap; the
+loop lets the service run until the next event (`run_until` on the virtual clock,
+a condition-variable wait while the service thread works on the real one), then
+submits the arrival or reports the segment's end with `segment_done`. Segment
+callbacks come from the service and only push events, so they stay short.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from lrtrace.replay.fleet import ExecutionSampler, SimulatedRobot
+from lrtrace.results_format import SegmentRecord, TaskRecord
+from lrtrace.trace_format import TraceFile, TraceTask
+from timely_core.events import Segment, TaskResult
+from timely_core.request import TaskRequest
+
+VIRTUAL_STEP_S = 0.02  # longest a robot's end can wait to be reported in virtual time
+DRAIN_LIMIT_S = 3600.0  # after the last arrival; a task still open then is reported failed
+
+
+class Pacer(Protocol):
+    """How the loop lets time pass while the service works."""
+
+    def now(self) -> float: ...
+
+    def advance_to(self, t_s: float, wake: threading.Condition) -> None:
+        """Return at `t_s`, or earlier if `wake` is notified (real clock only)."""
+
+
+class VirtualPacer:
+    def __init__(self, service: Any) -> None:
+        self._service = service
+
+    def now(self) -> float:
+        return float(self._service.clock.now())
+
+    def advance_to(self, t_s: float, wake: threading.Condition) -> None:
+        target = min(t_s, self.now() + VIRTUAL_STEP_S)
+        self._service.run_until(target)
+        self._service.clock.sleep_until(target)  # an idle service may not move the clock
+
+
+class RealPacer:
+    def __init__(self, service: Any) -> None:
+        self._service = service
+
+    def now(self) -> float:
+        return float(self._service.clock.now())
+
+    def advance_to(self, t_s: float, wake: threading.Condition) -> None:
+        delay = t_s - self.now()
+        if delay > 0:
+            wake.wait(timeout=min(delay, 0.5))
+
+
+@dataclass
+class _Open:
+    task: TraceTask
+    record: TaskRecord
+    robot: SimulatedRobot
+    handle: Any = None
+    segments: list[Segment] = field(default_factory=list)
+
+
+@dataclass(order=True)
+class _Event:
+    t_s: float
+    seq: int
+    kind: str = field(compare=False)  # "arrive" | "done"
+    task_id: str = field(compare=False)
+    index: int = field(compare=False, default=0)
+
+
+def new_record(task: TraceTask) -> TaskRecord:
+    return TaskRecord(
+        task_id=task.task_id,
+        trace_id=task.trace_id,
+        agent_id=task.agent_id,
+        robot_type=task.robot_type,
+        urgency=task.urgency,
+        tuf=task.tuf,
+        arrival_s=task.arrival_s,
+    )
+
+
+class ServiceDriver:
+    """Replays one trace through one started (real clock) or idle (virtual) service."""
+
+    def __init__(
+        self,
+        service: Any,
+        pacer: Pacer,
+        sampler: ExecutionSampler,
+        network_latency_s: float,
+        on_task_done: Callable[[TaskRecord], None],
+        stop: threading.Event,
+    ) -> None:
+        self._service = service
+        self._pacer = pacer
+        self._sampler = sampler
+        self._latency = network_latency_s
+        self._on_task_done = on_task_done
+        self._stop = stop
+        self._wake = threading.Condition()
+        self._heap: list[_Event] = []
+        self._seq = itertools.count()
+        self._open: dict[str, _Open] = {}
+        self._t0 = 0.0
+
+    def run(self, trace: TraceFile) -> list[TaskRecord]:
+        """All task records, in trace order; unfinished ones have finished=False."""
+        self._t0 = self._pacer.now()
+        records: list[TaskRecord] = []
+        for task in trace.tasks:
+            opened = _Open(task, new_record(task), SimulatedRobot(task.robot_type, _rng(task)))
+            self._open[task.task_id] = opened
+            records.append(opened.record)
+            self._push(task.arrival_s, "arrive", task.task_id)
+        last_arrival = trace.tasks[-1].arrival_s if trace.tasks else 0.0
+        while not self._stop.is_set():
+            with self._wake:
+                now = self._pacer.now() - self._t0
+                if not self._open or now > last_arrival + DRAIN_LIMIT_S:
+                    break
+                due = []
+                while self._heap and self._heap[0].t_s <= now:
+                    due.append(heapq.heappop(self._heap))
+            # Calls into the service happen outside our lock: its thread takes our lock
+            # in the segment callbacks, so holding it here could deadlock.
+            for ev in due:
+                self._handle(ev)
+            with self._wake:
+                if not self._open:
+                    break
+                nxt = self._heap[0].t_s if self._heap else now + 1.0
+                self._pacer.advance_to(self._t0 + nxt, self._wake)
+        for opened in list(self._open.values()):
+            if opened.handle is not None and self._stop.is_set():
+                _cancel(opened.handle)
+            opened.record.error = opened.record.error or (
+                "interrupted" if self._stop.is_set() else "not finished within the drain limit"
+            )
+        return records
+
+    # -- events -------------------------------------------------------------------------
+
+    def _push(self, t_s: float, kind: str, task_id: str, index: int = 0) -> None:
+        heapq.heappush(self._heap, _Event(t_s, next(self._seq), kind, task_id, index))
+
+    def _handle(self, ev: _Event) -> None:
+        opened = self._open.get(ev.task_id)
+        if opened is None:
+            return
+        if ev.kind == "arrive":
+            self._submit(opened)
+        else:
+            opened.handle.segment_done(ev.index, finished_at_s=self._t0 + ev.t_s)
+
+    def _submit(self, opened: _Open) -> None:
+        task = opened.task
+        request = TaskRequest(
+            robot_id=task.agent_id,
+            instruction=task.instruction,
+            scene=task.scene,
+            tuf=task.tuf,
+            task_id=task.task_id,
+        )
+        handle = self._service.submit(request)
+        opened.handle = handle
+        handle.on_segment(lambda seg, o=opened: self._segment(o, seg))
+        handle.on_result(lambda res, o=opened: self._result(o, res))
+
+    # -- service callbacks (service thread, or inside run_until) --------------------------
+
+    def _segment(self, opened: _Open, seg: Segment) -> None:
+        with self._wake:
+            emitted = seg.emitted_at_s - self._t0
+            ex = opened.robot.execute(emitted, seg.statements, self._sampler, self._latency)
+            opened.segments.append(seg)
+            opened.record.segments.append(
+                SegmentRecord(
+                    index=seg.index,
+                    text=seg.text,
+                    statements=len(seg.statements),
+                    emitted_s=emitted,
+                    dispatched_s=ex.dispatched_s,
+                    exec_start_s=ex.start_s,
+                    exec_end_s=ex.end_s,
+                )
+            )
+            self._push(ex.end_s, "done", opened.task.task_id, seg.index)
+            self._wake.notify_all()
+
+    def _result(self, opened: _Open, res: TaskResult) -> None:
+        with self._wake:
+            rec = opened.record
+            rec.plan_text = res.plan_text
+            rec.success = res.success and bool(rec.segments)
+            rec.error = res.error
+            rec.finished = True
+            self._open.pop(opened.task.task_id, None)
+            self._on_task_done(rec)
+            self._wake.notify_all()
+
+
+def _rng(task: TraceTask) -> np.random.Generator:
+    return np.random.default_rng(task.seed)
+
+
+def _cancel(handle: Any) -> None:
+    try:
+        handle.cancel()
+    except Exception:  # the task may have ended meanwhile; cancel is best effort here
+        return
