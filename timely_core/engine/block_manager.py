@@ -1,0 +1,231 @@
+"""Block bookkeeping for the paged KV cache (no tensors here except via KvCache).
+
+Device blocks are reference-counted: a block is shared by every generation whose
+prompt starts with the same content (found by a chained content hash) and by the
+pinned prefix that produced it. A freed block keeps its content and hash until it
+is reallocated, so a later prompt with the same prefix still hits it (LRU).
+Writing into a shared block copies it first (copy-on-write), which is how a
+pinned prefix's partial last block is reused. Host blocks hold swapped-out KV.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from timely_core.engine.generation import GenerationState, KvLocation
+from timely_core.engine.kv_cache import KvCache
+from timely_core.engine.protocol import OutOfKvMemory
+
+_ROOT_HASH = -1
+
+
+def chain_hash(parent: int, tokens: tuple[int, ...]) -> int:
+    """Hash of a full block given the hash of the block before it."""
+    return hash((parent, tokens))
+
+
+def blocks_for(num_tokens: int, block_size: int) -> int:
+    return -(-num_tokens // block_size)
+
+
+@dataclass
+class PinnedPrefix:
+    """A registered prompt prefix whose KV stays on device until unregistered."""
+
+    prefix_id: str
+    token_ids: list[int]
+    blocks: list[int]
+
+
+class BlockManager:
+    def __init__(
+        self, block_size: int, num_device_blocks: int, num_host_blocks: int, cache: KvCache
+    ) -> None:
+        self.block_size = block_size
+        self.num_device_blocks = num_device_blocks
+        self.num_host_blocks = num_host_blocks
+        self.cache = cache
+        self.ref_counts = [0] * num_device_blocks
+        self._free_uncached: list[int] = list(range(num_device_blocks - 1, -1, -1))
+        self._free_cached: OrderedDict[int, None] = OrderedDict()  # LRU first
+        self._hash_of_block: dict[int, int] = {}
+        self._block_of_hash: dict[int, int] = {}
+        self._content: dict[int, tuple[int, tuple[int, ...]]] = {}  # block -> (parent, tokens)
+        self._free_host: list[int] = list(range(num_host_blocks - 1, -1, -1))
+        self.prefixes: dict[str, PinnedPrefix] = {}
+
+    # ---- pool primitives -------------------------------------------------
+    @property
+    def num_free_device(self) -> int:
+        return len(self._free_uncached) + len(self._free_cached)
+
+    @property
+    def num_free_host(self) -> int:
+        return len(self._free_host)
+
+    @property
+    def num_pinned_blocks(self) -> int:
+        return len({b for prefix in self.prefixes.values() for b in prefix.blocks})
+
+    def _allocate(self, count: int) -> list[int]:
+        if count > self.num_free_device:
+            raise OutOfKvMemory(
+                f"need {count} free KV blocks on device, only {self.num_free_device} free"
+            )
+        blocks = []
+        for _ in range(count):
+            if self._free_uncached:
+                block = self._free_uncached.pop()
+            else:
+                block, _ = self._free_cached.popitem(last=False)
+                self._forget_hash(block)
+            self.ref_counts[block] = 1
+            blocks.append(block)
+        return blocks
+
+    def _forget_hash(self, block: int) -> None:
+        digest = self._hash_of_block.pop(block, None)
+        if digest is not None and self._block_of_hash.get(digest) == block:
+            del self._block_of_hash[digest]
+        self._content.pop(block, None)
+
+    def _share(self, block: int) -> None:
+        if self.ref_counts[block] == 0:
+            del self._free_cached[block]
+        self.ref_counts[block] += 1
+
+    def _release(self, block: int) -> None:
+        self.ref_counts[block] -= 1
+        if self.ref_counts[block] == 0:
+            if block in self._hash_of_block:
+                self._free_cached[block] = None
+            else:
+                self._free_uncached.append(block)
+
+    # ---- prefix cache ----------------------------------------------------
+    def lookup(self, token_ids: list[int], max_blocks: int) -> list[int]:
+        """Cached device blocks holding the KV of the leading full blocks of `token_ids`."""
+        size, parent, matched = self.block_size, _ROOT_HASH, []
+        for i in range(min(max_blocks, len(token_ids) // size)):
+            tokens = tuple(token_ids[i * size : (i + 1) * size])
+            digest = chain_hash(parent, tokens)
+            block = self._block_of_hash.get(digest)
+            if block is None or self._content[block] != (parent, tokens):
+                break
+            matched.append(block)
+            parent = digest
+        return matched
+
+    def register_full_blocks(self, state: GenerationState) -> None:
+        """Publish the hash of every block of `state` that became full and computed."""
+        size = self.block_size
+        for i in range(len(state.block_hashes), state.num_computed // size):
+            parent = state.block_hashes[-1] if state.block_hashes else _ROOT_HASH
+            tokens = tuple(state.token_ids[i * size : (i + 1) * size])
+            digest = chain_hash(parent, tokens)
+            state.block_hashes.append(digest)
+            block = state.block_table[i]
+            if block not in self._hash_of_block and digest not in self._block_of_hash:
+                self._hash_of_block[block] = digest
+                self._block_of_hash[digest] = block
+                self._content[block] = (parent, tokens)
+
+    # ---- generations -----------------------------------------------------
+    def admission_cost(self, num_tokens: int, prefix: PinnedPrefix | None) -> int:
+        """Free device blocks an admission of `num_tokens` tokens needs at most."""
+        shared = len(prefix.blocks) if prefix is not None else 0
+        return blocks_for(num_tokens, self.block_size) - shared + (1 if shared else 0)
+
+    def admit(
+        self, state: GenerationState, prefix: PinnedPrefix | None, compute_all: bool = False
+    ) -> None:
+        """Give `state` device blocks for all its tokens, reusing cached KV.
+
+        All but the last token may come from the cache (its logits are needed) unless
+        `compute_all` (registering a prefix). Raises OutOfKvMemory, changing nothing.
+        """
+        size, tokens = self.block_size, state.token_ids
+        limit = len(tokens) if compute_all else len(tokens) - 1
+        if prefix is not None:
+            shared, computed = list(prefix.blocks), len(prefix.token_ids)
+        else:
+            shared = self.lookup(tokens, limit // size)
+            computed = len(shared) * size
+        computed = min(computed, limit)
+        write_block = computed // size
+        copy_on_write = write_block < len(shared)
+        if copy_on_write:
+            shared = shared[: write_block + 1]
+        fresh = blocks_for(len(tokens), size) - len(shared) + (1 if copy_on_write else 0)
+        revived = sum(1 for block in shared if self.ref_counts[block] == 0)
+        if fresh + revived > self.num_free_device:
+            raise OutOfKvMemory(
+                f"generation {state.gen_id} needs {fresh + revived} free KV blocks "
+                f"({len(tokens)} tokens), only {self.num_free_device} free"
+            )
+        for block in shared:
+            self._share(block)
+        table = shared + self._allocate(fresh)
+        if copy_on_write:
+            private = table.pop()
+            self.cache.copy_device([table[write_block]], [private])
+            self._release(table[write_block])
+            table[write_block] = private
+        state.block_table, state.block_hashes = table, []
+        state.num_computed, state.kv = computed, KvLocation.DEVICE
+        self.register_full_blocks(state)
+
+    def blocks_to_grow(self, state: GenerationState, num_tokens: int) -> int:
+        return max(0, blocks_for(num_tokens, self.block_size) - len(state.block_table))
+
+    def grow(self, state: GenerationState, num_tokens: int) -> None:
+        """Extend the table to hold `num_tokens` tokens (a decode crossing a block)."""
+        state.block_table.extend(self._allocate(self.blocks_to_grow(state, num_tokens)))
+
+    def free(self, state: GenerationState) -> None:
+        """Drop all of `state`'s KV (finish, abort, discard)."""
+        for index, block in enumerate(state.block_table):
+            if index not in state.host_blocks:
+                self._release(block)
+        self._free_host.extend(state.host_blocks.values())
+        state.block_table, state.block_hashes, state.host_blocks = [], [], {}
+        state.num_computed, state.kv = 0, KvLocation.NONE
+
+    def swap_out(self, state: GenerationState) -> bool:
+        """Copy `state`'s exclusive blocks to the host pool and free them on device;
+        shared blocks stay (others hold them anyway). False if the host pool is full."""
+        exclusive = [i for i, b in enumerate(state.block_table) if self.ref_counts[b] == 1]
+        if len(exclusive) > self.num_free_host:
+            return False
+        host = [self._free_host.pop() for _ in exclusive]
+        self.cache.swap_out([state.block_table[i] for i in exclusive], host)
+        for index, host_block in zip(exclusive, host, strict=True):
+            self._release(state.block_table[index])
+            state.host_blocks[index] = host_block
+        state.kv = KvLocation.HOST
+        return True
+
+    def swap_in(self, state: GenerationState) -> None:
+        """Copy swapped blocks back to fresh device blocks. Raises OutOfKvMemory."""
+        indices = sorted(state.host_blocks)
+        device = self._allocate(len(indices))
+        host = [state.host_blocks[i] for i in indices]
+        self.cache.swap_in(host, device)
+        for index, block in zip(indices, device, strict=True):
+            state.block_table[index] = block
+        self._free_host.extend(host)
+        state.host_blocks = {}
+        state.kv = KvLocation.DEVICE
+
+    # ---- pinned prefixes -------------------------------------------------
+    def pin(self, prefix_id: str, state: GenerationState) -> PinnedPrefix:
+        """Keep the fully computed `state`'s blocks as prefix `prefix_id`."""
+        prefix = PinnedPrefix(prefix_id, list(state.token_ids), list(state.block_table))
+        self.prefixes[prefix_id] = prefix
+        state.block_table = []
+        return prefix
+
+    def unpin(self, prefix_id: str) -> None:
+        for block in self.prefixes.pop(prefix_id).blocks:
+            self._release(block)

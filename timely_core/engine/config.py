@@ -1,0 +1,44 @@
+"""Configuration of the torch engine: KV budgets and per-iteration limits."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from timely_core.engine.protocol import HandlingStrategy
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+
+
+class EngineConfig(BaseModel):
+    """How much KV memory the engine may use and how much work one `step` may do.
+
+    Budgets are in bytes so the same config fits any checkpoint: the engine turns
+    them into block counts from the model's layer count, KV heads and head size.
+    `preemption_strategy` is what `step` does to a running generation when a decode
+    needs a block and none is free (swap falls back to discard when the host pool
+    is full); it never crashes and never drops tokens.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    block_size: int = Field(default=16, ge=1, le=1024)
+    device_kv_bytes: int = Field(default=256 * 2**20, gt=0)
+    host_kv_bytes: int = Field(default=256 * 2**20, ge=0)
+    max_batched_tokens: int = Field(default=2048, ge=1)
+    max_generations: int = Field(default=64, ge=1)
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    num_threads: int | None = Field(default=None, ge=1)
+    preemption_strategy: Literal[HandlingStrategy.SWAP, HandlingStrategy.DISCARD] = (
+        HandlingStrategy.SWAP
+    )
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]

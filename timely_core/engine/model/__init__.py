@@ -1,0 +1,1 @@
+"""Llama-family transformer over a paged KV cache (Llama and Qwen2 checkpoints)."""

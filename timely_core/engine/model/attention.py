@@ -1,0 +1,85 @@
+"""Attention of one iteration's tokens over the paged KV cache.
+
+The tokens of an iteration are flattened into one sequence so every projection is
+a single matmul. Decodes come first (one token each, batched into one padded
+attention call); prefill chunks follow (one attention call per chunk, causal
+within the chunk and over the generation's cached context).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class PrefillSpan:
+    """A chunk of one generation's prompt: tokens [start, start + length) of the
+    flattened batch, attending to `context_slots` (cached tokens, then the chunk)."""
+
+    start: int
+    length: int
+    context_slots: torch.Tensor | None  # [context] flat slots; None: no cached context
+    mask: torch.Tensor | None  # [length, context] bool; None: causal without context,
+    # attend-to-all with context (a single-token chunk)
+
+
+@dataclass(frozen=True)
+class DecodeGroup:
+    """The first `size` tokens of the batch, one per decoding generation."""
+
+    size: int
+    context_slots: torch.Tensor  # [size, max_context] flat slots, padded
+    mask: torch.Tensor | None  # [size, 1, 1, max_context] bool; None: no padding
+
+
+@dataclass(frozen=True)
+class AttentionBatch:
+    """Where each token's K/V goes and what each token attends to."""
+
+    slot_mapping: torch.Tensor  # [tokens] flat slot written by each token
+    decode: DecodeGroup | None
+    spans: tuple[PrefillSpan, ...]
+
+
+def paged_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    batch: AttentionBatch,
+) -> torch.Tensor:
+    """Store this iteration's k/v in the cache, then attend.
+
+    q: [T, heads, d]; k, v: [T, kv_heads, d]; caches: [slots, kv_heads, d].
+    Returns [T, heads, d].
+    """
+    k_cache.index_copy_(0, batch.slot_mapping, k)
+    v_cache.index_copy_(0, batch.slot_mapping, v)
+    out = torch.empty_like(q)
+    group = batch.decode
+    if group is not None:
+        ctx_k = k_cache[group.context_slots].permute(0, 2, 1, 3)  # [B, kv, ctx, d]
+        ctx_v = v_cache[group.context_slots].permute(0, 2, 1, 3)
+        dq = q[: group.size].unsqueeze(2)  # [B, heads, 1, d]
+        attn = F.scaled_dot_product_attention(
+            dq, ctx_k, ctx_v, attn_mask=group.mask, enable_gqa=True
+        )
+        out[: group.size] = attn.squeeze(2)
+    for span in batch.spans:
+        end = span.start + span.length
+        sq = q[span.start : end].transpose(0, 1).unsqueeze(0)  # [1, heads, len, d]
+        if span.context_slots is None:
+            sk = k[span.start : end].transpose(0, 1).unsqueeze(0)
+            sv = v[span.start : end].transpose(0, 1).unsqueeze(0)
+        else:
+            sk = k_cache.index_select(0, span.context_slots).transpose(0, 1).unsqueeze(0)
+            sv = v_cache.index_select(0, span.context_slots).transpose(0, 1).unsqueeze(0)
+        attn = F.scaled_dot_product_attention(
+            sq, sk, sv, attn_mask=span.mask, is_causal=span.context_slots is None, enable_gqa=True
+        )
+        out[span.start : end] = attn.squeeze(0).transpose(0, 1)
+    return out

@@ -1,0 +1,94 @@
+"""A Llama-family decoder (Llama, Qwen2) that reads and writes a paged KV cache.
+
+Weights are plain tensors named after the Hugging Face parameters; q/k/v and
+gate/up projections are fused into one matmul each to cut per-step overhead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from timely_core.engine.model.attention import AttentionBatch, paged_attention
+from timely_core.engine.model.config import ModelConfig
+from timely_core.engine.model.rope import RotaryTable, apply_rotary
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm computed in float32 like Hugging Face, then cast back."""
+    x32 = x.to(torch.float32)
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * x32.to(x.dtype)
+
+
+@dataclass
+class LayerWeights:
+    """One decoder layer's parameters (biases are None when the config has none)."""
+
+    input_norm: torch.Tensor
+    qkv: torch.Tensor  # [(heads + 2 * kv_heads) * head_dim, hidden]
+    qkv_bias: torch.Tensor | None
+    o: torch.Tensor
+    o_bias: torch.Tensor | None
+    post_norm: torch.Tensor
+    gate_up: torch.Tensor  # [2 * intermediate, hidden]
+    gate_up_bias: torch.Tensor | None
+    down: torch.Tensor
+    down_bias: torch.Tensor | None
+
+
+@dataclass
+class ModelWeights:
+    """All parameters of the model; `lm_head` may be the embedding (tied)."""
+
+    embed: torch.Tensor
+    layers: list[LayerWeights]
+    norm: torch.Tensor
+    lm_head: torch.Tensor
+
+
+class LlamaModel:
+    """Forward pass over one iteration's flattened tokens."""
+
+    def __init__(self, config: ModelConfig, weights: ModelWeights, dtype: torch.dtype) -> None:
+        self.config = config
+        self.weights = weights
+        self.dtype = dtype
+        self.rotary = RotaryTable(config.rope, config.head_dim, dtype)
+        self._q_size = config.num_attention_heads * config.head_dim
+        self._kv_size = config.num_key_value_heads * config.head_dim
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        max_position: int,
+        batch: AttentionBatch,
+        kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+        logits_index: torch.Tensor,
+    ) -> torch.Tensor:
+        """Logits ([len(logits_index), vocab], float32) of the selected tokens.
+
+        kv_caches: per layer, (k, v) flat views [slots, kv_heads, head_dim].
+        """
+        cfg = self.config
+        cos, sin = self.rotary.lookup(positions, max_position)
+        hidden = F.embedding(input_ids, self.weights.embed)
+        tokens = input_ids.shape[0]
+        for layer, (k_cache, v_cache) in zip(self.weights.layers, kv_caches, strict=True):
+            x = rms_norm(hidden, layer.input_norm, cfg.rms_norm_eps)
+            qkv = F.linear(x, layer.qkv, layer.qkv_bias)
+            q, k, v = qkv.split([self._q_size, self._kv_size, self._kv_size], dim=-1)
+            q = apply_rotary(q.view(tokens, cfg.num_attention_heads, cfg.head_dim), cos, sin)
+            k = apply_rotary(k.view(tokens, cfg.num_key_value_heads, cfg.head_dim), cos, sin)
+            v = v.reshape(tokens, cfg.num_key_value_heads, cfg.head_dim)
+            attn = paged_attention(q, k, v, k_cache, v_cache, batch)
+            hidden = hidden + F.linear(attn.view(tokens, self._q_size), layer.o, layer.o_bias)
+            x = rms_norm(hidden, layer.post_norm, cfg.rms_norm_eps)
+            gate, up = F.linear(x, layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
+            hidden = hidden + F.linear(F.silu(gate) * up, layer.down, layer.down_bias)
+        selected = hidden.index_select(0, logits_index)
+        selected = rms_norm(selected, self.weights.norm, cfg.rms_norm_eps)
+        return F.linear(selected, self.weights.lm_head).to(torch.float32)

@@ -1,0 +1,111 @@
+"""Turn one iteration's scheduled chunks into flat tensors and run the model.
+
+Decodes come first (their attention is one padded call), prefill chunks follow.
+All index tensors are built with a handful of vectorised ops per iteration, not a
+Python loop per token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from timely_core.engine.generation import GenerationState
+from timely_core.engine.kv_cache import KvCache
+from timely_core.engine.model.attention import AttentionBatch, DecodeGroup, PrefillSpan
+from timely_core.engine.model.llama import LlamaModel
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Compute KV for tokens [start, start + length) of `state`; sample after it if
+    `sample` (the chunk reaches the end of the known tokens)."""
+
+    state: GenerationState
+    start: int
+    length: int
+
+    @property
+    def sample(self) -> bool:
+        return self.start + self.length == len(self.state.token_ids)
+
+
+class ModelRunner:
+    def __init__(self, model: LlamaModel, cache: KvCache, block_size: int) -> None:
+        self.model = model
+        self.cache = cache
+        self.block_size = block_size
+        self._offsets = torch.arange(block_size)
+
+    def _slots(self, table: list[int], length: int) -> torch.Tensor:
+        blocks = torch.tensor(table, dtype=torch.long)
+        return (blocks[:, None] * self.block_size + self._offsets).view(-1)[:length]
+
+    def _decode_group(self, decodes: list[Chunk]) -> DecodeGroup:
+        lengths = [c.start + 1 for c in decodes]
+        max_len = max(lengths)
+        width = -(-max_len // self.block_size)
+        tables = [c.state.block_table[:width] for c in decodes]
+        padded = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.long)
+        slots = (padded[:, :, None] * self.block_size + self._offsets).view(len(decodes), -1)
+        slots = slots[:, :max_len]
+        mask = None
+        if min(lengths) != max_len:
+            valid = torch.arange(max_len)[None, :] < torch.tensor(lengths)[:, None]
+            mask = valid[:, None, None, :]
+        return DecodeGroup(size=len(decodes), context_slots=slots, mask=mask)
+
+    def run(self, chunks: list[Chunk]) -> tuple[list[Chunk], torch.Tensor]:
+        """Forward over `chunks`; returns the chunks that sample and their float32
+        logits, row for row (one-token chunks after cached context go first: they
+        share one padded attention call)."""
+        ids: list[int] = []
+        positions: list[torch.Tensor] = []
+        slot_parts: list[torch.Tensor] = []
+        logits_rows: list[int] = []
+        spans: list[PrefillSpan] = []
+        decodes = [c for c in chunks if _is_decode(c)]
+        prefills = [c for c in chunks if not _is_decode(c)]
+        group = self._decode_group(decodes) if decodes else None
+        if group is not None:
+            ids.extend(c.state.token_ids[c.start] for c in decodes)
+            positions.append(torch.tensor([c.start for c in decodes], dtype=torch.long))
+            slot_parts.append(group.context_slots[torch.arange(group.size), positions[0]])
+            logits_rows.extend(range(group.size))
+        offset = len(ids)
+        for c in prefills:
+            end = c.start + c.length
+            ids.extend(c.state.token_ids[c.start : end])
+            context = self._slots(c.state.block_table, end)
+            positions.append(torch.arange(c.start, end))
+            slot_parts.append(context[c.start :])
+            spans.append(_span(offset, c, context))
+            offset += c.length
+            if c.sample:
+                logits_rows.append(offset - 1)
+        batch = AttentionBatch(slot_mapping=torch.cat(slot_parts), decode=group, spans=tuple(spans))
+        max_position = max(c.start + c.length for c in chunks) - 1
+        logits = self.model.forward(
+            torch.tensor(ids, dtype=torch.long),
+            torch.cat(positions),
+            max_position,
+            batch,
+            self.cache.layer_views,
+            torch.tensor(logits_rows, dtype=torch.long),
+        )
+        return decodes + [c for c in prefills if c.sample], logits
+
+
+def _is_decode(chunk: Chunk) -> bool:
+    return chunk.length == 1 and chunk.start > 0 and chunk.sample
+
+
+def _span(offset: int, chunk: Chunk, context: torch.Tensor) -> PrefillSpan:
+    if chunk.start == 0:
+        return PrefillSpan(offset, chunk.length, None, None)
+    if chunk.length == 1:
+        return PrefillSpan(offset, 1, context, None)
+    query_positions = torch.arange(chunk.start, chunk.start + chunk.length)
+    mask = torch.arange(context.shape[0])[None, :] <= query_positions[:, None]
+    return PrefillSpan(offset, chunk.length, context, mask)

@@ -1,0 +1,347 @@
+"""`TorchEngine`: the embedded paged-KV, continuous-batching `Engine` backend.
+
+Memory policy (never a crash):
+- `add`, `resume` and `register_prefix` reserve device blocks for every known
+  token up front and raise `OutOfKvMemory` (changing nothing) when they do not fit.
+- During `step`, a decode that crosses into a new block and finds no free block
+  preempts, most recently admitted first, runnable generations not in this step,
+  then the lowest-ranked ones of this step (callers list `gen_ids` by priority),
+  with `EngineConfig.preemption_strategy` (swap; discard when the host pool is
+  full). Suspended `preserve` generations and pinned prefixes are never touched.
+  A preempted generation stays runnable: the next step that lists it swaps it in
+  or re-prefills it once memory allows; until then it produces no token.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from timely_core.engine.block_manager import BlockManager, PinnedPrefix
+from timely_core.engine.config import EngineConfig
+from timely_core.engine.generation import GenerationState, KvLocation
+from timely_core.engine.kv_cache import KvCache
+from timely_core.engine.loader import load_model
+from timely_core.engine.model_runner import Chunk, ModelRunner
+from timely_core.engine.protocol import (
+    EngineError,
+    HandlingStrategy,
+    MemoryReport,
+    OutOfKvMemory,
+    SamplingParams,
+    StepOutput,
+    UnknownGeneration,
+)
+from timely_core.engine.sampler import make_generator, sample, validate_params
+
+
+@dataclass
+class StepTimings:
+    """Cumulative wall time of `step` calls, split at the model forward + sampling."""
+
+    steps: int = 0
+    total_s: float = 0.0
+    forward_s: float = 0.0
+
+    @property
+    def overhead_s(self) -> float:
+        return self.total_s - self.forward_s
+
+
+def _eos_ids(model_path: Path, from_config: tuple[int, ...]) -> tuple[int, ...]:
+    ids = list(from_config)
+    generation_config = model_path / "generation_config.json"
+    if generation_config.is_file():
+        eos = json.loads(generation_config.read_text()).get("eos_token_id")
+        extra = eos if isinstance(eos, list) else [] if eos is None else [eos]
+        ids.extend(i for i in extra if i not in ids)
+    return tuple(ids)
+
+
+class TorchEngine:
+    """Runs a local Hugging Face Llama/Qwen2 checkpoint on CPU (or any torch device's
+    dtype) behind the `Engine` protocol."""
+
+    def __init__(self, model_path: str | Path, config: EngineConfig | None = None) -> None:
+        self.config = config or EngineConfig()
+        if self.config.num_threads is not None:
+            torch.set_num_threads(self.config.num_threads)
+        path = Path(model_path)
+        self.model = load_model(path, self.config.torch_dtype)
+        mc = self.model.config
+        self._eos = _eos_ids(path, mc.eos_token_ids)
+        size = self.config.block_size
+        self.bytes_per_block = KvCache.bytes_per_block(
+            mc.num_hidden_layers, mc.num_key_value_heads, mc.head_dim, size, self.config.torch_dtype
+        )
+        num_device = self.config.device_kv_bytes // self.bytes_per_block
+        if num_device < 1:
+            raise ValueError(
+                f"device_kv_bytes={self.config.device_kv_bytes} is less than one KV block "
+                f"({self.bytes_per_block} bytes for this model and block_size={size})"
+            )
+        num_host = self.config.host_kv_bytes // self.bytes_per_block
+        self.cache = KvCache(
+            mc.num_hidden_layers,
+            mc.num_key_value_heads,
+            mc.head_dim,
+            size,
+            num_device,
+            num_host,
+            self.config.torch_dtype,
+        )
+        self.blocks = BlockManager(size, num_device, num_host, self.cache)
+        self.runner = ModelRunner(self.model, self.cache, size)
+        self.timings = StepTimings()
+        self._gens: dict[int, GenerationState] = {}
+        self._admissions = itertools.count()
+
+    # ---- protocol: identity and memory -----------------------------------
+    @property
+    def eos_token_id(self) -> int:
+        """The model's (first) EOS id; -1 if the checkpoint names none."""
+        return self._eos[0] if self._eos else -1
+
+    def memory(self) -> MemoryReport:
+        return MemoryReport(
+            block_size=self.config.block_size,
+            bytes_per_block=self.bytes_per_block,
+            device_blocks_total=self.blocks.num_device_blocks,
+            device_blocks_free=self.blocks.num_free_device,
+            host_blocks_total=self.blocks.num_host_blocks,
+            host_blocks_free=self.blocks.num_free_host,
+            pinned_prefix_blocks=self.blocks.num_pinned_blocks,
+        )
+
+    def token_ids(self, gen_id: int) -> list[int]:
+        return list(self._state(gen_id).token_ids)
+
+    def generation(self, gen_id: int) -> GenerationState:
+        """The engine's state of a live generation (read it, do not change it)."""
+        return self._state(gen_id)
+
+    # ---- protocol: prefixes ----------------------------------------------
+    def register_prefix(self, prefix_id: str, token_ids: list[int]) -> None:
+        self._check_tokens(token_ids, f"prefix {prefix_id!r}")
+        if prefix_id in self.blocks.prefixes:
+            self.blocks.unpin(prefix_id)
+        state = GenerationState(-1, list(token_ids), len(token_ids), SamplingParams(), -1)
+        self.blocks.admit(state, None, compute_all=True)
+        with torch.inference_mode():
+            while state.num_pending > 0:
+                length = min(state.num_pending, self.config.max_batched_tokens)
+                self.runner.run([Chunk(state, state.num_computed, length)])
+                state.num_computed += length
+        self.blocks.register_full_blocks(state)
+        self.blocks.pin(prefix_id, state)
+
+    def unregister_prefix(self, prefix_id: str) -> None:
+        self._prefix(prefix_id)
+        self.blocks.unpin(prefix_id)
+
+    # ---- protocol: admission ---------------------------------------------
+    def can_admit(self, num_tokens: int, prefix_id: str | None = None) -> bool:
+        prefix = self._prefix(prefix_id) if prefix_id is not None else None
+        cost = self.blocks.admission_cost(num_tokens, prefix)
+        return cost <= self.blocks.num_free_device
+
+    def add(
+        self,
+        gen_id: int,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        prefix_id: str | None = None,
+    ) -> None:
+        if gen_id in self._gens:
+            raise EngineError(f"generation {gen_id} is already live")
+        self._check_tokens(prompt_token_ids, f"prompt of generation {gen_id}")
+        validate_params(params)
+        prefix = None
+        if prefix_id is not None:
+            prefix = self._prefix(prefix_id)
+            if prompt_token_ids[: len(prefix.token_ids)] != prefix.token_ids:
+                raise ValueError(
+                    f"prompt of generation {gen_id} does not start with prefix {prefix_id!r}"
+                )
+        state = GenerationState(
+            gen_id=gen_id,
+            token_ids=list(prompt_token_ids),
+            prompt_len=len(prompt_token_ids),
+            params=params,
+            admitted_seq=next(self._admissions),
+            prefix_id=prefix_id,
+            generator=make_generator(params),
+        )
+        self.blocks.admit(state, prefix)
+        self._gens[gen_id] = state
+
+    # ---- protocol: lifecycle ---------------------------------------------
+    def suspend(self, gen_id: int, strategy: HandlingStrategy) -> None:
+        """Swap falls back to discard (recorded in `generation(id).strategy`) when the
+        host pool cannot hold the generation's blocks."""
+        state = self._state(gen_id)
+        if state.suspended:
+            raise EngineError(f"generation {gen_id} is already suspended")
+        strategy = HandlingStrategy(strategy)
+        state.suspended, state.strategy = True, strategy
+        if strategy is HandlingStrategy.SWAP and state.kv is KvLocation.DEVICE:
+            if not self.blocks.swap_out(state):
+                self.blocks.free(state)
+                state.strategy = HandlingStrategy.DISCARD
+        elif strategy is HandlingStrategy.DISCARD:
+            self.blocks.free(state)
+
+    def resume(self, gen_id: int) -> None:
+        state = self._state(gen_id)
+        if not state.suspended:
+            raise EngineError(f"generation {gen_id} is not suspended")
+        self._restore(state)
+        state.suspended = False
+
+    def abort(self, gen_id: int) -> None:
+        self.blocks.free(self._state(gen_id))
+        del self._gens[gen_id]
+
+    # ---- protocol: one iteration -----------------------------------------
+    def step(self, gen_ids: list[int]) -> list[StepOutput]:
+        started = time.perf_counter()
+        if len(set(gen_ids)) != len(gen_ids):
+            raise EngineError(f"step lists a generation twice: {gen_ids}")
+        states = [self._runnable(g) for g in gen_ids][: self.config.max_generations]
+        chunks = self._schedule(states)
+        outputs: dict[int, StepOutput] = {}
+        if chunks:
+            forward_started = time.perf_counter()
+            with torch.inference_mode():
+                sampled, logits = self.runner.run(chunks)
+                tokens = sample(
+                    logits,
+                    [c.state.params for c in sampled],
+                    [c.state.generator for c in sampled],
+                )
+            self.timings.forward_s += time.perf_counter() - forward_started
+            for chunk in chunks:
+                chunk.state.num_computed = chunk.start + chunk.length
+                self.blocks.register_full_blocks(chunk.state)
+            for chunk, token in zip(sampled, tokens, strict=True):
+                outputs[chunk.state.gen_id] = self._append(chunk.state, token)
+        self.timings.steps += 1
+        self.timings.total_s += time.perf_counter() - started
+        return [outputs[g] for g in gen_ids if g in outputs]
+
+    # ---- internals -------------------------------------------------------
+    def _append(self, state: GenerationState, token: int) -> StepOutput:
+        state.token_ids.append(token)
+        finished = (
+            token in self._eos
+            or token in state.params.stop_token_ids
+            or state.num_generated >= state.params.max_tokens
+        )
+        if finished:
+            self.blocks.free(state)
+            del self._gens[state.gen_id]
+        return StepOutput(gen_id=state.gen_id, token_id=token, finished=finished)
+
+    def _schedule(self, states: list[GenerationState]) -> list[Chunk]:
+        """Chunks for this iteration: decodes first, then prefill chunks, in caller
+        order within each, until the token budget is spent."""
+        budget = self.config.max_batched_tokens
+        order = [s for s in states if s.kv is KvLocation.DEVICE and s.num_pending == 1]
+        order += [s for s in states if s not in order]
+        chunks: list[Chunk] = []
+        for position, state in enumerate(order):
+            if budget == 0:
+                break
+            if state.kv is not KvLocation.DEVICE and not self._try_restore(state):
+                continue
+            length = min(state.num_pending, budget)
+            end = state.num_computed + length
+            later = [s for s in order[position + 1 :] if s.kv is KvLocation.DEVICE]
+            if not self._make_room(state, end, later):
+                continue
+            self.blocks.grow(state, end)
+            chunks.append(Chunk(state, state.num_computed, length))
+            budget -= length
+        return chunks
+
+    def _make_room(self, state: GenerationState, end: int, later: list[GenerationState]) -> bool:
+        """Preempt until `state` can hold `end` tokens; False if it still cannot."""
+        in_step = {s.gen_id for s in later}
+        outside = sorted(
+            (
+                s
+                for s in self._gens.values()
+                if not s.suspended
+                and s.kv is KvLocation.DEVICE
+                and s is not state
+                and s.gen_id not in in_step
+            ),
+            key=lambda s: -s.admitted_seq,
+        )
+        victims = outside + later[::-1]
+        while self.blocks.blocks_to_grow(state, end) > self.blocks.num_free_device:
+            if not victims:
+                return False
+            self._preempt(victims.pop(0))
+        return True
+
+    def _preempt(self, state: GenerationState) -> None:
+        if state.kv is not KvLocation.DEVICE:
+            return
+        strategy = HandlingStrategy(self.config.preemption_strategy)
+        if strategy is HandlingStrategy.SWAP and self.blocks.swap_out(state):
+            state.strategy = HandlingStrategy.SWAP
+            return
+        self.blocks.free(state)
+        state.strategy = HandlingStrategy.DISCARD
+
+    def _restore(self, state: GenerationState) -> None:
+        """Bring a generation's KV back to device (swap-in or re-admission for a
+        re-prefill). Raises OutOfKvMemory, changing nothing."""
+        if state.kv is KvLocation.HOST:
+            self.blocks.swap_in(state)
+        elif state.kv is KvLocation.NONE:
+            prefix = self.blocks.prefixes.get(state.prefix_id or "")
+            if prefix is not None and state.token_ids[: len(prefix.token_ids)] != prefix.token_ids:
+                prefix = None
+            self.blocks.admit(state, prefix)
+
+    def _try_restore(self, state: GenerationState) -> bool:
+        try:
+            self._restore(state)
+        except OutOfKvMemory:
+            return False
+        return True
+
+    def _state(self, gen_id: int) -> GenerationState:
+        state = self._gens.get(gen_id)
+        if state is None:
+            raise UnknownGeneration(f"no live generation {gen_id}")
+        return state
+
+    def _runnable(self, gen_id: int) -> GenerationState:
+        state = self._state(gen_id)
+        if state.suspended:
+            raise EngineError(f"generation {gen_id} is suspended; resume it before stepping")
+        return state
+
+    def _prefix(self, prefix_id: str | None) -> PinnedPrefix:
+        prefix = self.blocks.prefixes.get(prefix_id or "")
+        if prefix is None:
+            raise EngineError(f"no registered prefix {prefix_id!r}")
+        return prefix
+
+    def _check_tokens(self, token_ids: list[int], what: str) -> None:
+        if not token_ids:
+            raise ValueError(f"{what} is empty")
+        vocab = self.model.config.vocab_size
+        bad = next((i for i, t in enumerate(token_ids) if not 0 <= t < vocab), None)
+        if bad is not None:
+            raise ValueError(
+                f"{what}: token {token_ids[bad]} at index {bad} is outside [0, {vocab})"
+            )
