@@ -41,3 +41,7 @@ class PromptTooLong(ServiceError):
 
 class ServiceStopped(ServiceError):
     """submit() after stop()."""
+
+
+class DuplicateTask(ServiceError):
+    """A request reused the task id of an earlier request."""

@@ -12,6 +12,7 @@ from timely_core.policies.segmented_fcfs import SegmentedFcfsPolicy
 from timely_core.policies.static_priority import StaticPriorityPolicy
 from timely_core.policies.stream import StreamPolicy
 from timely_core.policies.timely import TimelyPolicy
+from timely_core.priority import DEFAULT_MIN_SLACK_S
 
 _FACTORIES: dict[str, Callable[[], Policy]] = {
     "timely": TimelyPolicy,
@@ -25,7 +26,10 @@ _FACTORIES: dict[str, Callable[[], Policy]] = {
 POLICY_NAMES: tuple[str, ...] = tuple(_FACTORIES)
 
 
-def make_policy(name: str) -> Policy:
+def make_policy(name: str, min_slack_s: float = DEFAULT_MIN_SLACK_S) -> Policy:
+    """The policy called `name`; `min_slack_s` is the floor of Eq. 4's L (timely)."""
+    if name == "timely":
+        return TimelyPolicy(min_slack_s=min_slack_s)
     try:
         factory = _FACTORIES[name]
     except KeyError:

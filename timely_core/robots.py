@@ -1,0 +1,65 @@
+"""Registered robots and their stored prompt prefixes (Teola's partial prefill).
+
+The fixed part of a prompt (skill set, guidance, examples) depends only on the
+robot type, so it is tokenized and prefilled once per distinct (type, text) and
+shared by every robot of that type; each request then prefills only its scene and
+instruction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+from timely_core.plan_language import PlanLanguage
+
+_ROBOT_ID = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+
+
+class TextEncoder(Protocol):
+    """The part of `tokenizers.Tokenizer` used to build prompts."""
+
+    def encode(self, sequence: str, add_special_tokens: bool = True) -> _Encoding: ...
+
+
+class _Encoding(Protocol):
+    @property
+    def ids(self) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class StoredPrefix:
+    prefix_id: str | None  # None for an empty prefix: nothing to pin
+    token_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Robot:
+    robot_id: str
+    language: PlanLanguage
+    prefix: StoredPrefix
+    max_segment_tokens: int
+
+
+def validate_robot_id(robot_id: str) -> None:
+    if not isinstance(robot_id, str) or not _ROBOT_ID.match(robot_id):
+        raise ValueError(f"invalid robot id {robot_id!r}: use 1-64 letters, digits or underscores")
+
+
+def prefix_key(robot_type: str, prefix_text: str) -> str:
+    """Engine prefix id: robots of one type with the same prefix text share it."""
+    digest = hashlib.sha256(prefix_text.encode()).hexdigest()[:16]
+    return f"{robot_type}:{digest}"
+
+
+def encode_prefix(encoder: TextEncoder, prefix_text: str) -> list[int]:
+    """Ids of the fixed prompt part; it opens the sequence, so special tokens (BOS)
+    are added as the tokenizer's post-processor defines them."""
+    return list(encoder.encode(prefix_text).ids) if prefix_text else []
+
+
+def encode_request(encoder: TextEncoder, request_text: str) -> list[int]:
+    """Ids of the per-request part, appended to the prefix ids (never re-joined as text)."""
+    return list(encoder.encode(request_text, add_special_tokens=False).ids)

@@ -1,0 +1,26 @@
+"""Tunables of the PlanningService, validated (pydantic) with clear errors."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from timely_core.batch_control import DEFAULT_WCET_SEGMENT_TOKENS
+from timely_core.engine.protocol import HandlingStrategy
+from timely_core.priority import DEFAULT_MIN_SLACK_S, DEFAULT_SEGMENT_GENERATION_S
+
+
+class ServiceConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_queue: int = Field(default=256, ge=1)  # tasks waiting for their first admission
+    max_batch_size: int = Field(default=32, ge=1)  # generations in one engine iteration
+    max_tokens: int = Field(default=256, ge=1)  # per plan
+    max_segment_tokens: int = Field(default=64, ge=1)  # a statement must end within this
+    max_prompt_tokens: int = Field(default=4096, ge=1)
+    wcet_segment_tokens: int = Field(default=DEFAULT_WCET_SEGMENT_TOKENS, ge=1)  # §4.4
+    admit_per_step: int = Field(default=1, ge=1)  # §4.4: "a lag for one generation"
+    segment_generation_s: float = Field(default=DEFAULT_SEGMENT_GENERATION_S, gt=0)  # G
+    min_slack_s: float = Field(default=DEFAULT_MIN_SLACK_S, gt=0)  # floor of L
+    dispatch_latency_s: float = Field(default=0.0, ge=0)  # network, per segment (paper 8 ms)
+    handling_strategy: HandlingStrategy = HandlingStrategy.PRESERVE
+    idle_wait_s: float = Field(default=0.05, gt=0)  # background thread's poll when idle

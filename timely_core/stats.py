@@ -1,0 +1,26 @@
+"""A snapshot of the service for monitoring (`PlanningService.stats()`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ServiceStats:
+    policy: str
+    queued: int  # waiting for the engine (new or resumed)
+    waiting_first: int  # queued and never started: counts toward max_queue
+    running: int  # in the engine's batch
+    suspended: int  # suspended in the engine between segments
+    pending_arrivals: int  # submitted with submit_at for a future time
+    submitted: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    rejected: int  # QueueFull
+    segments_emitted: int
+    iterations: int
+    decisions: int
+    decision_time_s: float  # total time spent in scheduling decisions
+    kv_device_blocks_free: int
+    kv_device_blocks_total: int

@@ -1,0 +1,120 @@
+"""What `PlanningService.submit` returns: the caller's view of one task.
+
+Segments and the result are delivered by the service thread; the caller reads them
+by blocking iteration, by callbacks, or both. A callback registered late is first
+called with what was already delivered, so no event is lost to a race with the
+service thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from timely_core.events import Segment, TaskResult
+
+log = logging.getLogger(__name__)
+
+SegmentCallback = Callable[[Segment], None]
+ResultCallback = Callable[[TaskResult], None]
+
+
+class _TaskControl(Protocol):
+    """The service operations a handle forwards to."""
+
+    def segment_done(self, task_id: str, index: int, finished_at_s: float | None) -> None: ...
+
+    def cancel(self, task_id: str) -> None: ...
+
+
+class TaskHandle:
+    def __init__(self, control: _TaskControl, task_id: str, robot_id: str) -> None:
+        self._control = control
+        self.task_id = task_id
+        self.robot_id = robot_id
+        self._cond = threading.Condition()
+        self._segments: list[Segment] = []
+        self._result: TaskResult | None = None
+        self._segment_callbacks: list[SegmentCallback] = []
+        self._result_callbacks: list[ResultCallback] = []
+
+    def segments(self, timeout_s: float | None = None) -> Iterator[Segment]:
+        """Segments in order, blocking for each; ends after the task's result.
+        Raises TimeoutError if none arrives within `timeout_s`."""
+        index = 0
+        while True:
+            with self._cond:
+                arrived = self._cond.wait_for(
+                    lambda i=index: i < len(self._segments) or self._result is not None,  # type: ignore[misc]
+                    timeout=timeout_s,
+                )
+                if not arrived:
+                    raise TimeoutError(
+                        f"task {self.task_id}: no segment {index} within {timeout_s} s"
+                    )
+                if index >= len(self._segments):
+                    return
+                segment = self._segments[index]
+            index += 1
+            yield segment
+
+    def result(self, timeout_s: float | None = None) -> TaskResult:
+        """The final result; blocks. Raises TimeoutError after `timeout_s`."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._result is not None, timeout=timeout_s):
+                raise TimeoutError(f"task {self.task_id}: no result within {timeout_s} s")
+            assert self._result is not None
+            return self._result
+
+    def done(self) -> bool:
+        with self._cond:
+            return self._result is not None
+
+    def on_segment(self, callback: SegmentCallback) -> None:
+        with self._cond:
+            self._segment_callbacks.append(callback)
+            past = list(self._segments)
+        for segment in past:
+            _call(callback, segment)
+
+    def on_result(self, callback: ResultCallback) -> None:
+        with self._cond:
+            self._result_callbacks.append(callback)
+            result = self._result
+        if result is not None:
+            _call(callback, result)
+
+    def segment_done(self, index: int, finished_at_s: float | None = None) -> None:
+        """The robot finished executing segment `index` at `finished_at_s` (service
+        clock; now if omitted). Corrects the timing of the next segment."""
+        self._control.segment_done(self.task_id, index, finished_at_s)
+
+    def cancel(self) -> None:
+        """Stop the task and free its KV at once. UnknownTask/TaskFinished if it ended."""
+        self._control.cancel(self.task_id)
+
+    # Called by the service (outside its own lock); return nothing, run callbacks.
+    def deliver_segment(self, segment: Segment) -> None:
+        with self._cond:
+            self._segments.append(segment)
+            callbacks = list(self._segment_callbacks)
+            self._cond.notify_all()
+        for callback in callbacks:
+            _call(callback, segment)
+
+    def deliver_result(self, result: TaskResult) -> None:
+        with self._cond:
+            self._result = result
+            callbacks = list(self._result_callbacks)
+            self._cond.notify_all()
+        for callback in callbacks:
+            _call(callback, result)
+
+
+def _call(callback: Callable[[object], None] | Callable[..., None], event: object) -> None:
+    try:
+        callback(event)
+    except Exception:  # a caller's bug must not stop the service thread
+        log.exception("task callback %r failed", callback)
