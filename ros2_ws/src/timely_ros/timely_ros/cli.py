@@ -1,0 +1,70 @@
+"""`timely`: bring up nodes, send a plan, or run the demo.
+
+timely up CONFIG.yaml [--only planner|executors]
+timely plan --robot drone1 [--urgent] [--scene TEXT] [--no-dispatch] "find the cat"
+timely demo [--config CONFIG.yaml] [--tasks N] [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from timely_ros.config import ConfigError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="timely", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="start the planner and robot executors of a config")
+    up.add_argument("config", help="bring-up YAML (ROS 2 parameter-file format)")
+    up.add_argument("--only", choices=("all", "planner", "executors"), default="all")
+
+    plan = sub.add_parser("plan", help="send one PlanTask goal and print what streams back")
+    plan.add_argument("instruction")
+    plan.add_argument("--robot", required=True, help="robot id, e.g. drone1")
+    plan.add_argument("--urgent", action="store_true", help="urgent TUF preset")
+    plan.add_argument("--scene", default="", help="what the robot perceives")
+    plan.add_argument("--no-dispatch", action="store_true", help="plan only, do not execute")
+    plan.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
+    plan.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the result")
+
+    demo = sub.add_parser("demo", help="planner + simulated fleet + a short WID 1-style replay")
+    demo.add_argument("--config", default=None, help="bring-up YAML (default: config/demo.yaml)")
+    demo.add_argument("--tasks", type=int, default=16, help="tasks in the workload")
+    demo.add_argument("--seed", type=int, default=1)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "up":
+            from timely_ros.bringup import up
+            from timely_ros.config import load_bringup
+
+            return up(load_bringup(args.config), args.only)
+        if args.command == "plan":
+            from timely_ros.plan_cli import run_plan
+
+            return run_plan(
+                robot=args.robot,
+                instruction=args.instruction,
+                urgent=args.urgent,
+                scene=args.scene,
+                dispatch=not args.no_dispatch,
+                wait_s=args.wait,
+                timeout_s=args.timeout,
+            )
+        from timely_ros.demo import run_demo
+
+        return run_demo(config_path=args.config, n_tasks=args.tasks, seed=args.seed)
+    except ConfigError as err:
+        print(f"timely: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+"""Configuration of the planner and skill-executor nodes, validated with pydantic.
+
+One YAML file in the ROS 2 parameter-file format configures a whole bring-up, so
+`timely up`, the nodes' own `--params-file` and the launch files read the same file:
+
+    timely_planner:
+      ros__parameters:
+        engine: simulated
+        robots: [drone1, arm1]
+        drone1: {type: drone, dispatch: true}
+    /drone1/timely_skill_executor:
+      ros__parameters: {backend: sim-drone, time_scale: 0.1}
+
+Nodes get their parameters the ROS 2 way (flattened, dotted names) and rebuild
+these models from them, so a bad value fails with an error that names it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+PLANNER_NODE = "timely_planner"
+EXECUTOR_NODE = "timely_skill_executor"
+PLAN_TASK_ACTION = "/timely/plan_task"
+SEGMENTS_TOPIC = "/timely/segments"
+STATUS_TOPIC = "/timely/status"
+REJECTIONS_TOPIC = "/timely/rejections"
+ROBOT_PROGRESS_TOPIC = "/timely/robot_progress"
+
+ROBOT_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
+_EXECUTOR_KEY = re.compile(r"^/?([A-Za-z][A-Za-z0-9_]*)/" + EXECUTOR_NODE + r"$")
+
+
+class ConfigError(ValueError):
+    """A configuration file or parameter set is invalid; the message names what."""
+
+
+class RobotSpec(BaseModel):
+    """A robot the planner serves."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=ROBOT_ID_PATTERN)
+    type: Literal["drone", "arm"]
+    dispatch: bool = True  # the planner sends segments to the robot's ExecuteSkill server
+    executor_action: str = ""  # empty: /<id>/execute_skill
+
+    @property
+    def action_name(self) -> str:
+        return self.executor_action or f"/{self.id}/execute_skill"
+
+
+class PlannerParams(BaseModel):
+    """Parameters of the `timely_planner` node."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: Literal["torch", "simulated"] = "torch"
+    model_path: str = "robot_models/checkpoints/planner"
+    policy: Literal["timely", "fcfs", "stream", "segmented-fcfs", "edf", "priority"] = "timely"
+    kv_budget_mb: float = Field(default=64.0, gt=0, le=1_000_000)
+    max_queue: int = Field(default=256, ge=1, le=100_000)
+    max_active_goals: int = Field(default=64, ge=1, le=1024)
+    executor_wait_s: float = Field(default=2.0, gt=0, le=600)
+    status_period_s: float = Field(default=0.5, gt=0, le=1.0)
+    result_timeout_s: float = Field(default=120.0, gt=0)
+    seed: int = 0
+    robots: list[RobotSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> PlannerParams:
+        ids = [r.id for r in self.robots]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"robot ids must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+    def robot(self, robot_id: str) -> RobotSpec | None:
+        return next((r for r in self.robots if r.id == robot_id), None)
+
+
+Backend = Literal["sim-drone", "sim-arm", "tello"]
+
+
+class ExecutorParams(BaseModel):
+    """Parameters of one `timely_skill_executor` node (one robot)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    robot_id: str = Field(pattern=ROBOT_ID_PATTERN)
+    backend: Backend
+    time_scale: float = Field(default=1.0, gt=0, le=100)  # sim: wall time per modelled second
+    seed: int = 0
+    feedback_period_s: float = Field(default=0.1, gt=0, le=5)
+    tello_host: str = "192.168.10.1"
+    tello_port: int = Field(default=8889, ge=1, le=65535)
+    tello_timeout_s: float = Field(default=7.0, gt=0, le=120)
+    tello_retry_count: int = Field(default=1, ge=1, le=10)
+
+    @property
+    def robot_type(self) -> str:
+        return "arm" if self.backend == "sim-arm" else "drone"
+
+
+class BringupConfig(BaseModel):
+    """Everything `timely up` starts: the planner (optional) and the executors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    planner: PlannerParams | None = None
+    executors: list[ExecutorParams] = Field(default_factory=list)
+
+
+def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested parameter dict -> ROS 2 dotted names (how a params file is read)."""
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def unflatten(params: dict[str, Any]) -> dict[str, Any]:
+    """ROS 2 dotted names -> nested dict (the inverse of `flatten`)."""
+    out: dict[str, Any] = {}
+    for name, value in params.items():
+        parts = name.split(".")
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"parameter {name!r} clashes with parameter {part!r}")
+        node[parts[-1]] = value
+    return out
+
+
+def _describe(err: ValidationError, what: str) -> ConfigError:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in err.errors()
+    )
+    return ConfigError(f"invalid {what}: {problems}")
+
+
+def planner_params(raw: dict[str, Any]) -> PlannerParams:
+    """Build `PlannerParams` from a nested ros__parameters dict.
+
+    `robots` is a list of ids; each robot's settings live under its id, the usual
+    ROS 2 way of expressing a list of records as parameters.
+    """
+    raw = dict(raw)
+    ids = raw.pop("robots", None)
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+        raise ConfigError(f"{PLANNER_NODE}: 'robots' must be a non-empty list of robot ids")
+    robots = []
+    for rid in ids:
+        spec = raw.pop(rid, None)
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{PLANNER_NODE}: robot {rid!r} is listed but has no settings")
+        robots.append({"id": rid, **spec})
+    try:
+        return PlannerParams.model_validate({**raw, "robots": robots})
+    except ValidationError as err:
+        raise _describe(err, f"{PLANNER_NODE} parameters") from None
+
+
+def executor_params(robot_id: str, raw: dict[str, Any]) -> ExecutorParams:
+    try:
+        return ExecutorParams.model_validate({"robot_id": robot_id, **raw})
+    except ValidationError as err:
+        raise _describe(err, f"parameters of /{robot_id}/{EXECUTOR_NODE}") from None
+
+
+def parse_bringup(doc: Any, source: str = "config") -> BringupConfig:
+    """Validate a parsed parameter-file document."""
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{source}: expected a mapping of node names to ros__parameters")
+    planner: PlannerParams | None = None
+    executors: list[ExecutorParams] = []
+    for key, body in doc.items():
+        if not isinstance(body, dict) or set(body) != {"ros__parameters"}:
+            raise ConfigError(f"{source}: node {key!r} must hold exactly 'ros__parameters'")
+        params = body["ros__parameters"] or {}
+        if str(key).lstrip("/") == PLANNER_NODE:
+            planner = planner_params(params)
+            continue
+        match = _EXECUTOR_KEY.match(str(key))
+        if match is None:
+            raise ConfigError(
+                f"{source}: unknown node {key!r}; expected {PLANNER_NODE!r} "
+                f"or '/<robot_id>/{EXECUTOR_NODE}'"
+            )
+        executors.append(executor_params(match.group(1), params))
+    if planner is None and not executors:
+        raise ConfigError(f"{source}: configures no node")
+    ids = [e.robot_id for e in executors]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{source}: a robot has two skill executors")
+    return BringupConfig(planner=planner, executors=executors)
+
+
+def load_bringup(path: str | Path) -> BringupConfig:
+    """Read and validate a bring-up YAML file."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"cannot read config {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path} is not valid YAML: {err}") from None
+    return parse_bringup(doc, str(path))
+
+
+def planner_to_parameters(params: PlannerParams) -> dict[str, Any]:
+    """The flattened ROS 2 parameters of a planner (for in-process nodes)."""
+    raw = params.model_dump(exclude={"robots"})
+    raw["robots"] = [r.id for r in params.robots]
+    for r in params.robots:
+        raw[r.id] = r.model_dump(exclude={"id"})
+    return flatten(raw)
+
+
+def executor_to_parameters(params: ExecutorParams) -> dict[str, Any]:
+    return flatten(params.model_dump(exclude={"robot_id"}))

@@ -1,0 +1,76 @@
+"""PlanTask goal -> TaskRequest, checked at goal time with errors that name the field."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+from timely_interfaces.action import PlanTask
+
+from timely_core.request import TaskRequest
+from timely_core.tuf import Tuf
+from timely_ros.config import PlannerParams, RobotSpec
+
+
+class GoalError(ValueError):
+    """A PlanTask goal with an invalid field; the message names the field."""
+
+
+@dataclass(frozen=True)
+class CheckedGoal:
+    request: TaskRequest
+    robot: RobotSpec
+    dispatch: bool
+
+
+def goal_tuf(goal: PlanTask.Goal) -> Tuf:
+    """The goal's TUF: a preset by name, or the explicit `tuf` field."""
+    if goal.urgency:
+        if goal.urgency not in ("normal", "urgent"):
+            raise GoalError(f"urgency {goal.urgency!r} is not 'normal', 'urgent' or empty")
+        return Tuf.preset(goal.urgency)  # type: ignore[arg-type]
+    t = goal.tuf
+    values = (t.expected_response_time_s, t.slope, t.initial_utility)
+    if not all(math.isfinite(v) for v in values):
+        raise GoalError("tuf: all fields must be finite numbers")
+    if t.expected_response_time_s <= 0:
+        raise GoalError(
+            f"tuf.expected_response_time_s must be > 0 (got {t.expected_response_time_s}); "
+            "set it or use urgency 'normal'/'urgent'"
+        )
+    if t.slope > 0:
+        raise GoalError(f"tuf.slope must be <= 0 (got {t.slope})")
+    if t.initial_utility <= 0:
+        raise GoalError(f"tuf.initial_utility must be > 0 (got {t.initial_utility})")
+    return Tuf(
+        expected_response_time_s=t.expected_response_time_s,
+        slope=t.slope,
+        initial_utility=t.initial_utility,
+    )
+
+
+def check_goal(goal: PlanTask.Goal, params: PlannerParams) -> CheckedGoal:
+    """Validate every field of a goal against the planner's configuration."""
+    robot = params.robot(goal.robot_id)
+    if robot is None:
+        known = ", ".join(r.id for r in params.robots)
+        raise GoalError(
+            f"robot_id {goal.robot_id!r} is not served by this planner (robots: {known})"
+        )
+    if goal.robot_type and goal.robot_type != robot.type:
+        raise GoalError(
+            f"robot_type {goal.robot_type!r} does not match robot {robot.id!r}, a {robot.type}"
+        )
+    if goal.dispatch and not robot.dispatch:
+        raise GoalError(f"dispatch requested but robot {robot.id!r} is configured without dispatch")
+    tuf = goal_tuf(goal)
+    try:
+        request = TaskRequest(
+            robot_id=goal.robot_id, instruction=goal.instruction, scene=goal.scene, tuf=tuf
+        )
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise GoalError(f"{field}: {first['msg']}") from None
+    return CheckedGoal(request=request, robot=robot, dispatch=goal.dispatch)

@@ -1,0 +1,45 @@
+"""Core events -> ROS 2 messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builtin_interfaces.msg import Time
+from timely_interfaces.msg import Segment as SegmentMsg
+from timely_interfaces.msg import Skill as SkillMsg
+
+from timely_core.events import Segment
+from timely_ros.skill_text import call_text, expr_text
+
+
+def skill_msgs(segment: Segment) -> list[SkillMsg]:
+    """Every skill call of the segment's statements, in source order.
+
+    Control flow (conditionals, loops) is flattened: the robot receives the calls
+    in the order they appear in the plan text.
+    """
+    out: list[SkillMsg] = []
+    for statement in segment.statements:
+        calls: Any = getattr(statement, "calls", ())
+        for call in calls:
+            out.append(
+                SkillMsg(
+                    name=call.name,
+                    args=[expr_text(a) for a in call.args],
+                    raw_text=call_text(call),
+                )
+            )
+    return out
+
+
+def segment_msg(segment: Segment, stamp: Time) -> SegmentMsg:
+    return SegmentMsg(
+        task_id=segment.task_id,
+        robot_id=segment.robot_id,
+        index=segment.index,
+        skills=skill_msgs(segment),
+        text=segment.text,
+        estimated_execution_s=float(segment.estimated_execution_s),
+        final=segment.final,
+        stamp=stamp,
+    )

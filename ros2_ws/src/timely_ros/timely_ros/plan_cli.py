@@ -1,0 +1,74 @@
+"""`timely plan`: one PlanTask goal; prints segments as they stream, then the result."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+from timely_interfaces.msg import Segment as SegmentMsg
+
+from timely_ros.plan_client import PlanCall, PlanClient, make_goal
+
+
+def _print_segment(call: PlanCall, segment: SegmentMsg) -> None:
+    skills = ", ".join(s.raw_text for s in segment.skills) or segment.text
+    tail = " (final)" if segment.final else ""
+    print(f"segment {segment.index}{tail}: {skills}", flush=True)
+
+
+def run_plan(
+    robot: str,
+    instruction: str,
+    urgent: bool,
+    scene: str,
+    dispatch: bool,
+    wait_s: float,
+    timeout_s: float,
+) -> int:
+    rclpy.init()
+    node = Node("timely_plan_cli")
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    try:
+        client = PlanClient(node)
+        spinner.start()
+        if not client.wait_for_server(wait_s):
+            print(f"timely plan: no planner after {wait_s:g} s", file=sys.stderr)
+            return 1
+        goal = make_goal(
+            robot,
+            instruction,
+            urgency="urgent" if urgent else "normal",
+            scene=scene,
+            dispatch=dispatch,
+        )
+        call = client.send(goal, on_segment=_print_segment)
+        if not call.done.wait(timeout_s):
+            client.cancel(call)
+            print(f"timely plan: no result after {timeout_s:g} s; cancelled", file=sys.stderr)
+            return 1
+        if not call.accepted:
+            print(f"timely plan: rejected: {client.rejection_reason(goal)}", file=sys.stderr)
+            return 2
+        result = call.result
+        assert result is not None
+        if not result.success:
+            print(f"timely plan: failed: {result.error}", file=sys.stderr)
+            return 1
+        print(
+            f"plan: {result.plan}\nsegments {result.segment_count}, response "
+            f"{result.response_time_s:.3f} s, waiting {result.waiting_time_s:.3f} s, "
+            f"utility {result.utility:.3f}",
+            flush=True,
+        )
+        return 0
+    except (KeyboardInterrupt, ExternalShutdownException):
+        return 130
+    finally:
+        executor.shutdown(timeout_sec=1.0)
+        node.destroy_node()
+        rclpy.try_shutdown()

@@ -1,0 +1,128 @@
+"""A PlanTask client (rclpy's minimal action client, callback style).
+
+Used by `timely plan`, the demo, the replay target and the tests. Callbacks run on
+the spinning executor; `PlanCall` collects what came back for one goal, and a
+goal's rejection reason is matched from /timely/rejections.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rclpy.action import ActionClient
+from rclpy.node import Node
+from std_msgs.msg import String
+from timely_interfaces.action import PlanTask
+from timely_interfaces.msg import Segment as SegmentMsg
+from timely_interfaces.msg import Tuf as TufMsg
+
+from timely_ros.config import PLAN_TASK_ACTION, REJECTIONS_TOPIC
+from timely_ros.qos import TOPIC, action_client_qos
+
+
+def make_goal(
+    robot_id: str,
+    instruction: str,
+    *,
+    urgency: str = "normal",
+    scene: str = "",
+    dispatch: bool = True,
+    robot_type: str = "",
+    tuf: TufMsg | None = None,
+) -> PlanTask.Goal:
+    return PlanTask.Goal(
+        robot_id=robot_id,
+        robot_type=robot_type,
+        instruction=instruction,
+        scene=scene,
+        urgency=urgency,
+        tuf=tuf or TufMsg(),
+        dispatch=dispatch,
+    )
+
+
+@dataclass
+class PlanCall:
+    """Everything one goal produced, with arrival times (time.monotonic)."""
+
+    goal: PlanTask.Goal
+    sent_at: float = 0.0
+    accepted: bool | None = None
+    rejection: str = ""
+    segments: list[SegmentMsg] = field(default_factory=list)
+    segment_times: list[float] = field(default_factory=list)
+    result: PlanTask.Result | None = None
+    status: int = 0
+    finished_at: float = 0.0
+    done: threading.Event = field(default_factory=threading.Event)
+    goal_handle: Any = None
+
+
+SegmentFn = Callable[[PlanCall, SegmentMsg], None]
+
+
+class PlanClient:
+    def __init__(self, node: Node, action_name: str = PLAN_TASK_ACTION) -> None:
+        self.node = node
+        self._client = ActionClient(node, PlanTask, action_name, **action_client_qos())
+        self._lock = threading.Lock()
+        self._rejections: list[dict[str, str]] = []
+        node.create_subscription(String, REJECTIONS_TOPIC, self._on_rejection, TOPIC)
+
+    def wait_for_server(self, timeout_s: float) -> bool:
+        return bool(self._client.wait_for_server(timeout_sec=timeout_s))
+
+    def _on_rejection(self, msg: String) -> None:
+        with self._lock:
+            self._rejections.append(json.loads(msg.data))
+
+    def rejection_reason(self, goal: PlanTask.Goal, wait_s: float = 1.0) -> str:
+        """The planner's reason for rejecting `goal` (published on /timely/rejections)."""
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                for r in self._rejections:
+                    if r["robot_id"] == goal.robot_id and r["instruction"] == goal.instruction:
+                        return r["reason"]
+            time.sleep(0.02)
+        return "rejected by the planner (no reason received)"
+
+    def send(self, goal: PlanTask.Goal, on_segment: SegmentFn | None = None) -> PlanCall:
+        """Send a goal; the returned PlanCall fills in as the executor spins."""
+        call = PlanCall(goal=goal, sent_at=time.monotonic())
+
+        def feedback(msg: Any) -> None:
+            segment: SegmentMsg = msg.feedback.segment
+            call.segments.append(segment)
+            call.segment_times.append(time.monotonic())
+            if on_segment is not None:
+                on_segment(call, segment)
+
+        def result(future: Any) -> None:
+            response = future.result()
+            call.result = response.result
+            call.status = response.status
+            call.finished_at = time.monotonic()
+            call.done.set()
+
+        def accepted(future: Any) -> None:
+            handle = future.result()
+            call.goal_handle = handle
+            call.accepted = bool(handle.accepted)
+            if not handle.accepted:
+                call.finished_at = time.monotonic()
+                call.done.set()
+                return
+            handle.get_result_async().add_done_callback(result)
+
+        self._client.send_goal_async(goal, feedback_callback=feedback).add_done_callback(accepted)
+        return call
+
+    def cancel(self, call: PlanCall) -> None:
+        if call.goal_handle is not None:
+            call.goal_handle.cancel_goal_async()

@@ -1,0 +1,177 @@
+"""One PlanTask goal from acceptance to result.
+
+The service delivers segments and the result by callback into a queue; the goal's
+thread takes them in order, streams each segment as feedback and on
+/timely/segments, sends it to the robot and reports the robot's end with
+`segment_done`. `cancel` (from the cancel callback) stops the generation at once,
+frees its KV, and cancels the robot's outstanding ExecuteSkill goal.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from builtin_interfaces.msg import Time
+from rclpy.action.server import ServerGoalHandle
+from timely_interfaces.action import ExecuteSkill, PlanTask
+from timely_interfaces.msg import Segment as SegmentMsg
+
+from timely_core.errors import ServiceError
+from timely_core.events import Segment, TaskResult
+from timely_ros.goal_state import end_cancelled
+from timely_ros.goals import CheckedGoal
+from timely_ros.messages import segment_msg
+from timely_ros.robot_link import RobotLink, SegmentRun
+
+_CANCELLED = object()
+
+
+@dataclass
+class JobHooks:
+    """What a job needs from its node (kept narrow so the job is testable)."""
+
+    now_stamp: Callable[[], Time]
+    publish_segment: Callable[[SegmentMsg], None]
+    publish_progress: Callable[[str, str, int, ExecuteSkill.Feedback], None]
+    log: Callable[[str], None]
+
+
+class PlanJob:
+    def __init__(
+        self,
+        service: Any,
+        goal_handle: ServerGoalHandle,
+        checked: CheckedGoal,
+        link: RobotLink | None,
+        hooks: JobHooks,
+        executor_wait_s: float,
+    ) -> None:
+        self._service = service
+        self._goal_handle = goal_handle
+        self._checked = checked
+        self._link = link if checked.dispatch else None
+        self._hooks = hooks
+        self._wait_s = executor_wait_s
+        self._events: queue.Queue[object] = queue.Queue()
+        self._run = SegmentRun()
+        self._handle: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def robot_id(self) -> str:
+        return self._checked.robot.id
+
+    def cancel(self) -> None:
+        """Stop everything now; safe from any thread, any number of times."""
+        t0 = time.monotonic()
+        with self._lock:
+            handle = self._handle
+            self._run.cancel()
+        self._events.put(_CANCELLED)
+        if handle is not None:
+            try:
+                handle.cancel()
+            except ServiceError:
+                pass  # already finished: nothing to stop
+        t1 = time.monotonic()
+        task = handle.task_id if handle is not None else "-"
+        self._hooks.log(
+            f"event=plan_cancelled task={task} robot={self.robot_id} "
+            f"mono={t0:.6f} generation_stopped_mono={t1:.6f}"
+        )
+
+    def execute(self) -> PlanTask.Result:
+        gh = self._goal_handle
+        if self._link is not None:
+            # bounded wait: a robot whose executor is not up gets a clear error
+            if not self._link.wait_ready(self._wait_s):
+                gh.abort()
+                return self._error(
+                    f"robot {self.robot_id}: executor {self._link.robot.action_name} "
+                    f"not available after {self._wait_s:g} s"
+                )
+        try:
+            handle = self._service.submit(self._checked.request)
+        except (ServiceError, ValueError) as err:
+            gh.abort()
+            return self._error(f"{type(err).__name__}: {err}")
+        with self._lock:
+            self._handle = handle
+            cancelled = self._run.cancelled.is_set()
+        if cancelled:
+            self.cancel()
+        handle.on_segment(self._events.put)
+        handle.on_result(self._events.put)
+        return self._loop(handle)
+
+    def _loop(self, handle: Any) -> PlanTask.Result:
+        gh = self._goal_handle
+        while True:
+            event = self._events.get()
+            if event is _CANCELLED or gh.is_cancel_requested:
+                end_cancelled(gh)
+                return self._error("cancelled by the client")
+            if isinstance(event, TaskResult):
+                return self._finish(event)
+            assert isinstance(event, Segment)
+            failure = self._deliver(handle, event)
+            if failure is not None:
+                try:
+                    handle.cancel()
+                except ServiceError:
+                    pass
+                if self._run.cancelled.is_set() or gh.is_cancel_requested:
+                    end_cancelled(gh)
+                    return self._error("cancelled by the client")
+                gh.abort()
+                return self._error(failure)
+
+    def _deliver(self, handle: Any, segment: Segment) -> str | None:
+        """Stream one segment and, when dispatching, run it on the robot.
+        Returns the robot's reason when it did not complete the segment."""
+        msg = segment_msg(segment, self._hooks.now_stamp())
+        self._goal_handle.publish_feedback(PlanTask.Feedback(segment=msg))
+        self._hooks.publish_segment(msg)
+        if self._link is None:
+            return None
+
+        def relay(feedback: ExecuteSkill.Feedback) -> None:
+            self._hooks.publish_progress(self.robot_id, segment.task_id, segment.index, feedback)
+
+        outcome = self._link.execute(msg, self._run, relay)
+        if outcome.cancelled:
+            return "cancelled by the client"
+        if not outcome.success:
+            return f"robot {self.robot_id} aborted segment {segment.index}: {outcome.message}"
+        try:
+            handle.segment_done(segment.index, finished_at_s=self._service.clock.now())
+        except ServiceError:
+            pass  # the task ended meanwhile (cancel); the loop sees it next
+        return None
+
+    def _finish(self, result: TaskResult) -> PlanTask.Result:
+        msg = PlanTask.Result(
+            success=result.success,
+            plan=result.plan_text,
+            segment_count=result.segment_count,
+            response_time_s=float(result.response_time_s),
+            waiting_time_s=float(result.waiting_time_s),
+            utility=float(result.utility),
+            error=result.error,
+        )
+        if result.success:
+            self._goal_handle.succeed()
+        elif self._goal_handle.is_cancel_requested or self._run.cancelled.is_set():
+            end_cancelled(self._goal_handle)
+        else:
+            self._goal_handle.abort()
+        return msg
+
+    @staticmethod
+    def _error(message: str) -> PlanTask.Result:
+        return PlanTask.Result(success=False, error=message)

@@ -1,0 +1,206 @@
+"""`timely_planner`: the PlanTask action server in front of the PlanningService.
+
+Modelled on rclpy's minimal action server. Goals are checked in the goal callback
+(an invalid field is rejected before any planning, and the reason is published on
+/timely/rejections and logged). Each accepted goal runs as a `PlanJob` on its own
+executor thread (reentrant group), so a goal waiting for its robot never blocks
+another goal, the cancel callback, or the status timer (its own group).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from typing import Any
+
+import rclpy
+from builtin_interfaces.msg import Time
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ServerGoalHandle
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from std_msgs.msg import String
+from timely_interfaces.action import ExecuteSkill, PlanTask
+from timely_interfaces.msg import Segment as SegmentMsg
+from timely_interfaces.msg import ServiceStatus
+
+from timely_ros.config import (
+    PLAN_TASK_ACTION,
+    PLANNER_NODE,
+    REJECTIONS_TOPIC,
+    ROBOT_PROGRESS_TOPIC,
+    SEGMENTS_TOPIC,
+    STATUS_TOPIC,
+    PlannerParams,
+    planner_params,
+)
+from timely_ros.goals import CheckedGoal, GoalError, check_goal
+from timely_ros.plan_job import JobHooks, PlanJob
+from timely_ros.qos import TOPIC, action_server_qos
+from timely_ros.robot_link import RobotLink
+from timely_ros.skill_executor_node import node_parameters
+from timely_ros.status import status_msg
+
+
+class PlannerNode(Node):
+    def __init__(self, service: Any = None, **node_kwargs: Any) -> None:
+        super().__init__(
+            PLANNER_NODE, automatically_declare_parameters_from_overrides=True, **node_kwargs
+        )
+        self.params: PlannerParams = planner_params(node_parameters(self))
+        if service is None:
+            from timely_ros.service_factory import build_service
+
+            service = build_service(self.params)
+        self.service = service
+        self._lock = threading.Lock()
+        self._jobs: dict[bytes, PlanJob] = {}
+        self._checked: dict[int, CheckedGoal] = {}
+        self._rejected = 0
+        goals = ReentrantCallbackGroup()
+        robots = ReentrantCallbackGroup()
+        self._links = {r.id: RobotLink(self, r, robots) for r in self.params.robots if r.dispatch}
+        self._segments_pub = self.create_publisher(SegmentMsg, SEGMENTS_TOPIC, TOPIC)
+        self._status_pub = self.create_publisher(ServiceStatus, STATUS_TOPIC, TOPIC)
+        self._rejections_pub = self.create_publisher(String, REJECTIONS_TOPIC, TOPIC)
+        self._progress_pub = self.create_publisher(String, ROBOT_PROGRESS_TOPIC, TOPIC)
+        self._hooks = JobHooks(
+            now_stamp=self._stamp,
+            publish_segment=self._segments_pub.publish,
+            publish_progress=self._publish_progress,
+            log=self.get_logger().info,
+        )
+        self._server = ActionServer(
+            self,
+            PlanTask,
+            PLAN_TASK_ACTION,
+            self._execute,
+            goal_callback=self._on_goal,
+            cancel_callback=self._on_cancel,
+            callback_group=goals,
+            **action_server_qos(),
+        )
+        self.create_timer(
+            self.params.status_period_s,
+            self._publish_status,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
+        self.service.start()
+        robots_text = ", ".join(f"{r.id} ({r.type})" for r in self.params.robots)
+        self.get_logger().info(
+            f"planner up: engine {self.params.engine}, policy {self.params.policy}, "
+            f"robots {robots_text}"
+        )
+
+    @property
+    def executor_threads(self) -> int:
+        """Threads a MultiThreadedExecutor needs so every active goal can block."""
+        return self.params.max_active_goals + 2 * len(self._links) + 8
+
+    def _stamp(self) -> Time:
+        return self.get_clock().now().to_msg()
+
+    def _on_goal(self, goal: PlanTask.Goal) -> GoalResponse:
+        try:
+            checked = check_goal(goal, self.params)
+            with self._lock:
+                if len(self._jobs) + len(self._checked) >= self.params.max_active_goals:
+                    raise GoalError(
+                        f"planner busy: {self.params.max_active_goals} goals already active"
+                    )
+                self._checked[id(goal)] = checked
+        except GoalError as err:
+            with self._lock:
+                self._rejected += 1
+            reason = json.dumps(
+                {"robot_id": goal.robot_id, "instruction": goal.instruction, "reason": str(err)}
+            )
+            self._rejections_pub.publish(String(data=reason))
+            self.get_logger().warning(f"rejected goal for robot {goal.robot_id!r}: {err}")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _on_cancel(self, goal_handle: ServerGoalHandle) -> CancelResponse:
+        with self._lock:
+            job = self._jobs.get(bytes(goal_handle.goal_id.uuid))
+        if job is not None:
+            job.cancel()
+        return CancelResponse.ACCEPT
+
+    def _execute(self, goal_handle: ServerGoalHandle) -> PlanTask.Result:
+        key = bytes(goal_handle.goal_id.uuid)
+        with self._lock:
+            checked = self._checked.pop(id(goal_handle.request), None)
+        if checked is None:  # cannot happen for goals that passed _on_goal
+            checked = check_goal(goal_handle.request, self.params)
+        job = PlanJob(
+            self.service,
+            goal_handle,
+            checked,
+            self._links.get(checked.robot.id),
+            self._hooks,
+            self.params.executor_wait_s,
+        )
+        with self._lock:
+            self._jobs[key] = job
+        try:
+            result = job.execute()
+        finally:
+            with self._lock:
+                self._jobs.pop(key, None)
+        if not result.success:
+            self.get_logger().info(f"goal for {checked.robot.id} ended: {result.error}")
+        return result
+
+    def _publish_progress(
+        self, robot_id: str, task_id: str, index: int, feedback: ExecuteSkill.Feedback
+    ) -> None:
+        text = json.dumps(
+            {
+                "robot_id": robot_id,
+                "task_id": task_id,
+                "segment": index,
+                "progress": round(float(feedback.progress), 4),
+                "current_skill": feedback.current_skill,
+            }
+        )
+        self._progress_pub.publish(String(data=text))
+
+    def _publish_status(self) -> None:
+        with self._lock:
+            rejected = self._rejected
+        self._status_pub.publish(
+            status_msg(self.service.stats(), self.params, rejected, self._stamp())
+        )
+
+    def destroy_node(self) -> None:
+        with self._lock:
+            jobs = list(self._jobs.values())
+        for job in jobs:
+            job.cancel()
+        self.service.stop()
+        super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console entry: `timely_planner --ros-args --params-file CONFIG.yaml`."""
+    rclpy.init(args=args if args is not None else sys.argv)
+    node: PlannerNode | None = None
+    try:
+        node = PlannerNode()
+        executor = MultiThreadedExecutor(num_threads=node.executor_threads)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""The planner's side of one robot: an ExecuteSkill action client.
+
+`execute` blocks the calling (plan-goal) thread on events set by the client's
+future callbacks, which the executor runs on other threads; `cancel` may be called
+from the cancel callback at any time and reaches the robot's outstanding goal.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rclpy.action import ActionClient
+from rclpy.callback_groups import CallbackGroup
+from rclpy.node import Node
+from rclpy.task import Future
+from timely_interfaces.action import ExecuteSkill
+from timely_interfaces.msg import Segment as SegmentMsg
+
+from timely_ros.config import RobotSpec
+from timely_ros.qos import action_client_qos
+
+FeedbackFn = Callable[[ExecuteSkill.Feedback], None]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    success: bool
+    cancelled: bool
+    message: str
+    return_value: str = ""
+
+
+class SegmentRun:
+    """One segment on its way to the robot; cancellable from another thread."""
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()
+        self._lock = threading.Lock()
+        self._goal_handle: Any = None
+        self._done = threading.Event()
+
+    def attach(self, goal_handle: Any) -> None:
+        with self._lock:
+            self._goal_handle = goal_handle
+            cancel_now = self.cancelled.is_set()
+        if cancel_now:
+            goal_handle.cancel_goal_async()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled.set()
+            handle = self._goal_handle
+        if handle is not None:
+            handle.cancel_goal_async()
+        self._done.set()
+
+    def wait(self, future: Future, timeout_s: float | None = None) -> bool:
+        """Wait for `future`; False if cancelled first or timed out."""
+        self._done.clear()
+        future.add_done_callback(lambda _f: self._done.set())
+        if self.cancelled.is_set():
+            return False
+        self._done.wait(timeout_s)
+        return future.done() and not self.cancelled.is_set()
+
+
+class RobotLink:
+    def __init__(self, node: Node, robot: RobotSpec, group: CallbackGroup) -> None:
+        self.robot = robot
+        self._client = ActionClient(
+            node, ExecuteSkill, robot.action_name, callback_group=group, **action_client_qos()
+        )
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        return bool(self._client.wait_for_server(timeout_sec=timeout_s))
+
+    def execute(self, segment: SegmentMsg, run: SegmentRun, on_feedback: FeedbackFn) -> Outcome:
+        goal = ExecuteSkill.Goal(
+            task_id=segment.task_id, segment_index=segment.index, skills=segment.skills
+        )
+        send = self._client.send_goal_async(
+            goal, feedback_callback=lambda m: on_feedback(m.feedback)
+        )
+        if not run.wait(send):
+            if send.done() and send.result() is not None and send.result().accepted:
+                run.attach(send.result())
+            return Outcome(False, True, "cancelled before the robot started")
+        handle = send.result()
+        if handle is None or not handle.accepted:
+            return Outcome(False, False, f"robot {self.robot.id} rejected segment {segment.index}")
+        run.attach(handle)
+        result_future = handle.get_result_async()
+        while not run.wait(result_future, timeout_s=1.0):
+            if run.cancelled.is_set():
+                return Outcome(False, True, f"cancelled; robot {self.robot.id} told to stop")
+        response = result_future.result()
+        result: ExecuteSkill.Result = response.result
+        return Outcome(result.success, False, result.message, result.return_value)

@@ -1,0 +1,168 @@
+"""`timely_skill_executor`: the ExecuteSkill action server of one robot.
+
+Modelled on rclpy's minimal action server. A goal is one segment (a list of skill
+calls); every call is checked against the robot's skill set before anything moves,
+so an unknown skill or a bad argument ends the goal with a result naming it.
+Segments of one robot run one at a time, in arrival order.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any
+
+import rclpy
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ServerGoalHandle
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from timely_interfaces.action import ExecuteSkill
+
+from robot_models.errors import SkillValidationError
+from robot_models.skills import Skill, SkillValue
+from timely_ros.backends import Backend, SkillFailed, make_backend
+from timely_ros.config import EXECUTOR_NODE, ExecutorParams, executor_params, unflatten
+from timely_ros.goal_state import end_cancelled
+from timely_ros.qos import action_server_qos
+from timely_ros.skill_text import ArgumentError, parse_arg
+
+_ROS_BUILTIN_PARAMS = {"use_sim_time", "start_type_description_service"}
+
+
+def node_parameters(node: Node) -> dict[str, Any]:
+    """The node's own parameters as a nested dict (ROS 2 built-ins left out)."""
+    flat = {
+        name: p.value for name, p in node._parameters.items() if name not in _ROS_BUILTIN_PARAMS
+    }
+    return unflatten(flat)
+
+
+class SkillExecutorNode(Node):
+    def __init__(self, backend: Backend | None = None, **node_kwargs: Any) -> None:
+        super().__init__(
+            EXECUTOR_NODE, automatically_declare_parameters_from_overrides=True, **node_kwargs
+        )
+        raw = node_parameters(self)
+        robot_id = str(raw.pop("robot_id", "") or self.get_namespace().strip("/"))
+        self.params: ExecutorParams = executor_params(robot_id, raw)
+        self.backend = backend or make_backend(self.params)
+        self._run_lock = threading.Lock()
+        self._active: dict[bytes, threading.Event] = {}
+        self._server = ActionServer(
+            self,
+            ExecuteSkill,
+            "execute_skill",
+            self._execute,
+            goal_callback=self._on_goal,
+            cancel_callback=self._on_cancel,
+            callback_group=ReentrantCallbackGroup(),
+            **action_server_qos(),
+        )
+        self.get_logger().info(
+            f"robot {self.params.robot_id}: {self.params.backend} executor ready "
+            f"on {self._server._action_name if hasattr(self._server, '_action_name') else 'execute_skill'}"
+        )
+
+    def _on_goal(self, goal: ExecuteSkill.Goal) -> GoalResponse:
+        return GoalResponse.ACCEPT  # bad skills end with a result that names them
+
+    def _on_cancel(self, goal_handle: ServerGoalHandle) -> CancelResponse:
+        stop = self._active.get(bytes(goal_handle.goal_id.uuid))
+        if stop is not None:
+            stop.set()
+            self.backend.halt()
+        self.get_logger().info(
+            f"event=cancel_received robot={self.params.robot_id} "
+            f"task={goal_handle.request.task_id} segment={goal_handle.request.segment_index} "
+            f"mono={time.monotonic():.6f}"
+        )
+        return CancelResponse.ACCEPT
+
+    def check(self, goal: ExecuteSkill.Goal) -> list[tuple[Skill, tuple[SkillValue, ...]]]:
+        """Every call checked against the skill set; ValueError naming the first bad one."""
+        calls = []
+        for i, msg in enumerate(goal.skills):
+            try:
+                values = tuple(parse_arg(a) for a in msg.args)
+                skill = self.backend.skill_set.validate_call(msg.name, values)
+            except (SkillValidationError, ArgumentError) as err:
+                raise ValueError(f"skill {i} ({msg.raw_text or msg.name}): {err}") from None
+            calls.append((skill, values))
+        return calls
+
+    def _execute(self, goal_handle: ServerGoalHandle) -> ExecuteSkill.Result:
+        goal: ExecuteSkill.Goal = goal_handle.request
+        key = bytes(goal_handle.goal_id.uuid)
+        stop = threading.Event()
+        self._active[key] = stop
+        try:
+            return self._run(goal_handle, goal, stop)
+        finally:
+            self._active.pop(key, None)
+
+    def _run(
+        self, goal_handle: ServerGoalHandle, goal: ExecuteSkill.Goal, stop: threading.Event
+    ) -> ExecuteSkill.Result:
+        robot = self.params.robot_id
+        try:
+            calls = self.check(goal)
+        except ValueError as err:
+            goal_handle.abort()
+            return ExecuteSkill.Result(success=False, message=f"robot {robot}: {err}")
+        value = ""
+        with self._run_lock:
+            for i, (skill, args) in enumerate(calls):
+                if stop.is_set() or goal_handle.is_cancel_requested:
+                    break
+
+                def progress(fraction: float, status: str, i: int = i) -> None:
+                    done = (i + min(max(fraction, 0.0), 1.0)) / len(calls)
+                    goal_handle.publish_feedback(
+                        ExecuteSkill.Feedback(progress=done, current_skill=status)
+                    )
+
+                try:
+                    value = self.backend.run(skill, args, stop, progress) or value
+                except SkillFailed as err:
+                    goal_handle.abort()
+                    return ExecuteSkill.Result(
+                        success=False, message=f"robot {robot}, {skill.name}: {err}"
+                    )
+        if stop.is_set() or goal_handle.is_cancel_requested:
+            end_cancelled(goal_handle)
+            self.get_logger().info(
+                f"event=segment_cancelled robot={robot} task={goal.task_id} "
+                f"segment={goal.segment_index} mono={time.monotonic():.6f}"
+            )
+            return ExecuteSkill.Result(success=False, message=f"robot {robot}: cancelled, stopped")
+        goal_handle.succeed()
+        return ExecuteSkill.Result(success=True, return_value=value)
+
+    def destroy_node(self) -> None:
+        self.backend.close()
+        super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console entry: `timely_skill_executor --ros-args -r __ns:=/drone1 --params-file F`."""
+    rclpy.init(args=args if args is not None else sys.argv)
+    node: SkillExecutorNode | None = None
+    try:
+        node = SkillExecutorNode()
+        executor = MultiThreadedExecutor(num_threads=4)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

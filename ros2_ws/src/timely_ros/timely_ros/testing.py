@@ -1,0 +1,134 @@
+"""Helpers for ROS 2 integration tests: an isolated DDS domain per test process on
+Fast DDS shared memory, node processes started with `timely up`, and a client node
+spun in the test process. Importing this module sets the process's ROS environment."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PKG = Path(__file__).resolve().parents[1]
+REPO = PKG.parents[2]
+PYTHON = sys.executable
+
+# One DDS domain per pytest process: tests running at the same time on this
+# machine (other checkouts, other engineers) never see each other's nodes.
+DOMAIN_ID = 1 + os.getpid() % 100
+os.environ["ROS_DOMAIN_ID"] = str(DOMAIN_ID)
+os.environ["FASTDDS_BUILTIN_TRANSPORTS"] = "SHM"
+os.environ["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
+
+
+def ros_env(log_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        ROS_DOMAIN_ID=str(DOMAIN_ID),
+        FASTDDS_BUILTIN_TRANSPORTS="SHM",
+        RMW_IMPLEMENTATION="rmw_fastrtps_cpp",
+        ROS_LOG_DIR=str(log_dir),
+        RCUTILS_LOGGING_BUFFERED_STREAM="0",
+        PYTHONPATH=os.pathsep.join([str(REPO), str(PKG), env.get("PYTHONPATH", "")]),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+class NodeProcess:
+    """`timely up CONFIG --only WHICH` in a child process; its output goes to a file."""
+
+    def __init__(self, config: dict[str, Any], which: str, tmp: Path, name: str) -> None:
+        self.config_path = tmp / f"{name}.yaml"
+        self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.log_path = tmp / f"{name}.log"
+        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "timely_ros.cli", "up", str(self.config_path), "--only", which],
+            cwd=REPO,
+            env=ros_env(tmp / "ros_log"),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for_output(self, pattern: str, timeout_s: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.output())
+            if match:
+                return match
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no {pattern!r} in the node output:\n{self.output()[-4000:]}")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self._log.close()
+        return int(self.proc.returncode)
+
+
+class RosClient:
+    """An rclpy context and node in the test process, spun on a background thread."""
+
+    def __init__(self, name: str) -> None:
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.node import Node
+
+        self.context = Context()
+        rclpy.init(context=self.context, domain_id=DOMAIN_ID)
+        self.node = Node(name, context=self.context)
+        self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        try:
+            self.executor.spin()
+        except ExternalShutdownException:
+            pass
+
+    def close(self) -> None:
+        import rclpy
+
+        self.executor.shutdown(timeout_sec=2.0)
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+        self._thread.join(timeout=5)
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def executor_entry(robot_id: str, backend: str, **params: Any) -> dict[str, Any]:
+    return {
+        f"/{robot_id}/timely_skill_executor": {"ros__parameters": {"backend": backend, **params}}
+    }

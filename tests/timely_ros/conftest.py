@@ -1,0 +1,33 @@
+"""Fixtures for the ROS 2 tests (helpers live in `timely_ros.testing`, importable
+under --import-mode=importlib)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from timely_ros.testing import NodeProcess, RosClient
+
+
+@pytest.fixture
+def node_processes(tmp_path: Path) -> Iterator[Callable[[dict[str, Any], str, str], NodeProcess]]:
+    started: list[NodeProcess] = []
+
+    def start(config: dict[str, Any], which: str = "all", name: str = "nodes") -> NodeProcess:
+        proc = NodeProcess(config, which, tmp_path, name)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in reversed(started):
+        proc.stop()
+
+
+@pytest.fixture
+def ros_client() -> Iterator[RosClient]:
+    client = RosClient(f"test_client_{os.getpid()}")
+    yield client
+    client.close()
