@@ -99,7 +99,7 @@ class ExecutorParams(BaseModel):
     feedback_period_s: float = Field(default=0.1, gt=0, le=5)
     tello_host: str = "192.168.10.1"
     tello_port: int = Field(default=8889, ge=1, le=65535)
-    tello_timeout_s: float = Field(default=7.0, gt=0, le=120)
+    tello_timeout_s: int = Field(default=7, ge=1, le=120)  # djitellopy takes whole seconds
     tello_retry_count: int = Field(default=1, ge=1, le=10)
 
     @property

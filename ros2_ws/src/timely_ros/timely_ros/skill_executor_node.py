@@ -131,6 +131,13 @@ class SkillExecutorNode(Node):
                     return ExecuteSkill.Result(
                         success=False, message=f"robot {robot}, {skill.name}: {err}"
                     )
+                except Exception as err:  # a backend bug must still end the goal clearly
+                    self.get_logger().error(f"{skill.name} failed: {err!r}")
+                    goal_handle.abort()
+                    return ExecuteSkill.Result(
+                        success=False,
+                        message=f"robot {robot}, {skill.name}: {type(err).__name__}: {err}",
+                    )
         if stop.is_set() or goal_handle.is_cancel_requested:
             end_cancelled(goal_handle)
             self.get_logger().info(
