@@ -35,6 +35,8 @@ class LatencyProfile(BaseModel):
     context_token_s: float = Field(ge=0, allow_inf_nan=False)
     kv_capacity_tokens: int = Field(gt=0, description="device KV capacity of the setting")
     max_batched_tokens: int = Field(default=2048, gt=0)
+    kv_bytes_per_token: int = Field(default=131072, gt=0)
+    swap_bytes_per_s: float = Field(default=17.9e9, gt=0, allow_inf_nan=False)
     derivation: str = ""  # how the coefficients were obtained, with the fit's error
     samples: int = Field(default=0, ge=0)
     rel_error_p50: float | None = None  # measured profiles: |fit - measured| / measured
@@ -108,6 +110,8 @@ PAPER_PROFILE = LatencyProfile(
     context_token_s=131072 / 1008e9,
     kv_capacity_tokens=int(6.5e9 / 131072),
     max_batched_tokens=4096,
+    kv_bytes_per_token=131072,
+    swap_bytes_per_s=170e6 / 9.5e-3,  # §4.1: 170 MB restored in 9.5 ms
     derivation=(
         "Table 1: prefill 2884 tokens = 328 ms, decode ~22 ms/token; context cost from "
         "KV bytes/token (128 KiB) over 1008 GB/s; decode per-sequence compute = prefill "

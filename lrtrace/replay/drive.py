@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
-
 from lrtrace.replay.fleet import ExecutionSampler, SimulatedRobot
 from lrtrace.results_format import SegmentRecord, TaskRecord
 from lrtrace.trace_format import TraceFile, TraceTask
+from timely_core.errors import ServiceError
 from timely_core.events import Segment, TaskResult
 from timely_core.request import TaskRequest
 
@@ -104,7 +104,11 @@ class ServiceDriver:
         network_latency_s: float,
         on_task_done: Callable[[TaskRecord], None],
         stop: threading.Event,
+        presubmit: bool = False,
     ) -> None:
+        """`presubmit`: hand every task to the service up front with `submit_at` (virtual
+        time: arrivals are exact); otherwise submit each when its time comes."""
+        self._presubmit = presubmit
         self._service = service
         self._pacer = pacer
         self._sampler = sampler
@@ -116,16 +120,26 @@ class ServiceDriver:
         self._seq = itertools.count()
         self._open: dict[str, _Open] = {}
         self._t0 = 0.0
+        self._closing = False
 
-    def run(self, trace: TraceFile) -> list[TaskRecord]:
-        """All task records, in trace order; unfinished ones have finished=False."""
+    def run(self, trace: TraceFile, records: list[TaskRecord]) -> None:
+        """Append one record per task (trace order) to `records` and complete them as
+        tasks end; unfinished ones keep finished=False."""
         self._t0 = self._pacer.now()
-        records: list[TaskRecord] = []
         for task in trace.tasks:
             opened = _Open(task, new_record(task), SimulatedRobot(task.robot_type, _rng(task)))
             self._open[task.task_id] = opened
             records.append(opened.record)
-            self._push(task.arrival_s, "arrive", task.task_id)
+            if self._presubmit:
+                self._submit(opened, at_s=self._t0 + task.arrival_s)
+            else:
+                self._push(task.arrival_s, "arrive", task.task_id)
+        try:
+            self._loop(trace)
+        finally:
+            self._close()
+
+    def _loop(self, trace: TraceFile) -> None:
         last_arrival = trace.tasks[-1].arrival_s if trace.tasks else 0.0
         while not self._stop.is_set():
             with self._wake:
@@ -144,13 +158,17 @@ class ServiceDriver:
                     break
                 nxt = self._heap[0].t_s if self._heap else now + 1.0
                 self._pacer.advance_to(self._t0 + nxt, self._wake)
+
+    def _close(self) -> None:
+        """Cancel what is still open (frees its KV; matters when the engine is reused)."""
+        self._closing = True
         for opened in list(self._open.values()):
-            if opened.handle is not None and self._stop.is_set():
+            if opened.handle is not None:
                 _cancel(opened.handle)
-            opened.record.error = opened.record.error or (
-                "interrupted" if self._stop.is_set() else "not finished within the drain limit"
-            )
-        return records
+            if not opened.record.finished:
+                opened.record.error = opened.record.error or (
+                    "interrupted" if self._stop.is_set() else "not finished within the drain limit"
+                )
 
     # -- events -------------------------------------------------------------------------
 
@@ -166,7 +184,7 @@ class ServiceDriver:
         else:
             opened.handle.segment_done(ev.index, finished_at_s=self._t0 + ev.t_s)
 
-    def _submit(self, opened: _Open) -> None:
+    def _submit(self, opened: _Open, at_s: float | None = None) -> None:
         task = opened.task
         request = TaskRequest(
             robot_id=task.agent_id,
@@ -175,7 +193,17 @@ class ServiceDriver:
             tuf=task.tuf,
             task_id=task.task_id,
         )
-        handle = self._service.submit(request)
+        try:
+            if at_s is None:
+                handle = self._service.submit(request)
+            else:
+                handle = self._service.submit_at(at_s, request)
+        except ServiceError as err:  # e.g. QueueFull: the task is rejected, as a robot sees it
+            opened.record.error = f"{type(err).__name__}: {err}"
+            opened.record.finished = True
+            self._open.pop(opened.task.task_id, None)
+            self._on_task_done(opened.record)
+            return
         opened.handle = handle
         handle.on_segment(lambda seg, o=opened: self._segment(o, seg))
         handle.on_result(lambda res, o=opened: self._result(o, res))
@@ -203,6 +231,8 @@ class ServiceDriver:
 
     def _result(self, opened: _Open, res: TaskResult) -> None:
         with self._wake:
+            if self._closing:  # our own cancel of an unfinished task: it stays unfinished
+                return
             rec = opened.record
             rec.plan_text = res.plan_text
             rec.success = res.success and bool(rec.segments)
@@ -213,8 +243,8 @@ class ServiceDriver:
             self._wake.notify_all()
 
 
-def _rng(task: TraceTask) -> np.random.Generator:
-    return np.random.default_rng(task.seed)
+def _rng(task: TraceTask) -> random.Random:
+    return random.Random(task.seed)
 
 
 def _cancel(handle: Any) -> None:

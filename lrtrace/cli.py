@@ -1,0 +1,102 @@
+"""`lrtrace`: compose, replay, report, profile-engine, record, fit.
+
+Every bad input (malformed trace, unknown trace id or policy, impossible workload,
+missing file) ends with one line on stderr and exit status 2; Ctrl-C during a replay
+writes what is done and exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from lrtrace.errors import LrtraceError
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    """`1-8`, `1,3,5`, `1-3,9`."""
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            if "-" in part:
+                lo, hi = part.split("-", 1)
+                out.extend(range(int(lo), int(hi) + 1))
+            elif part.strip():
+                out.append(int(part))
+    except ValueError:
+        raise LrtraceError(f"not a list of integers: {text!r} (use e.g. 1-8 or 1,3,9)") from None
+    if not out:
+        raise LrtraceError(f"empty list of integers: {text!r}")
+    return tuple(out)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lrtrace", description="LRTrace: multi-robot LLM planning workloads and replay"
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("compose", help="compose a trace (WID 1-3 or custom)")
+    c.add_argument("-o", "--out", type=Path, required=True, help="trace file to write (.lrt)")
+    c.add_argument("--wid", type=int, help="the paper's workload 1, 2 or 3 (Table 3)")
+    c.add_argument("--yaml", type=Path, help="a workload YAML file (fields of WorkloadSpec)")
+    c.add_argument("--name")
+    c.add_argument("--eps", type=float, help="events per second")
+    c.add_argument("--max-tpe", type=int, help="max tasks per event")
+    c.add_argument("--trace-ids", help="e.g. 1-8 or 9,10,11")
+    c.add_argument("--agents", type=int, help="agents per robot type")
+    c.add_argument("--duration", type=float, help="seconds")
+    c.add_argument("--seed", type=int)
+
+    r = sub.add_parser("replay", help="replay a trace against a target")
+    r.add_argument("trace", type=Path)
+    r.add_argument("-o", "--out", type=Path, required=True, help="results file (.json)")
+    r.add_argument("--target", choices=("sim", "service", "ros"), default="sim")
+    r.add_argument("--policy", default="timely", help="a policy or a comma-separated list")
+    r.add_argument("--max-batch", default="", help="batch caps to sweep, e.g. 2,4,6,8 (Fig. 7)")
+    r.add_argument("--profile", default="paper-llama3-8b-rtx4090", help="sim latency profile")
+    r.add_argument("--model", type=Path, help="checkpoint for --target service (default: planner)")
+    r.add_argument("--threads", type=int, help="torch threads for --target service")
+    r.add_argument("--network-latency-ms", type=float, default=8.0)
+
+    rep = sub.add_parser("report", help="tables, JSON and plots from a results file")
+    rep.add_argument("results", type=Path)
+    rep.add_argument("--json", type=Path, help="write the statistics as JSON here")
+    rep.add_argument("--plots", type=Path, help="write PNG figures into this directory")
+    rep.add_argument("--groups", choices=("all", "traces", "classes"), default="all")
+
+    pe = sub.add_parser("profile-engine", help="measure the real engine, write a latency profile")
+    pe.add_argument("--model", type=Path, help="checkpoint (default: the planner)")
+    pe.add_argument("--name", default="measured-torch-planner-cpu")
+    pe.add_argument("--out", type=Path, help="profile file (default: lrtrace/profiles/NAME.json)")
+    pe.add_argument("--threads", type=int)
+    pe.add_argument("--repeats", type=int, default=3)
+
+    rec = sub.add_parser("record", help="collect executor reports into an executions file")
+    rec.add_argument("reports", type=Path, help="JSON lines from executors ('-' for stdin)")
+    rec.add_argument("-o", "--out", type=Path, required=True, help="executions file (.lrx)")
+
+    f = sub.add_parser("fit", help="refit execution-time models from recorded executions")
+    f.add_argument("executions", type=Path, nargs="+")
+    f.add_argument("--out-dir", type=Path, required=True, help="where refitted models go")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console(stderr=False)
+    try:
+        from lrtrace import commands
+
+        return int(getattr(commands, args.command.replace("-", "_"))(args, console))
+    except LrtraceError as err:
+        print(f"lrtrace: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The CLI's subcommands: argument handling only; the work lives in the modules."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from lrtrace import results_format, trace_format
+from lrtrace.errors import LrtraceError
+from lrtrace.workload import WorkloadSpec, load_yaml, parse_spec, preset
+
+_FLAG_FIELDS = {
+    "name": "name",
+    "eps": "eps",
+    "max_tpe": "max_tpe",
+    "trace_ids": "trace_ids",
+    "agents": "agents",
+    "duration": "duration_s",
+    "seed": "seed",
+}
+
+
+def _spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
+    from lrtrace.cli import _ints
+
+    if args.wid is not None and args.yaml is not None:
+        raise LrtraceError("give --wid or --yaml, not both")
+    base: dict[str, object] = {}
+    if args.wid is not None:
+        base = preset(args.wid).model_dump()
+    elif args.yaml is not None:
+        base = load_yaml(args.yaml).model_dump()
+    for flag, field in _FLAG_FIELDS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            base[field] = _ints(value) if flag == "trace_ids" else value
+    if not base:
+        raise LrtraceError("say what to compose: --wid N, --yaml FILE, or --eps/--max-tpe/...")
+    return parse_spec(base, "workload")
+
+
+def compose(args: argparse.Namespace, console: Console) -> int:
+    from lrtrace.catalog import load_catalog
+    from lrtrace.compose import compose as build
+
+    spec = _spec_from_args(args)
+    trace = build(spec, load_catalog())
+    trace_format.write(trace, args.out)
+    events = len({t.event for t in trace.tasks})
+    console.print(
+        f"{args.out}: {spec.name}, {len(trace.tasks)} tasks in {events} events over "
+        f"{spec.duration_s:g} s on {len(trace.agents)} agents (seed {spec.seed})"
+    )
+    return 0
+
+
+def _policies(text: str) -> list[str]:
+    from lrtrace.replay.target import POLICIES
+
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    for name in names:
+        if name not in POLICIES:
+            raise LrtraceError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
+    if not names:
+        raise LrtraceError("no policy given")
+    return names
+
+
+def replay(args: argparse.Namespace, console: Console) -> int:
+    from lrtrace.cli import _ints
+    from lrtrace.replay.runner import replay as run_replay
+    from lrtrace.replay.targets import make_target
+
+    trace = trace_format.read(args.trace)
+    policies = _policies(args.policy)
+    batches: list[int | None] = list(_ints(args.max_batch)) if args.max_batch else [None]
+    if any(b is not None and b < 1 for b in batches):
+        raise LrtraceError("--max-batch values must be >= 1")
+    if args.network_latency_ms < 0:
+        raise LrtraceError("--network-latency-ms must be >= 0")
+    target = make_target(
+        args.target,
+        profile=args.profile,
+        model=args.model,
+        threads=args.threads,
+        network_latency_s=args.network_latency_ms / 1000,
+    )
+    results, interrupted = run_replay(
+        trace,
+        target,
+        policies,
+        batches,
+        args.out,
+        console,
+        trace_path=str(args.trace),
+        network_latency_s=args.network_latency_ms / 1000,
+    )
+    from lrtrace.report import print_report
+
+    print_report(results, console, groups="classes")
+    console.print(f"results: {args.out}")
+    return 130 if interrupted else 0
+
+
+def report(args: argparse.Namespace, console: Console) -> int:
+    from lrtrace.plots import all_figures
+    from lrtrace.report import print_report, write_json
+
+    results = results_format.read(args.results)
+    print_report(results, console, groups=args.groups)
+    if args.json:
+        write_json(results, args.json)
+        console.print(f"statistics: {args.json}")
+    if args.plots:
+        for path in all_figures(results, args.plots, prefix=Path(args.results).stem):
+            console.print(f"figure: {path}")
+    return 0
+
+
+def profile_engine(args: argparse.Namespace, console: Console) -> int:
+    from lrtrace.engine_profile_cli import run
+
+    return run(args, console)
+
+
+def record(args: argparse.Namespace, console: Console) -> int:
+    from lrtrace.executions import record_reports
+
+    count = record_reports(args.reports, args.out)
+    console.print(f"{args.out}: {count} executions recorded")
+    return 0
+
+
+def fit(args: argparse.Namespace, console: Console) -> int:
+    from lrtrace.executions import fit_models
+
+    for line in fit_models(args.executions, args.out_dir):
+        console.print(line)
+    return 0

@@ -1,0 +1,159 @@
+"""The paper's figures from a results file (matplotlib, Agg backend, PNG).
+
+- fig5: utility / response / waiting per task type (trace id) and run (Fig. 5)
+- fig6: timeline of generation, dispatch and execution of a few tasks (Fig. 6)
+- fig7: mean utility vs max batch size per policy (Fig. 7; needs a batch sweep)
+- fig8: mean utility per task class and policy (Fig. 8)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from lrtrace.metrics import run_stats
+from lrtrace.results_format import ResultsFile, RunRecord, TaskRecord
+
+SIM_STAMP = "SIMULATION (virtual time, latency profile)"
+
+
+def _title(results: ResultsFile, what: str) -> str:
+    sim = f" — {SIM_STAMP}" if results.simulated else ""
+    return f"{results.workload.name}: {what}{sim}"
+
+
+def fig5(results: ResultsFile, path: Path) -> Path:
+    metrics = (
+        ("utility", "time utility"),
+        ("response_s", "response (s)"),
+        ("waiting_s", "waiting (s)"),
+    )
+    runs = [r for r in results.runs if r.max_batch is None] or results.runs
+    traces = sorted({t.trace_id for r in runs for t in r.tasks})
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    width = 0.8 / max(1, len(runs))
+    for ax, (attr, label) in zip(axes, metrics, strict=True):
+        for k, run in enumerate(runs):
+            stats = {g.group: g for g in run_stats(run)}
+            ys = [
+                getattr(stats[f"trace {i}"], attr).mean if f"trace {i}" in stats else np.nan
+                for i in traces
+            ]
+            ax.bar(np.arange(len(traces)) + k * width, ys, width, label=run.label)
+        ax.set_xticks(
+            np.arange(len(traces)) + width * (len(runs) - 1) / 2, [str(i) for i in traces]
+        )
+        ax.set_xlabel("task type (trace id)")
+        ax.set_ylabel(label)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(_title(results, "per task type (cf. paper Fig. 5)"))
+    return _save(fig, path)
+
+
+def _pick_tasks(run: RunRecord, count: int) -> list[TaskRecord]:
+    """An event with an urgent and a normal task (the paper shows tasks 71 and 72)."""
+    by_event: dict[str, list[TaskRecord]] = {}
+    done = [t for t in run.tasks if t.finished and t.segments]
+    for t in done:
+        by_event.setdefault(t.task_id.split("_")[0] if "_" in t.task_id else t.agent_id, []).append(
+            t
+        )
+    for t in done:
+        if t.urgency == "urgent":
+            idx = done.index(t)
+            return done[max(0, idx - count // 2) : max(0, idx - count // 2) + count]
+    return done[:count]
+
+
+def fig6(results: ResultsFile, path: Path, count: int = 4) -> Path:
+    runs = [r for r in results.runs if r.max_batch is None] or results.runs
+    fig, axes = plt.subplots(
+        len(runs), 1, figsize=(12, 1.2 + 0.55 * count * len(runs)), squeeze=False
+    )
+    ids = [t.task_id for t in _pick_tasks(runs[0], count)]
+    for ax, run in zip(axes[:, 0], runs, strict=True):
+        tasks = [t for t in run.tasks if t.task_id in ids]
+        for row, t in enumerate(tasks):
+            prev = t.arrival_s
+            for s in t.segments:
+                ax.barh(row, s.emitted_s - prev, left=prev, color="tab:orange", height=0.5)
+                ax.barh(
+                    row,
+                    s.dispatched_s - s.emitted_s,
+                    left=s.emitted_s,
+                    color="tab:gray",
+                    height=0.5,
+                )
+                ax.barh(
+                    row,
+                    s.exec_end_s - s.exec_start_s,
+                    left=s.exec_start_s,
+                    color="tab:green",
+                    height=0.5,
+                )
+                prev = max(s.emitted_s, s.exec_start_s)
+            ax.axvline(
+                t.arrival_s + t.tuf.expected_response_time_s, color="tab:red", lw=0.6, ls=":"
+            )
+        ax.set_yticks(range(len(tasks)), [f"{t.task_id} tr{t.trace_id} {t.urgency}" for t in tasks])
+        ax.set_title(run.label, fontsize=9)
+    axes[-1, 0].set_xlabel(
+        "time (s): orange = planning/waiting, gray = network, green = execution, red = ERT"
+    )
+    fig.suptitle(_title(results, "timeline of a few tasks (cf. paper Fig. 6)"))
+    return _save(fig, path)
+
+
+def fig7(results: ResultsFile, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    sweep = [r for r in results.runs if r.max_batch is not None]
+    for policy in sorted({r.policy for r in sweep}):
+        runs = sorted((r for r in sweep if r.policy == policy), key=lambda r: r.max_batch or 0)
+        xs = [r.max_batch or 0 for r in runs]
+        ys = [next(g for g in run_stats(r) if g.group == "all").utility.mean for r in runs]
+        ax.plot(xs, ys, marker="o", label=policy)
+    ax.set_xlabel("max batch size")
+    ax.set_ylabel("mean time utility")
+    ax.legend()
+    ax.set_title(_title(results, "utility vs batch size (cf. Fig. 7)"), fontsize=9)
+    return _save(fig, path)
+
+
+def fig8(results: ResultsFile, path: Path) -> Path:
+    runs = [r for r in results.runs if r.max_batch is None] or results.runs
+    classes = sorted({f"{t.urgency}-{t.robot_type}" for r in runs for t in r.tasks})
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.8 / max(1, len(runs))
+    for k, run in enumerate(runs):
+        stats = {g.group: g for g in run_stats(run)}
+        ys = [stats[c].utility.mean if c in stats else np.nan for c in classes]
+        ax.bar(np.arange(len(classes)) + k * width, ys, width, label=run.label)
+    ax.set_xticks(np.arange(len(classes)) + width * (len(runs) - 1) / 2, classes)
+    ax.set_ylabel("mean time utility")
+    ax.legend(fontsize=8)
+    ax.set_title(_title(results, "policy comparison (cf. Fig. 8)"), fontsize=9)
+    return _save(fig, path)
+
+
+def all_figures(results: ResultsFile, out_dir: Path, prefix: str = "lrtrace") -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [
+        fig5(results, out_dir / f"{prefix}_fig5.png"),
+        fig6(results, out_dir / f"{prefix}_fig6.png"),
+        fig8(results, out_dir / f"{prefix}_fig8.png"),
+    ]
+    if any(r.max_batch is not None for r in results.runs):
+        paths.append(fig7(results, out_dir / f"{prefix}_fig7.png"))
+    return paths
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,32 @@
+"""What every replay target offers the runner: run one policy over a trace."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from lrtrace.results_format import Target, TaskRecord
+from lrtrace.trace_format import TraceFile
+
+POLICIES: tuple[str, ...] = ("timely", "fcfs", "stream", "segmented-fcfs", "edf", "priority")
+
+
+class ReplayTarget(Protocol):
+    kind: Target
+    engine: str  # how the results file names the engine
+    simulated: bool
+    profile: str
+
+    def run(
+        self,
+        trace: TraceFile,
+        policy: str,
+        max_batch: int | None,
+        records: list[TaskRecord],
+        on_task_done: Callable[[TaskRecord], None],
+        stop: threading.Event,
+    ) -> None:
+        """Replay `trace` under `policy`, appending one record per task to `records`
+        up front and completing them as tasks end (so an interrupted run still has
+        them). Returns when every task ended or `stop` is set."""

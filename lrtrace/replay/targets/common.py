@@ -1,0 +1,68 @@
+"""What the in-process targets share: the planner's tokenizer and plan languages,
+the robot fleet's execution-time models, and one policy run through a service."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+from lrtrace.errors import LrtraceError
+from lrtrace.replay.drive import Pacer, ServiceDriver
+from lrtrace.replay.fleet import ExecutionSampler
+from lrtrace.results_format import TaskRecord
+from lrtrace.trace_format import TraceFile
+from timely_core.plan_language import PlanLanguage
+
+
+def load_tokenizer(checkpoint: Path | None) -> Any:
+    """The checkpoint's `tokenizers.Tokenizer` (default: the embedded planner)."""
+    from tokenizers import Tokenizer
+
+    from robot_models.checkpoints import default_planner_path
+
+    path = (checkpoint or default_planner_path()) / "tokenizer.json"
+    if not path.is_file():
+        raise LrtraceError(f"no tokenizer at {path}: is the planner checkpoint there?")
+    return Tokenizer.from_file(str(path))
+
+
+def load_languages(robot_types: set[str]) -> dict[str, PlanLanguage]:
+    from robot_models.language import load_language
+
+    try:
+        # RobotPlanLanguage implements the PlanLanguage protocol (its parser's return type
+        # is a concrete class, which mypy does not match structurally)
+        return {t: cast(PlanLanguage, load_language(t)) for t in sorted(robot_types)}
+    except (KeyError, ValueError) as err:
+        raise LrtraceError(f"no plan language for a robot type of the trace: {err}") from None
+
+
+def run_policy(
+    service: Any,
+    pacer: Pacer,
+    trace: TraceFile,
+    sampler: ExecutionSampler,
+    network_latency_s: float,
+    records: list[TaskRecord],
+    on_task_done: Callable[[TaskRecord], None],
+    stop: threading.Event,
+    presubmit: bool,
+) -> None:
+    """Register the trace's agents with `service` and replay the trace through it."""
+    for agent in trace.agents:
+        service.register_robot(agent.agent_id, robot_type=agent.robot_type)
+    driver = ServiceDriver(
+        service, pacer, sampler, network_latency_s, on_task_done, stop, presubmit=presubmit
+    )
+    driver.run(trace, records)
+
+
+def robot_types(trace: TraceFile) -> set[str]:
+    return {a.robot_type for a in trace.agents}
+
+
+def languages_for(trace: TraceFile, cache: Mapping[str, PlanLanguage]) -> dict[str, PlanLanguage]:
+    missing = robot_types(trace) - set(cache)
+    return {**cache, **load_languages(missing)} if missing else dict(cache)

@@ -1,0 +1,155 @@
+"""The simulator target: the real PlanningService (every policy's own code) on the
+SimulatedEngine in virtual time, costed by a latency profile. Plans are the tasks'
+golden plans, tokenized with the planner's tokenizer, so token counts and segment
+boundaries are those the real planner produces; paper-scale workloads take seconds.
+It is a capacity planner, and every output says it is a simulation."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lrtrace.catalog import Catalog, load_catalog
+from lrtrace.profiles import LatencyProfile, load
+from lrtrace.replay.drive import VirtualPacer
+from lrtrace.replay.fleet import NETWORK_LATENCY_S, ExecutionSampler
+from lrtrace.replay.targets.common import languages_for, load_tokenizer, run_policy
+from lrtrace.results_format import Target, TaskRecord
+from lrtrace.trace_format import TraceFile
+from timely_core.clock import VirtualClock
+from timely_core.engine.simulated import (
+    LinearLatencyModel,
+    SimulatedEngine,
+    SimulatedEngineConfig,
+)
+from timely_core.plan_language import PlanLanguage
+from timely_core.robots import encode_request
+from timely_core.service import PlanningService
+from timely_core.service_config import ServiceConfig
+
+BLOCK_SIZE = 16
+
+
+def latency_model(profile: LatencyProfile) -> LinearLatencyModel:
+    return LinearLatencyModel(
+        fixed_s=profile.iteration_s,
+        per_prefill_token_s=profile.prefill_token_s,
+        per_decode_s=profile.decode_s,
+        per_context_token_s=profile.context_token_s,
+    )
+
+
+def engine_config(profile: LatencyProfile, eos_token_id: int) -> SimulatedEngineConfig:
+    bytes_per_block = profile.kv_bytes_per_token * BLOCK_SIZE
+    blocks = max(1, profile.kv_capacity_tokens // BLOCK_SIZE)
+    return SimulatedEngineConfig(
+        eos_token_id=eos_token_id,
+        block_size=BLOCK_SIZE,
+        device_blocks=blocks,
+        host_blocks=blocks * 4,
+        bytes_per_block=bytes_per_block,
+        max_batched_tokens=profile.max_batched_tokens,
+        swap_s_per_block=bytes_per_block / profile.swap_bytes_per_s,
+    )
+
+
+class PlanScript:
+    """Prompt ids -> the golden plan's ids: recognises a prompt by its request part
+    (the ids after the robot's prefix), exactly as the service tokenizes it."""
+
+    def __init__(self, tokenizer: Any, catalog: Catalog, languages: dict[str, PlanLanguage]):
+        self._plans: dict[tuple[int, ...], list[int]] = {}
+        for task in catalog.tasks():
+            language = languages.get(task.robot_type)
+            if language is None:
+                continue
+            request = encode_request(
+                tokenizer, language.format_request(task.scene, task.instruction)
+            )
+            plan = list(tokenizer.encode(task.golden_plan, add_special_tokens=False).ids)
+            self._plans[tuple(request)] = plan
+        self._lengths = sorted({len(k) for k in self._plans}, reverse=True)
+
+    def __call__(self, prompt_ids: Sequence[int]) -> Sequence[int]:
+        for n in self._lengths:
+            plan = self._plans.get(tuple(prompt_ids[-n:]))
+            if plan is not None:
+                return plan
+        raise ValueError("the simulator has no plan for this prompt (not an LRTrace task)")
+
+
+class SimTarget:
+    kind: Target = "sim"
+    simulated = True
+
+    def __init__(
+        self,
+        profile: LatencyProfile,
+        tokenizer: Any,
+        sampler: ExecutionSampler,
+        catalog: Catalog,
+        network_latency_s: float = NETWORK_LATENCY_S,
+        service_config: ServiceConfig | None = None,
+    ) -> None:
+        self.profile_model = profile
+        self.profile = profile.name
+        self.engine = f"simulated:{profile.name}"
+        self._tokenizer = tokenizer
+        self._sampler = sampler
+        self._catalog = catalog
+        self._latency = network_latency_s
+        self._config = service_config or ServiceConfig()
+        self._languages: dict[str, PlanLanguage] = {}
+        self.last_engine: SimulatedEngine | None = None
+
+    @classmethod
+    def from_profile(cls, name: str, network_latency_s: float = NETWORK_LATENCY_S) -> SimTarget:
+        from lrtrace.replay.exec_sampler import ExecTimeSampler
+
+        return cls(
+            load(name), load_tokenizer(None), ExecTimeSampler(), load_catalog(), network_latency_s
+        )
+
+    def run(
+        self,
+        trace: TraceFile,
+        policy: str,
+        max_batch: int | None,
+        records: list[TaskRecord],
+        on_task_done: Callable[[TaskRecord], None],
+        stop: threading.Event,
+    ) -> None:
+        self._languages = languages_for(trace, self._languages)
+        clock = VirtualClock()
+        eos = self._tokenizer.token_to_id("<eos>")
+        engine = SimulatedEngine(
+            clock,
+            latency_model(self.profile_model),
+            PlanScript(self._tokenizer, self._catalog, self._languages),
+            engine_config(self.profile_model, 0 if eos is None else int(eos)),
+        )
+        self.last_engine = engine
+        update: dict[str, object] = {
+            "dispatch_latency_s": self._latency,
+            # every arrival is handed over up front (submit_at), so the bound on waiting
+            # tasks must hold the whole trace; it is not what is being measured here
+            "max_queue": max(self._config.max_queue, len(trace.tasks) + 1),
+        }
+        if max_batch is not None:
+            update["max_batch_size"] = max_batch
+        config = self._config.model_copy(update=update)
+        service = PlanningService(
+            engine, self._tokenizer, policy, clock=clock, config=config, languages=self._languages
+        )
+        run_policy(
+            service,
+            VirtualPacer(service),
+            trace,
+            self._sampler,
+            self._latency,
+            records,
+            on_task_done,
+            stop,
+            presubmit=True,
+        )

@@ -1,0 +1,108 @@
+"""`lrtrace report`: the per task type and policy statistics as a rich table and JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from lrtrace.metrics import GroupStats, run_stats
+from lrtrace.results_format import ResultsFile
+
+SIMULATION_NOTE = (
+    "SIMULATION: virtual-time replay on a latency profile, not a measurement of a real engine"
+)
+
+
+def all_stats(results: ResultsFile) -> list[GroupStats]:
+    return [g for run in results.runs for g in run_stats(run)]
+
+
+def _fmt(x: float, ms: bool = False) -> str:
+    if math.isnan(x):
+        return "-"
+    return f"{x * 1000:.0f}" if ms else f"{x:.2f}"
+
+
+def table(results: ResultsFile, groups: str = "all") -> Table:
+    """groups: "traces" (per trace id), "classes" (per task class), or "all"."""
+    title = f"LRTrace {results.workload.name}"
+    sims = {r.profile for r in results.runs if r.simulated}
+    if sims:
+        title += f" — SIMULATION on profile {', '.join(sorted(sims))}"
+    t = Table(title=title, caption=SIMULATION_NOTE if sims else None)
+    for col in ("run", "group", "done/n", "util mean", "util p50", "util p95", "% max"):
+        t.add_column(col, justify="left" if col in ("run", "group") else "right")
+    for col in ("resp mean ms", "resp p95", "resp p99", "wait mean ms", "wait p95", "compl mean s"):
+        t.add_column(col, justify="right")
+    for g in all_stats(results):
+        is_trace = g.group.startswith("trace")
+        if (groups == "traces" and not is_trace) or (groups == "classes" and is_trace):
+            continue
+        t.add_row(
+            g.run,
+            g.group,
+            f"{g.completed}/{g.tasks}",
+            _fmt(g.utility.mean),
+            _fmt(g.utility.p50),
+            _fmt(g.utility.p95),
+            "-" if math.isnan(g.utility_of_max) else f"{100 * g.utility_of_max:.1f}",
+            _fmt(g.response_s.mean, ms=True),
+            _fmt(g.response_s.p95, ms=True),
+            _fmt(g.response_s.p99, ms=True),
+            _fmt(g.waiting_s.mean, ms=True),
+            _fmt(g.waiting_s.p95, ms=True),
+            _fmt(g.completion_s.mean),
+        )
+    return t
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_clean(v) for v in x]
+    return x
+
+
+def stats_json(results: ResultsFile) -> dict[str, Any]:
+    """The report as JSON (NaN -> null for groups with no completed task)."""
+    return _clean(
+        {
+            "workload": results.workload.model_dump(mode="json"),
+            "simulated": results.simulated,
+            "note": SIMULATION_NOTE if results.simulated else "measured on a real engine",
+            "runs": [
+                {
+                    "label": r.label,
+                    "policy": r.policy,
+                    "target": r.target,
+                    "engine": r.engine,
+                    "simulated": r.simulated,
+                    "profile": r.profile,
+                    "max_batch": r.max_batch,
+                    "interrupted": r.interrupted,
+                    "wall_s": r.wall_s,
+                }
+                for r in results.runs
+            ],
+            "stats": [asdict(g) for g in all_stats(results)],
+        }
+    )
+
+
+def write_json(results: ResultsFile, path: Path) -> None:
+    path.write_text(json.dumps(stats_json(results), indent=1) + "\n", encoding="utf-8")
+
+
+def print_report(results: ResultsFile, console: Console, groups: str = "all") -> None:
+    console.print(table(results, groups))
+    if results.simulated:
+        console.print(f"[bold yellow]{SIMULATION_NOTE}[/]")
