@@ -1,0 +1,165 @@
+"""Test support for timely_core: a tiny plan language, a byte-level BPE tokenizer
+trained in memory, and a PlanningService on the simulated engine in virtual time.
+
+The language mimics the robot languages' shape (`name(args);` statements, skills
+with argument-dependent execution times) without importing robot_models.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from timely_core.clock import VirtualClock
+from timely_core.engine.simulated import (
+    LinearLatencyModel,
+    SimulatedEngine,
+    SimulatedEngineConfig,
+)
+from timely_core.plan_language import PlanStatement
+from timely_core.service import PlanningService
+from timely_core.service_config import ServiceConfig
+
+EOS = "<eos>"
+_STATEMENT = re.compile(r"\s*([a-z_]+)\(([^();]*)\);")
+_PREFIX_OK = re.compile(r"\s*([a-z_]*|[a-z_]+\([^();]*|[a-z_]+\([^();]*\))")
+
+CORPUS = [
+    "mf(50); tl(90); search('cat'); say('found it');",
+    "mu(30); md(30); mf(100); tr(45); search('keys'); search('wallet');",
+    "pick('red_box'); place('red_box', 'blue_box'); pick('cyan_box');",
+    "say('chat réponse: déjà vu, 猫 и кот'); wait(2);",
+    "Skills: mf(cm) move forward, tl(deg) turn left, search(obj), say(text).",
+    "Task: look for the cat\nPlan:",
+    "Hello there. I am a robot! Are you sure?\n\nNew paragraph here.",
+]
+
+
+@lru_cache(maxsize=1)
+def make_tokenizer() -> Tokenizer:
+    """Byte-level BPE with a small vocabulary, so multi-byte characters are split
+    across tokens and statements across token boundaries."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=330,
+        special_tokens=[EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(CORPUS * 20, trainer)
+    return tokenizer
+
+
+def eos_id() -> int:
+    token = make_tokenizer().token_to_id(EOS)
+    assert token is not None
+    return token
+
+
+@dataclass(frozen=True)
+class Statement:
+    text: str
+    skill: str
+    argument: str
+
+
+class StatementParser:
+    """`name(args);` statements; rejects text that can never become one."""
+
+    def __init__(self) -> None:
+        self._buffer = ""
+
+    def feed(self, text: str) -> list[PlanStatement]:
+        self._buffer += text
+        done: list[PlanStatement] = []
+        while True:
+            match = _STATEMENT.match(self._buffer)
+            if match is None:
+                break
+            done.append(Statement(match.group(0).lstrip(), match.group(1), match.group(2)))
+            self._buffer = self._buffer[match.end() :]
+        if not _PREFIX_OK.fullmatch(self._buffer):
+            raise ValueError(f"not a statement: {self._buffer[:40]!r}")
+        return done
+
+    def close(self) -> list[PlanStatement]:
+        if self._buffer.strip():
+            raise ValueError(f"unterminated statement {self._buffer.strip()[:40]!r}")
+        return []
+
+
+# Minimum execution time per skill (seconds); search varies, its minimum is used.
+SKILL_MIN_S = {"mf": 0.02, "mu": 0.02, "md": 0.02, "tl": 1 / 90, "tr": 1 / 90}
+
+
+@dataclass(frozen=True)
+class TinyLanguage:
+    robot_type: str = "tiny"
+    prefix: str = "Skills: mf(cm) move forward, tl(deg) turn left, search(obj), say(text).\n"
+
+    def prompt_prefix(self) -> str:
+        return self.prefix
+
+    def format_request(self, scene: str, instruction: str) -> str:
+        return f"Scene: {scene}\nTask: {instruction}\nPlan:"
+
+    def new_parser(self) -> StatementParser:
+        return StatementParser()
+
+    def estimate_execution_s(self, statements: Sequence[PlanStatement]) -> tuple[float, float]:
+        low = mean = 0.0
+        for statement in statements:
+            assert isinstance(statement, Statement)
+            if statement.skill in SKILL_MIN_S:
+                seconds = SKILL_MIN_S[statement.skill] * float(statement.argument or 0)
+                low, mean = low + seconds, mean + seconds
+            elif statement.skill == "search":
+                low, mean = low + 2.0, mean + 4.0
+            else:
+                low, mean = low + 0.5, mean + 0.5
+        return low, mean
+
+
+def plan_script(plans: Mapping[str, str]):  # type: ignore[no-untyped-def]
+    """Script for the simulated engine: the plan of the instruction in the prompt."""
+    tokenizer = make_tokenizer()
+
+    def script(prompt_ids: Sequence[int]) -> list[int]:
+        prompt = tokenizer.decode(list(prompt_ids))
+        task = prompt.rsplit("Task: ", 1)[-1].split("\n", 1)[0]
+        if task not in plans:
+            raise KeyError(f"no scripted plan for {task!r}")
+        return tokenizer.encode(plans[task], add_special_tokens=False).ids
+
+    return script
+
+
+PAPER_LATENCY = LinearLatencyModel.paper_llama3_8b_rtx4090()
+
+
+def make_service(
+    plans: Mapping[str, str],
+    policy: str = "timely",
+    robots: Sequence[str] = ("drone1",),
+    latency: LinearLatencyModel = PAPER_LATENCY,
+    config: ServiceConfig | None = None,
+    engine_config: SimulatedEngineConfig | None = None,
+) -> tuple[PlanningService, VirtualClock, SimulatedEngine]:
+    clock = VirtualClock()
+    tokenizer = make_tokenizer()
+    engine = SimulatedEngine(
+        clock,
+        latency,
+        plan_script(plans),
+        engine_config or SimulatedEngineConfig(eos_token_id=eos_id()),
+    )
+    service = PlanningService(engine, tokenizer, policy=policy, clock=clock, config=config)
+    for robot in robots:
+        service.register_robot(robot, TinyLanguage())
+    return service, clock, engine
