@@ -262,16 +262,19 @@ class TorchEngine:
             length = min(state.num_pending, budget)
             end = state.num_computed + length
             later = [s for s in order[position + 1 :] if s.kv is KvLocation.DEVICE]
-            if not self._make_room(state, end, later):
+            if not self._make_room(state, end, later, {c.state.gen_id for c in chunks}):
                 continue
             self.blocks.grow(state, end)
             chunks.append(Chunk(state, state.num_computed, length))
             budget -= length
         return chunks
 
-    def _make_room(self, state: GenerationState, end: int, later: list[GenerationState]) -> bool:
-        """Preempt until `state` can hold `end` tokens; False if it still cannot."""
-        in_step = {s.gen_id for s in later}
+    def _make_room(
+        self, state: GenerationState, end: int, later: list[GenerationState], scheduled: set[int]
+    ) -> bool:
+        """Preempt until `state` can hold `end` tokens; False if it still cannot.
+        Generations already scheduled in this iteration are never victims."""
+        in_step = {s.gen_id for s in later} | scheduled
         outside = sorted(
             (
                 s

@@ -1,0 +1,84 @@
+"""BlockManager bookkeeping on its own: sharing, copy-on-write, LRU reuse, swap."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+import torch
+
+from timely_core.engine.block_manager import BlockManager
+from timely_core.engine.generation import GenerationState, KvLocation
+from timely_core.engine.kv_cache import KvCache
+from timely_core.engine.protocol import OutOfKvMemory, SamplingParams
+
+SIZE = 4
+
+
+def _manager(device: int = 8, host: int = 4) -> BlockManager:
+    cache = KvCache(1, 1, 2, SIZE, device, host, torch.float32)
+    return BlockManager(SIZE, device, host, cache)
+
+
+def _state(gen_id: int, tokens: Iterable[int]) -> GenerationState:
+    return GenerationState(gen_id, ids := list(tokens), len(ids), SamplingParams(), gen_id)
+
+
+def _computed(manager: BlockManager, state: GenerationState) -> None:
+    state.num_computed = len(state.token_ids)
+    manager.register_full_blocks(state)
+
+
+def test_engine_blocks_shared_by_content_and_reused_after_free() -> None:
+    manager = _manager()
+    a = _state(0, range(10))  # 3 blocks, 2 full
+    manager.admit(a, None)
+    _computed(manager, a)
+    b = _state(1, range(10))
+    manager.admit(b, None)
+    assert b.block_table[:2] == a.block_table[:2] and b.num_computed == 8
+    assert manager.ref_counts[a.block_table[0]] == 2
+    manager.free(a)
+    manager.free(b)
+    assert manager.num_free_device == 8
+    c = _state(2, range(9))
+    manager.admit(c, None)  # freed blocks keep their content until reallocated
+    assert c.num_computed == 8
+
+
+def test_engine_writing_into_a_shared_block_copies_it() -> None:
+    manager = _manager()
+    prefix_state = _state(-1, range(6))
+    manager.admit(prefix_state, None, compute_all=True)
+    manager.cache.device[0, 0, prefix_state.block_table[1]] = 7.0
+    _computed(manager, prefix_state)
+    prefix = manager.pin("p", prefix_state)
+    g = _state(0, [*range(6), 50, 51])
+    manager.admit(g, prefix)
+    assert g.block_table[0] == prefix.blocks[0]
+    assert g.block_table[1] != prefix.blocks[1]
+    assert torch.equal(manager.cache.device[0, 0, g.block_table[1]], torch.full((SIZE, 1, 2), 7.0))
+    assert manager.ref_counts[prefix.blocks[1]] == 1 and g.num_computed == 6
+
+
+def test_engine_swap_out_keeps_shared_blocks_and_restores_content() -> None:
+    manager = _manager(device=8, host=4)
+    a = _state(0, range(12))
+    manager.admit(a, None)
+    manager.cache.device[:, :, a.block_table[2]] = 3.0
+    _computed(manager, a)
+    b = _state(1, [*range(8), 99, 98])
+    manager.admit(b, None)
+    assert manager.swap_out(a)
+    assert a.kv is KvLocation.HOST and sorted(a.host_blocks) == [2]
+    assert manager.num_free_host == 3
+    manager.swap_in(a)
+    assert torch.all(manager.cache.device[:, :, a.block_table[2]] == 3.0)
+    assert manager.num_free_host == 4
+
+
+def test_engine_admission_is_all_or_nothing() -> None:
+    manager = _manager(device=3)
+    with pytest.raises(OutOfKvMemory, match="needs 4 free KV blocks"):
+        manager.admit(_state(0, range(13)), None)
+    assert manager.num_free_device == 3 and manager.ref_counts == [0, 0, 0]
