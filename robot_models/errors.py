@@ -32,3 +32,8 @@ class SkillValidationError(ValueError):
         self.problem = problem
         where = f"skill '{skill}'" + (f", argument '{argument}'" if argument else "")
         super().__init__(f"{where}: {problem} (allowed: {allowed})")
+
+
+class PlanRuntimeError(ValueError):
+    """A plan that parsed but cannot run: an unset variable, a comparison of values
+    that cannot be compared, or a skill call whose resolved arguments are invalid."""

@@ -138,3 +138,19 @@ def calls_in(node: Stmt | Condition | Expr) -> Iterator[SkillCall]:
     elif isinstance(node, Loop):
         for stmt in node.body:
             yield from calls_in(stmt)
+
+
+@dataclass(frozen=True)
+class BoundCall:
+    """A skill call with its argument values resolved, ready for an executor."""
+
+    name: str  # canonical skill name, e.g. "move_forward"
+    short: str  # short form, e.g. "mf"
+    args: tuple[SkillValue, ...]
+
+    def __str__(self) -> str:
+        return f"{self.short}({','.join(_render(a) for a in self.args)})"
+
+
+def _render(value: SkillValue) -> str:
+    return f"'{value}'" if isinstance(value, str) else str(value)

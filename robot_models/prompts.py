@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from robot_models.skills import SkillSet, check_robot_type
+from robot_models.skills import MAX_STRING_ARG_CHARS, SkillSet, check_robot_type
 
 _ARTICLE = {"drone": "a", "arm": "an"}
 
@@ -109,8 +109,8 @@ _GUIDANCE = {
   on the tray; pens, pencils, markers and rulers in the holder; paper, wrappers, tissues
   and cans in the bin; books and notebooks on the shelf. Handle the objects in the order
   the scene lists them.
-- Sorting fruit and vegetables uses so(object, bin) for each item, in the order the scene
-  lists them, into the fruit bin or the vegetable bin.
+- Sorting fruit and vegetables uses so(object, bin) for each item that lk finds, in the
+  order the scene lists them, into the fruit bin or the vegetable bin.
 - Stacking builds a tower from the bottom up: pick each next object and place it on the
   previous one, bottom object first, checking each one with lk first.
 - To hand an object to a person, pick it, move to the hand-over pose mt(400,0,300), open
@@ -140,12 +140,6 @@ _EXAMPLES = {
             "8{?iv('printer')==True{->True;}tc(45);}->False;",
         ),
         (
-            "visible: kitchen counter",
-            "Is the kettle on the left or on the right?",
-            "_1=ox('kettle');lg(_1);",
-        ),
-        ("visible: stairs", "Hover for 2.5 seconds and then land", "dl(2.5);ld();"),
-        (
             "visible: table, vase",
             "Check the plant on the table",
             "?sw('table')==True{o('table');a('table');?iv('plant')==True{tp();}}",
@@ -161,13 +155,14 @@ _EXAMPLES = {
         (
             "on table: pear, onion, lime; bins: fruit bin, vegetable bin",
             "Sort the produce into the bins",
-            "hm();so('pear','fruit bin');so('onion','vegetable bin');so('lime','fruit bin');hm();",
+            "hm();?lk('pear')==True{so('pear','fruit bin');}"
+            "?lk('onion')==True{so('onion','vegetable bin');}"
+            "?lk('lime')==True{so('lime','fruit bin');}hm();",
         ),
         (
             "on table: yellow cube, black cube",
             "Stack the black cube on the yellow cube",
-            "hm();?lk('yellow cube')==True&lk('black cube')==True"
-            "{pk('black cube');pl('yellow cube');}hm();",
+            "og();hm();?lk('black cube')==True{pk('black cube');pl('yellow cube');}hm();",
         ),
         ("on table: stapler", "Move the gripper to x 420, y -150, z 200", "mt(420,-150,200);"),
         (
@@ -187,9 +182,15 @@ def _language_guide(robot_type: str) -> str:
 
 
 def _skill_table(skill_set: SkillSet) -> str:
-    lines = ["## Skills", "Each line: short name(arguments) -> returned value: what it does."]
+    lines = [
+        "## Skills",
+        "Each line: short name(arguments) -> returned value: what it does. String arguments",
+        f"are quoted names of 1 to {MAX_STRING_ARG_CHARS} characters, e.g. 'red cup'.",
+    ]
     for skill in skill_set.skills:
-        ranges = "; ".join(f"{a.name}: {a.allowed()}" for a in skill.args)
+        ranges = "; ".join(
+            f"{a.name}: {a.allowed()}" for a in skill.args if a.type in ("int", "float")
+        )
         ret = f" -> {skill.returns}" if skill.returns != "none" else ""
         detail = f" [{ranges}]" if ranges else ""
         lines.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable
 
@@ -35,7 +36,7 @@ def desk_plan(objects: list[str]) -> str:
 
 def desk_cleaning(rng: random.Random) -> Example:
     pool = [o for objs in DESK_CATEGORIES.values() for o in objs]
-    objects = rng.sample(pool, rng.randint(2, 5))
+    objects = rng.sample(pool, rng.randint(3, 7))
     phrase = rng.choice(
         (
             "Clean the desk",
@@ -50,12 +51,15 @@ def desk_cleaning(rng: random.Random) -> Example:
 
 
 def produce_plan(items: list[str]) -> str:
-    sorts = "".join(f"so('{i}','{'fruit' if i in FRUITS else 'vegetable'} bin');" for i in items)
+    sorts = "".join(
+        f"?lk('{i}')==True{{so('{i}','{'fruit' if i in FRUITS else 'vegetable'} bin');}}"
+        for i in items
+    )
     return "hm();" + sorts + "hm();"
 
 
 def produce_sorting(rng: random.Random) -> Example:
-    items = rng.sample(FRUITS + VEGETABLES, rng.randint(3, 7))
+    items = rng.sample(FRUITS + VEGETABLES, rng.randint(3, 8))
     phrase = rng.choice(
         (
             "Sort the fruit and vegetables into the bins",
@@ -69,15 +73,13 @@ def produce_sorting(rng: random.Random) -> Example:
 
 
 def stack_plan(bottom_up: list[str]) -> str:
-    steps = "".join(
-        guarded_move(above, below) for below, above in zip(bottom_up, bottom_up[1:], strict=False)
-    )
+    steps = "".join(guarded_move(above, below) for below, above in itertools.pairwise(bottom_up))
     return "og();hm();" + steps + "hm();"
 
 
 def stacking(rng: random.Random) -> Example:
     shape = rng.choice(SHAPES)
-    blocks = [f"{c} {shape}" for c in rng.sample(COLORS, rng.randint(2, 5))]
+    blocks = [f"{c} {shape}" for c in rng.sample(COLORS, rng.randint(2, 6))]
     scene_order = blocks[:]
     rng.shuffle(scene_order)
     if len(blocks) == 2 and rng.random() < 0.5:

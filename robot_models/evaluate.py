@@ -1,0 +1,143 @@
+"""`python -m robot_models.evaluate`: score a planner checkpoint with greedy decoding
+(HF transformers as the reference implementation).
+
+Prints the valid-plan rate on the held-out instructions (goal >= 99%), exact plan
+match on the 11 LRTrace tasks (goal 11/11), and the rate of plans that use only
+skills of the right robot type (goal 100%), and writes them as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from robot_models.checkpoints import default_planner_path
+from robot_models.dataset import DEFAULT_SEED, Example, build_dataset
+from robot_models.plan_check import check_plan
+from robot_models.reference_planner import ReferencePlanner
+
+
+@dataclass
+class EvalReport:
+    heldout_total: int = 0
+    heldout_valid: int = 0
+    heldout_exact: int = 0
+    right_skill: int = 0  # over held-out and LRTrace plans
+    right_skill_total: int = 0
+    lrtrace_exact: int = 0
+    lrtrace_total: int = 0
+    seconds: float = 0.0
+    failures: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def valid_rate(self) -> float:
+        return self.heldout_valid / max(1, self.heldout_total)
+
+    @property
+    def right_skill_rate(self) -> float:
+        return self.right_skill / max(1, self.right_skill_total)
+
+    def meets_goals(self) -> bool:
+        return (
+            self.valid_rate >= 0.99
+            and self.lrtrace_exact == self.lrtrace_total
+            and self.right_skill == self.right_skill_total
+        )
+
+
+def evaluate(
+    planner: ReferencePlanner, heldout: Sequence[Example], lrtrace: Sequence[Example]
+) -> EvalReport:
+    """Greedy plans for every example, scored."""
+    report = EvalReport()
+    started = time.monotonic()
+    for example, is_lrtrace in [(e, False) for e in heldout] + [(e, True) for e in lrtrace]:
+        text, ended = planner.plan(example.robot_type, example.scene, example.instruction)
+        check = check_plan(example.robot_type, text, ended)
+        exact = ended and text == example.plan
+        report.right_skill_total += 1
+        report.right_skill += check.right_skills
+        if is_lrtrace:
+            report.lrtrace_total += 1
+            report.lrtrace_exact += exact
+        else:
+            report.heldout_total += 1
+            report.heldout_valid += check.valid
+            report.heldout_exact += exact
+        if not check.valid or (is_lrtrace and not exact):
+            report.failures.append(
+                {
+                    "instruction": example.instruction,
+                    "expected": example.plan,
+                    "got": text,
+                    "error": check.error,
+                }
+            )
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def print_report(report: EvalReport, console: Console) -> None:
+    table = Table(title="Planner checkpoint (greedy, HF transformers)")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("goal", justify="right")
+    table.add_row(
+        "valid plans, held-out",
+        f"{report.heldout_valid}/{report.heldout_total} ({100 * report.valid_rate:.1f}%)",
+        ">= 99%",
+    )
+    table.add_row("exact match, held-out", f"{report.heldout_exact}/{report.heldout_total}", "-")
+    table.add_row(
+        "exact match, LRTrace tasks", f"{report.lrtrace_exact}/{report.lrtrace_total}", "11/11"
+    )
+    table.add_row(
+        "right-robot skills",
+        f"{report.right_skill}/{report.right_skill_total} ({100 * report.right_skill_rate:.1f}%)",
+        "100%",
+    )
+    table.add_row("evaluation time", f"{report.seconds:.0f} s", "-")
+    console.print(table)
+    for failure in report.failures[:10]:
+        console.print(
+            f"[red]fail[/red] {failure['instruction']!r}: "
+            f"got {failure['got']!r} ({failure['error']})"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--checkpoint", type=Path, default=default_planner_path())
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help="data set seed (as in training)"
+    )
+    parser.add_argument(
+        "--limit", type=int, default=0, help="evaluate only the first N held-out examples"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = parser.parse_args(argv)
+    data = build_dataset(args.seed)
+    heldout = data.heldout[: args.limit] if args.limit > 0 else data.heldout
+    report = evaluate(ReferencePlanner(args.checkpoint), heldout, data.lrtrace)
+    print_report(report, Console())
+    if args.json is not None:
+        figures = {
+            **asdict(report),
+            "valid_rate": report.valid_rate,
+            "right_skill_rate": report.right_skill_rate,
+        }
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0 if report.meets_goals() else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

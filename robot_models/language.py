@@ -1,0 +1,70 @@
+"""`RobotPlanLanguage`: one robot type's prompt, parser and execution-time model,
+shaped to satisfy `timely_core.plan_language.PlanLanguage` (structurally: this
+package never imports timely_core)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from robot_models.exec_time import ExecTimeModel
+from robot_models.parser import PlanParser
+from robot_models.plan_ast import PlanStatement, Stmt
+from robot_models.prompts import format_request, prompt_prefix
+from robot_models.skills import ROBOT_TYPES, SkillSet, check_robot_type
+
+
+class RobotPlanLanguage:
+    """Plan language of one robot type."""
+
+    def __init__(self, robot_type: str, exec_time: ExecTimeModel | None = None) -> None:
+        self._robot_type = check_robot_type(robot_type)
+        self._exec_time = exec_time or ExecTimeModel.for_robot(robot_type)
+        self._skills = self._exec_time.skill_set
+
+    @property
+    def robot_type(self) -> str:
+        return self._robot_type
+
+    @property
+    def skill_set(self) -> SkillSet:
+        return self._skills
+
+    @property
+    def exec_time(self) -> ExecTimeModel:
+        return self._exec_time
+
+    def prompt_prefix(self) -> str:
+        return prompt_prefix(self._robot_type)
+
+    def format_request(self, scene: str, instruction: str) -> str:
+        return format_request(scene, instruction)
+
+    def new_parser(self) -> PlanParser:
+        return PlanParser(self._skills)
+
+    def parse(self, text: str) -> list[PlanStatement]:
+        """All statements of a complete plan (raises on invalid or unfinished text)."""
+        parser = self.new_parser()
+        return parser.feed(text) + parser.close()
+
+    def estimate_execution_s(self, statements: Sequence[object]) -> tuple[float, float]:
+        """(min_s, mean_s) of the statements. Accepts this package's `PlanStatement`s
+        or anything with the statement's `.text` (re-parsed on its own)."""
+        nodes: list[Stmt] = []
+        for statement in statements:
+            node = getattr(statement, "node", None)
+            if node is None:
+                text = getattr(statement, "text", None)
+                if not isinstance(text, str):
+                    raise TypeError(f"expected a plan statement with .text, got {statement!r}")
+                nodes.extend(s.node for s in self.parse(text))
+            else:
+                nodes.append(node)
+        return self._exec_time.estimate_statements(nodes)
+
+
+def load_language(robot_type: str) -> RobotPlanLanguage:
+    """The plan language of "drone" or "arm"; ValueError listing the known types otherwise."""
+    if robot_type not in ROBOT_TYPES:
+        check_robot_type(robot_type)
+    return RobotPlanLanguage(robot_type)

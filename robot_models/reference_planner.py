@@ -1,0 +1,94 @@
+"""Greedy planning with Hugging Face transformers: the reference implementation
+that `evaluate` and the checkpoint tests use (transformers is a dev dependency,
+imported only here).
+
+Prompt ids follow the contract in `prompts.py`; the prefix KV cache of each robot
+type is computed once and copied for every request (HF's documented prompt-reuse
+pattern), which gives the same greedy output as running the full prompt.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer
+
+from robot_models.checkpoints import default_planner_path
+from robot_models.prompts import format_request, prompt_prefix
+from robot_models.skills import check_robot_type
+
+DEFAULT_MAX_NEW_TOKENS = 256
+
+
+class ReferencePlanner:
+    """A checkpoint loaded with `transformers.LlamaForCausalLM`, decoding greedily."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        from transformers import DynamicCache, LlamaForCausalLM
+
+        self.path = path or default_planner_path()
+        self.tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
+        config = json.loads((self.path / "config.json").read_text())
+        self.eos_id: int = config["eos_token_id"]
+        self.pad_id: int = config["pad_token_id"]
+        self.model: Any = LlamaForCausalLM.from_pretrained(self.path, dtype=torch.float32).eval()
+        self._cache_type = DynamicCache
+        self._prefix: dict[str, tuple[list[int], Any]] = {}
+
+    def prompt_ids(self, robot_type: str, scene: str, instruction: str) -> list[int]:
+        """encode(prefix) + encode(request), each part encoded on its own."""
+        check_robot_type(robot_type)
+        prefix = self.tokenizer.encode(prompt_prefix(robot_type)).ids
+        return prefix + self.tokenizer.encode(format_request(scene, instruction)).ids
+
+    def _prefix_cache(self, robot_type: str) -> tuple[list[int], Any]:
+        if robot_type not in self._prefix:
+            ids = self.tokenizer.encode(prompt_prefix(robot_type)).ids
+            cache = self._cache_type()
+            with torch.no_grad():
+                self.model(torch.tensor([ids]), past_key_values=cache, use_cache=True)
+            self._prefix[robot_type] = (ids, cache)
+        return self._prefix[robot_type]
+
+    def generate_ids(
+        self,
+        robot_type: str,
+        scene: str,
+        instruction: str,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    ) -> list[int]:
+        """Greedy continuation of the prompt, up to and including EOS if emitted."""
+        ids = self.prompt_ids(robot_type, scene, instruction)
+        prefix_ids, prefix_cache = self._prefix_cache(robot_type)
+        if ids[: len(prefix_ids)] != prefix_ids:  # pragma: no cover - guarded by the contract
+            raise RuntimeError("the prompt does not start with the robot's prefix")
+        inputs = torch.tensor([ids])
+        with torch.no_grad():
+            out = self.model.generate(
+                inputs,
+                attention_mask=torch.ones_like(inputs),
+                past_key_values=copy.deepcopy(prefix_cache),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                eos_token_id=self.eos_id,
+                pad_token_id=self.pad_id,
+            )
+        return [int(t) for t in out[0, len(ids) :].tolist()]
+
+    def plan(
+        self,
+        robot_type: str,
+        scene: str,
+        instruction: str,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    ) -> tuple[str, bool]:
+        """(plan text, whether the model ended it with EOS)."""
+        new = self.generate_ids(robot_type, scene, instruction, max_new_tokens)
+        ended = bool(new) and new[-1] == self.eos_id
+        if ended:
+            new = new[:-1]
+        return self.tokenizer.decode(new), ended

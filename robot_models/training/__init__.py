@@ -1,0 +1,1 @@
+"""How the planner checkpoint is made: tokenizer, model, prefix-shared training."""

@@ -1,0 +1,74 @@
+"""Turning examples into token ids under the tokenization contract, and batching
+them per robot type so the shared prompt prefix runs once per batch."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from tokenizers import Tokenizer
+
+from robot_models.dataset import Example
+from robot_models.prompts import format_request, prompt_prefix
+
+IGNORE = -100
+
+
+@dataclass(frozen=True)
+class EncodedExample:
+    """ids after the prefix: encode(request) + encode(plan) + [eos]."""
+
+    robot_type: str
+    suffix_ids: tuple[int, ...]
+    request_len: int  # the first request_len suffix ids are prompt, the rest is the target
+
+
+def encode_example(tokenizer: Tokenizer, example: Example, eos_id: int) -> EncodedExample:
+    request = tokenizer.encode(format_request(example.scene, example.instruction)).ids
+    plan = tokenizer.encode(example.plan).ids
+    return EncodedExample(example.robot_type, (*request, *plan, eos_id), len(request))
+
+
+def encode_prefix(tokenizer: Tokenizer, robot_type: str) -> torch.Tensor:
+    """[1, prefix_len] ids of the robot type's fixed prompt."""
+    return torch.tensor([tokenizer.encode(prompt_prefix(robot_type)).ids], dtype=torch.long)
+
+
+def collate(batch: Sequence[EncodedExample], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded suffix ids [B, S] and next-token targets [B, S] (IGNORE outside the
+    plan and EOS). Target t is the id at t+1; the last prefix token's prediction of the
+    first request token is not trained."""
+    width = max(len(e.suffix_ids) for e in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    targets = torch.full((len(batch), width), IGNORE, dtype=torch.long)
+    for row, example in enumerate(batch):
+        n = len(example.suffix_ids)
+        ids[row, :n] = torch.tensor(example.suffix_ids)
+        start = example.request_len - 1  # predicts the first plan token
+        targets[row, start : n - 1] = torch.tensor(example.suffix_ids[start + 1 : n])
+    return ids, targets
+
+
+class BatchSampler:
+    """Endless batches, each of one robot type; robot types alternate."""
+
+    def __init__(self, examples: Sequence[EncodedExample], batch_size: int, seed: int) -> None:
+        self._rng = random.Random(seed)
+        self._batch_size = batch_size
+        self._pools = {t: [e for e in examples if e.robot_type == t] for t in ("drone", "arm")}
+        self._orders: dict[str, list[EncodedExample]] = {t: [] for t in self._pools}
+        self._turn = 0
+
+    def next(self) -> tuple[str, list[EncodedExample]]:
+        robot_type = ("drone", "arm")[self._turn % 2]
+        self._turn += 1
+        order = self._orders[robot_type]
+        batch: list[EncodedExample] = []
+        while len(batch) < self._batch_size:
+            if not order:
+                order.extend(self._pools[robot_type])
+                self._rng.shuffle(order)
+            batch.append(order.pop())
+        return robot_type, batch

@@ -1,0 +1,114 @@
+import pytest
+
+from robot_models.errors import SkillValidationError
+from robot_models.skills import ROBOT_TYPES, SkillSet
+
+
+@pytest.mark.parametrize("robot_type", ROBOT_TYPES)
+def test_packaged_skill_sets_load_with_their_robot_type(robot_type):
+    skills = SkillSet.load(robot_type)
+    assert skills.robot_type == robot_type
+    assert len(skills.skills) >= 8
+
+
+def test_skills_are_found_by_short_form_and_full_name():
+    drone = SkillSet.load("drone")
+    assert drone.get("mf").name == "move_forward"
+    assert drone.get("move_forward").short == "mf"
+
+
+def test_drone_has_the_skills_of_the_issue():
+    names = {s.name for s in SkillSet.load("drone").skills}
+    expected = {
+        "move_forward",
+        "move_backward",
+        "move_left",
+        "move_right",
+        "move_up",
+        "move_down",
+        "turn_cw",
+        "turn_ccw",
+        "takeoff",
+        "land",
+        "delay",
+        "is_visible",
+        "object_x",
+        "object_y",
+        "object_width",
+        "object_height",
+        "take_picture",
+        "log",
+        "sweep",
+        "orient",
+        "approach",
+    }
+    assert expected <= names
+
+
+def test_arm_has_the_skills_of_the_issue():
+    names = {s.name for s in SkillSet.load("arm").skills}
+    assert {
+        "move_to",
+        "pick",
+        "place",
+        "open_gripper",
+        "close_gripper",
+        "look_for",
+        "home",
+        "stack",
+        "sort",
+    } <= names
+
+
+def test_out_of_range_argument_names_skill_argument_and_range():
+    with pytest.raises(SkillValidationError) as info:
+        SkillSet.load("drone").validate_call("mf", [600])
+    error = info.value
+    assert (error.skill, error.argument) == ("move_forward", "distance")
+    assert "[20, 500]" in error.allowed
+    assert "move_forward" in str(error) and "distance" in str(error) and "[20, 500]" in str(error)
+
+
+def test_wrong_type_is_rejected_with_the_allowed_type():
+    with pytest.raises(SkillValidationError, match=r"'x'.*int in \[1, 360\]"):
+        SkillSet.load("drone").validate_call("tc", ["x"])
+    with pytest.raises(SkillValidationError, match="int"):
+        SkillSet.load("drone").validate_call("tc", [True])
+
+
+def test_unknown_skill_lists_the_robots_skills():
+    with pytest.raises(SkillValidationError) as info:
+        SkillSet.load("arm").validate_call("mf", [100])
+    assert info.value.skill == "mf"
+    assert "pk" in info.value.allowed and "hm" in info.value.allowed
+
+
+def test_wrong_argument_count_shows_the_signature():
+    with pytest.raises(SkillValidationError, match=r"mt\(x:int, y:int, z:int\)"):
+        SkillSet.load("arm").validate_call("mt", [300, 0])
+
+
+def test_valid_call_returns_the_skill():
+    assert SkillSet.load("arm").validate_call("mt", [300, -120, 250]).name == "move_to"
+    assert SkillSet.load("drone").validate_call("dl", [2.5]).name == "delay"
+
+
+def test_unknown_robot_type_lists_known_types():
+    with pytest.raises(ValueError, match="known types: drone, arm"):
+        SkillSet.load("boat")
+
+
+def test_load_returns_an_independent_copy():
+    first = SkillSet.load("drone")
+    first.skills.clear()
+    assert SkillSet.load("drone").skills
+
+
+def test_invalid_file_is_rejected_naming_the_problem(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "robot_type: x\nskills:\n  - {name: a, short: a, description: d, "
+        "exec_time: {kind: linear, arg: nope, overhead_s: 1, rate: 1, noise_cv: 0}}\n"
+    )
+    with pytest.raises(ValueError, match=r"exec_time\.arg 'nope'"):
+        SkillSet.load_file(path)
