@@ -32,7 +32,14 @@ def run_plan(
     node = Node("timely_plan_cli")
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
+
+    def spin() -> None:
+        try:
+            executor.spin()
+        except ExternalShutdownException:
+            pass
+
+    spinner = threading.Thread(target=spin, daemon=True)
     try:
         client = PlanClient(node)
         spinner.start()
@@ -69,6 +76,7 @@ def run_plan(
     except (KeyboardInterrupt, ExternalShutdownException):
         return 130
     finally:
-        executor.shutdown(timeout_sec=1.0)
-        node.destroy_node()
         rclpy.try_shutdown()
+        if spinner.is_alive():
+            spinner.join(timeout=5)
+        node.destroy_node()

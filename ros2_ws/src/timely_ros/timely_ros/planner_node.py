@@ -105,6 +105,15 @@ class PlannerNode(Node):
     def _on_goal(self, goal: PlanTask.Goal) -> GoalResponse:
         try:
             checked = check_goal(goal, self.params)
+            knows = getattr(self.service.engine, "knows", None)
+            request = checked.request
+            if knows is not None and not knows(
+                checked.robot.type, request.scene, request.instruction
+            ):
+                raise GoalError(
+                    f"instruction {request.instruction!r} (scene {request.scene!r}): the "
+                    "simulated engine replays the data set's plans and knows none for it"
+                )
             with self._lock:
                 if len(self._jobs) + len(self._checked) >= self.params.max_active_goals:
                     raise GoalError(

@@ -8,6 +8,7 @@ Segments of one robot run one at a time, in arrival order.
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -146,6 +147,10 @@ class SkillExecutorNode(Node):
             )
             return ExecuteSkill.Result(success=False, message=f"robot {robot}: cancelled, stopped")
         goal_handle.succeed()
+        self.get_logger().info(
+            f"event=segment_executed robot={robot} task={goal.task_id} "
+            f"segment={goal.segment_index} skills={json.dumps([s.raw_text for s in goal.skills])}"
+        )
         return ExecuteSkill.Result(success=True, return_value=value)
 
     def destroy_node(self) -> None:

@@ -1,0 +1,51 @@
+"""The plans the simulated engine can produce: every request of the planner's data
+set (the 11 LRTrace tasks and the templated examples) with its golden plan.
+
+The simulated engine replays a known plan for a known request, the way LRTrace's
+simulator does; a request it does not know fails that task with a clear error
+(use the torch engine to plan free-form instructions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from robot_models.dataset import LRTRACE_TASKS, build_dataset
+from timely_core.plan_language import PlanLanguage
+from timely_core.robots import encode_request
+
+
+class KnownPlans:
+    def __init__(self, tokenizer: Any, languages: dict[str, PlanLanguage]) -> None:
+        split = build_dataset()
+        examples = [t.example() for t in LRTRACE_TASKS] + list(split.train) + list(split.heldout)
+        self._plans: dict[tuple[int, ...], list[int]] = {}
+        self._requests = {
+            (ex.robot_type, ex.scene.strip(), ex.instruction.strip()) for ex in examples
+        }
+        for ex in examples:
+            language = languages.get(ex.robot_type)
+            if language is None:
+                continue
+            request = encode_request(tokenizer, language.format_request(ex.scene, ex.instruction))
+            plan = list(tokenizer.encode(ex.plan, add_special_tokens=False).ids)
+            self._plans.setdefault(tuple(request), plan)
+        self._lengths = sorted({len(k) for k in self._plans}, reverse=True)
+
+    def knows(self, robot_type: str, scene: str, instruction: str) -> bool:
+        """Whether a request has a known plan (checked at goal time by the node)."""
+        return (robot_type, scene.strip(), instruction.strip()) in self._requests
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def __call__(self, prompt_ids: Sequence[int]) -> Sequence[int]:
+        for n in self._lengths:
+            plan = self._plans.get(tuple(prompt_ids[-n:]))
+            if plan is not None:
+                return plan
+        raise ValueError(
+            "the simulated engine knows no plan for this request (it replays the data "
+            "set's plans); use engine: torch for free-form instructions"
+        )

@@ -1,0 +1,84 @@
+"""PlannerParams -> a running-ready PlanningService (engine, tokenizer, languages,
+registered robots)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from robot_models.language import load_language
+from timely_core.clock import MonotonicClock
+from timely_core.plan_language import PlanLanguage
+from timely_core.service import PlanningService
+from timely_ros.config import ConfigError, PlannerParams
+
+# The simulated engine models Llama3-8B fp16 (TimelyLLM Table 1): 128 KiB of KV per
+# token, 16-token blocks.
+SIM_BLOCK_SIZE = 16
+SIM_BYTES_PER_BLOCK = 2 * 2**20
+
+
+def resolve_model_path(model_path: str) -> Path:
+    """A checkpoint directory, relative paths taken from the repository root when
+    they do not exist relative to the working directory."""
+    path = Path(model_path)
+    if not path.is_absolute() and not path.exists():
+        from robot_models.checkpoints import CHECKPOINT_DIR
+
+        path = CHECKPOINT_DIR.parents[1] / path
+    if not (path / "tokenizer.json").is_file():
+        raise ConfigError(f"model_path {model_path!r}: no checkpoint (tokenizer.json) at {path}")
+    return path
+
+
+def load_tokenizer(path: Path) -> Any:
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(path / "tokenizer.json"))
+
+
+def build_engine(
+    params: PlannerParams, path: Path, tokenizer: Any, languages: dict[str, PlanLanguage]
+) -> Any:
+    kv_bytes = int(params.kv_budget_mb * 2**20)
+    if params.engine == "torch":
+        from timely_core.engine.config import EngineConfig
+        from timely_core.engine.torch_engine import TorchEngine
+
+        return TorchEngine(path, EngineConfig(device_kv_bytes=kv_bytes, host_kv_bytes=kv_bytes))
+    from timely_core.engine.simulated import LinearLatencyModel, SimulatedEngineConfig
+    from timely_ros.known_plans import KnownPlans
+    from timely_ros.paced_engine import PacedSimulatedEngine
+
+    eos = tokenizer.token_to_id("<eos>")
+    blocks = max(1, kv_bytes // SIM_BYTES_PER_BLOCK)
+    config = SimulatedEngineConfig(
+        eos_token_id=0 if eos is None else int(eos),
+        block_size=SIM_BLOCK_SIZE,
+        device_blocks=blocks,
+        host_blocks=blocks,
+        bytes_per_block=SIM_BYTES_PER_BLOCK,
+    )
+    return PacedSimulatedEngine(
+        LinearLatencyModel.paper_llama3_8b_rtx4090(), KnownPlans(tokenizer, languages), config
+    )
+
+
+def build_service(params: PlannerParams) -> PlanningService:
+    path = resolve_model_path(params.model_path)
+    tokenizer = load_tokenizer(path)
+    languages: dict[str, PlanLanguage] = {
+        t: load_language(t) for t in {r.type for r in params.robots}
+    }
+    engine = build_engine(params, path, tokenizer, languages)
+    service = PlanningService(
+        engine,
+        tokenizer,
+        params.policy,
+        clock=MonotonicClock(),
+        max_queue=params.max_queue,
+        languages=languages,
+    )
+    for robot in params.robots:
+        service.register_robot(robot.id, robot_type=robot.type)
+    return service
