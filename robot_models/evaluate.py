@@ -22,6 +22,7 @@ from robot_models.checkpoints import default_planner_path
 from robot_models.dataset import DEFAULT_SEED, Example, build_dataset
 from robot_models.plan_check import check_plan
 from robot_models.reference_planner import ReferencePlanner
+from robot_models.training.model_card import write_model_card
 
 
 @dataclass
@@ -124,18 +125,28 @@ def main(argv: list[str] | None = None) -> int:
         "--limit", type=int, default=0, help="evaluate only the first N held-out examples"
     )
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument(
+        "--update-card",
+        action="store_true",
+        help="write the figures to eval.json and MODEL_CARD.md in the checkpoint directory",
+    )
     args = parser.parse_args(argv)
     data = build_dataset(args.seed)
     heldout = data.heldout[: args.limit] if args.limit > 0 else data.heldout
     report = evaluate(ReferencePlanner(args.checkpoint), heldout, data.lrtrace)
     print_report(report, Console())
+    figures = {
+        **asdict(report),
+        "valid_rate": report.valid_rate,
+        "right_skill_rate": report.right_skill_rate,
+    }
     if args.json is not None:
-        figures = {
-            **asdict(report),
-            "valid_rate": report.valid_rate,
-            "right_skill_rate": report.right_skill_rate,
-        }
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    if args.update_card:
+        if args.limit:
+            parser.error("--update-card needs the full held-out set (no --limit)")
+        (args.checkpoint / "eval.json").write_text(json.dumps(figures, indent=2) + "\n")
+        write_model_card(args.checkpoint, figures)
     return 0 if report.meets_goals() else 1
 
 

@@ -23,6 +23,7 @@ from robot_models.training.batches import (
 )
 from robot_models.training.hf_format import EOS_TOKEN, PAD_TOKEN, save_checkpoint
 from robot_models.training.model import LlamaShape, TinyLlama
+from robot_models.training.model_card import write_model_card
 from robot_models.training.tokenizer import (
     VOCAB_SIZE,
     save_tokenizer,
@@ -136,4 +137,5 @@ def train(
     (out_dir / "train_stats.json").write_text(
         json.dumps({"config": asdict(config), **stats}, indent=2) + "\n"
     )
+    write_model_card(out_dir)
     return stats

@@ -1,0 +1,111 @@
+"""MODEL_CARD.md of the planner checkpoint, written from the recorded figures
+(train_stats.json from training, eval.json from `evaluate --update-card`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+CARD = """# Timely planner (tiny Llama)
+
+The embedded default planner of Timely: a small causal LM in the Hugging Face Llama
+format, trained from scratch on templated robot tasks, for both robot types (the
+prompt names the robot type). It exists so that the service, its tests and demos run
+a real model offline; it is not a general-purpose language model.
+
+## Files
+- `config.json` (`model_type: llama`, {layers} layers, hidden {hidden}, {heads} attention
+  heads with {kv_heads} key/value heads (grouped-query attention), max {max_pos} positions)
+- `model.safetensors` (float32, {params:,} parameters)
+- `tokenizer.json`: byte-level BPE from `tokenizers`, {vocab} tokens; digits are split
+  into single-digit tokens. `<eos>` = id {eos}, `<pad>` = id {pad}; no BOS token.
+- `generation_config.json` (greedy, EOS as above)
+
+## Prompt and tokenization contract
+```
+ids = encode(prompt_prefix(robot_type))          # robot_models.prompts, >= 1,000 tokens
+    + encode(format_request(scene, instruction)) # "### Request\\nScene: ...\\nTask: ...\\nPlan:\\n"
+    + encode(plan) + [eos]
+```
+Each part is encoded on its own with `tokenizer.json` (no special tokens added) and
+the ids are concatenated; the model emits `<eos>` right after the plan. Prefix
+lengths: drone {prefix_drone} tokens, arm {prefix_arm} tokens. Plans are in the
+Timely plan language (`robot_models/plan_ast.py`).
+
+## Data
+`robot_models.dataset`, seed {seed}: {train} generated training examples (drone and
+arm templates: search, inspection, urgent avoidance, motion, shapes; desk cleaning,
+fruit/vegetable sorting, stacking, pick and place, hand-over, ...) plus the 11 LRTrace
+tasks (oversampled), and {heldout} held-out examples never seen in training (by the
+tokenizer either).
+
+## Training
+`python -m robot_models.train` ({steps} steps of {batch} examples, AdamW, lr {lr},
+cosine schedule; the shared prefix is run once per batch and its K/V expanded over the
+batch; loss on plan tokens and EOS only). {threads} CPU threads.
+Measured wall time of this checkpoint's run: **{train_minutes:.1f} minutes** on the
+2-core CPU, which was shared with other jobs at the time (load average 3 to 6), so
+an idle machine is faster. Final training loss {final_loss:.4f}.
+
+## Evaluation (greedy decoding, HF transformers `LlamaForCausalLM.generate`)
+{evaluation}
+
+`python -m robot_models.evaluate` reproduces these figures.
+
+## Limits
+Plans are only as good as the templates: the model handles the task families and
+vocabulary of `robot_models/dataset`, and produces a valid but possibly wrong plan
+for instructions far from them.
+"""
+
+
+def write_model_card(directory: Path, evaluation: dict[str, Any] | None = None) -> None:
+    stats = json.loads((directory / "train_stats.json").read_text())
+    config = json.loads((directory / "config.json").read_text())
+    run = stats["config"]
+    if evaluation is None:
+        text = "Not evaluated yet: run `python -m robot_models.evaluate --update-card`."
+    else:
+        e = evaluation
+        rows = [
+            (
+                "valid plans, held-out",
+                f"{e['heldout_valid']}/{e['heldout_total']} ({100 * e['valid_rate']:.1f}%)",
+                ">= 99%",
+            ),
+            ("exact match, held-out", f"{e['heldout_exact']}/{e['heldout_total']}", "-"),
+            ("exact match, LRTrace tasks", f"{e['lrtrace_exact']}/{e['lrtrace_total']}", "11/11"),
+            (
+                "right-robot skills",
+                f"{e['right_skill']}/{e['right_skill_total']} ({100 * e['right_skill_rate']:.1f}%)",
+                "100%",
+            ),
+        ]
+        text = "| metric | value | goal |\n|---|---|---|\n" + "\n".join(
+            f"| {name} | {value} | {goal} |" for name, value, goal in rows
+        )
+    card = CARD.format(
+        layers=config["num_hidden_layers"],
+        hidden=config["hidden_size"],
+        heads=config["num_attention_heads"],
+        kv_heads=config["num_key_value_heads"],
+        max_pos=config["max_position_embeddings"],
+        params=int(stats["parameters"]),
+        vocab=config["vocab_size"],
+        eos=config["eos_token_id"],
+        pad=config["pad_token_id"],
+        prefix_drone=int(stats["prefix_tokens_drone"]),
+        prefix_arm=int(stats["prefix_tokens_arm"]),
+        seed=run["seed"],
+        train=int(stats["train_examples"]),
+        heldout=int(stats["heldout_examples"]),
+        steps=run["steps"],
+        batch=run["batch_size"],
+        lr=run["lr"],
+        threads=run["threads"],
+        train_minutes=stats["train_seconds"] / 60,
+        final_loss=stats["final_loss"],
+        evaluation=text,
+    )
+    (directory / "MODEL_CARD.md").write_text(card)

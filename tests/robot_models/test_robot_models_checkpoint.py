@@ -1,0 +1,104 @@
+"""The committed planner checkpoint meets its goals under greedy decoding with HF
+transformers (the reference implementation). The full held-out set is scored by
+`python -m robot_models.evaluate`; here a fixed sample keeps the test short."""
+
+import json
+
+import pytest
+from tokenizers import Tokenizer
+
+from robot_models.checkpoints import default_planner_path
+from robot_models.dataset import LRTRACE_TASKS, build_dataset
+from robot_models.plan_check import check_plan
+from robot_models.prompts import prompt_prefix
+
+PATH = default_planner_path()
+HELDOUT_SAMPLE_STRIDE = 7  # every 7th held-out example: 20 of 140
+
+
+@pytest.fixture(scope="module")
+def planner():
+    from robot_models.reference_planner import ReferencePlanner
+
+    return ReferencePlanner(PATH)
+
+
+def test_checkpoint_files_and_config():
+    names = {p.name for p in PATH.iterdir()}
+    assert {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "generation_config.json",
+        "MODEL_CARD.md",
+    } <= names
+    size = sum(p.stat().st_size for p in PATH.iterdir())
+    assert size <= 50 * 1024 * 1024
+    config = json.loads((PATH / "config.json").read_text())
+    assert config["model_type"] == "llama"
+    assert config["num_key_value_heads"] < config["num_attention_heads"]  # GQA
+    tokenizer = Tokenizer.from_file(str(PATH / "tokenizer.json"))
+    assert config["eos_token_id"] == tokenizer.token_to_id("<eos>")
+    generation = json.loads((PATH / "generation_config.json").read_text())
+    assert generation["eos_token_id"] == config["eos_token_id"]
+    assert config["vocab_size"] == tokenizer.get_vocab_size()
+
+
+def test_prefixes_are_at_least_1000_tokens_and_prompts_fit():
+    tokenizer = Tokenizer.from_file(str(PATH / "tokenizer.json"))
+    config = json.loads((PATH / "config.json").read_text())
+    for robot_type in ("drone", "arm"):
+        n = len(tokenizer.encode(prompt_prefix(robot_type)).ids)
+        assert 1000 <= n <= config["max_position_embeddings"] - 400
+
+
+def test_plan_lengths_are_as_in_the_paper():
+    tokenizer = Tokenizer.from_file(str(PATH / "tokenizer.json"))
+    drone = [
+        len(tokenizer.encode(t.golden_plan).ids) for t in LRTRACE_TASKS if t.robot_type == "drone"
+    ]
+    arm = [len(tokenizer.encode(t.golden_plan).ids) for t in LRTRACE_TASKS if t.robot_type == "arm"]
+    assert 10 <= sum(drone) / len(drone) <= 30
+    assert 60 <= sum(arm) / len(arm) <= 130
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", LRTRACE_TASKS, ids=lambda t: f"trace{t.trace_id}")
+def test_lrtrace_tasks_are_planned_exactly(planner, task):
+    plan, ended = planner.plan(task.robot_type, task.scene, task.instruction)
+    assert ended, "the model must end the plan with EOS"
+    assert plan == task.golden_plan
+
+
+@pytest.mark.slow
+def test_heldout_sample_gives_valid_plans_with_the_right_skills(planner):
+    sample = build_dataset().heldout[::HELDOUT_SAMPLE_STRIDE]
+    assert {e.robot_type for e in sample} == {"drone", "arm"}
+    failures = []
+    for example in sample:
+        text, ended = planner.plan(example.robot_type, example.scene, example.instruction)
+        check = check_plan(example.robot_type, text, ended)
+        if not (check.valid and check.right_skills):
+            failures.append((example.instruction, text, check.error))
+    assert failures == []
+
+
+@pytest.mark.slow
+def test_prefix_cache_reuse_equals_full_prompt_greedy(planner):
+    import torch
+
+    task = LRTRACE_TASKS[0]
+    ids = planner.prompt_ids(task.robot_type, task.scene, task.instruction)
+    inputs = torch.tensor([ids])
+    with torch.no_grad():
+        full = planner.model.generate(
+            inputs,
+            attention_mask=torch.ones_like(inputs),
+            max_new_tokens=40,
+            do_sample=False,
+            eos_token_id=planner.eos_id,
+            pad_token_id=planner.pad_id,
+        )
+    assert full[0, len(ids) :].tolist() == planner.generate_ids(
+        task.robot_type, task.scene, task.instruction, 40
+    )
