@@ -132,3 +132,48 @@ def executor_entry(robot_id: str, backend: str, **params: Any) -> dict[str, Any]
     return {
         f"/{robot_id}/timely_skill_executor": {"ros__parameters": {"backend": backend, **params}}
     }
+
+
+def planner_checkpoint(tmp: Path) -> Path:
+    """The embedded planner checkpoint, or (before one is trained) a directory with a
+    tokenizer trained on the planner's data set: all the simulated engine needs."""
+    from robot_models.checkpoints import default_planner_path
+
+    path = default_planner_path()
+    if (path / "tokenizer.json").is_file():
+        return path
+    from robot_models.dataset import LRTRACE_TASKS, build_dataset
+    from robot_models.language import load_language
+    from robot_models.training.tokenizer import save_tokenizer, train_tokenizer
+
+    languages = {t: load_language(t) for t in ("drone", "arm")}
+    examples = [t.example() for t in LRTRACE_TASKS] + list(build_dataset().train)
+    corpus = [lang.prompt_prefix() for lang in languages.values()] + [
+        languages[e.robot_type].format_request(e.scene, e.instruction) + e.plan for e in examples
+    ]
+    out = tmp / "tokenizer_only"
+    save_tokenizer(train_tokenizer(corpus), out)
+    return out
+
+
+def lrtrace_goal_fields(trace_id: int) -> dict[str, str]:
+    """robot type, urgency, scene and instruction of an LRTrace task (Table 2)."""
+    from robot_models.dataset import lrtrace_task
+
+    task = lrtrace_task(trace_id)
+    return {
+        "robot_type": task.robot_type,
+        "urgency": task.urgency,
+        "scene": task.scene,
+        "instruction": task.instruction,
+        "plan": task.golden_plan,
+    }
+
+
+def planner_entry(robots: dict[str, str], **params: Any) -> dict[str, Any]:
+    """A `timely_planner` config section serving `robots` (id -> type)."""
+    body: dict[str, Any] = {"robots": list(robots)}
+    for rid, rtype in robots.items():
+        body[rid] = {"type": rtype}
+    body.update(params)
+    return {"timely_planner": {"ros__parameters": body}}
