@@ -435,6 +435,11 @@ class PlanningService:
                     generation.suspended = False
             except OutOfKvMemory:
                 return  # stays queued; memory frees as running generations end
+            except Exception as exc:  # this generation only: the engine refused it
+                log.exception("engine refused generation %d", gen_id)
+                self._end(generation, error=f"engine refused the generation: {exc}")
+                self._counters["failed"] += 1
+                continue
             self._scheduler.remove(gen_id)
             generation.state = GenerationState.RUNNING
             self._running[gen_id] = generation

@@ -8,7 +8,7 @@ with argument-dependent execution times) without importing robot_models.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -126,15 +126,16 @@ class TinyLanguage:
         return low, mean
 
 
-def plan_script(plans: Mapping[str, str]):  # type: ignore[no-untyped-def]
+def plan_script(plans: Mapping[str, str]) -> Callable[[Sequence[int]], list[int]]:
     """Script for the simulated engine: the plan of the instruction in the prompt."""
     tokenizer = make_tokenizer()
 
     def script(prompt_ids: Sequence[int]) -> list[int]:
         prompt = tokenizer.decode(list(prompt_ids))
-        task = prompt.rsplit("Task: ", 1)[-1].split("\n", 1)[0]
-        if task not in plans:
-            raise KeyError(f"no scripted plan for {task!r}")
+        found = [task for task in plans if f" {task}\n" in prompt]
+        if not found:
+            raise KeyError(f"no scripted plan for the prompt ending {prompt[-40:]!r}")
+        task = max(found, key=len)
         return tokenizer.encode(plans[task], add_special_tokens=False).ids
 
     return script

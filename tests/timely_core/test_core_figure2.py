@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.timely_core.core_support import make_service
+from timely_core.events import TaskResult
 from timely_core.request import TaskRequest
 from timely_core.service_config import ServiceConfig
 from timely_core.tuf import Tuf
@@ -21,7 +22,7 @@ PLANS = {"stack the boxes": NORMAL_PLAN, "evade the dog": URGENT_PLAN}
 URGENT_ARRIVES_AFTER_S = 0.15
 
 
-def run_scenario(policy: str, max_batch_size: int):  # type: ignore[no-untyped-def]
+def run_scenario(policy: str, max_batch_size: int) -> tuple[TaskResult, TaskResult]:
     service, clock, _ = make_service(
         PLANS,
         policy=policy,

@@ -131,6 +131,8 @@ class SimulatedEngineStats:
     swapped_in_blocks: int = 0
     recomputed_tokens: int = 0
     preemptions: int = 0
+    suspensions: int = 0
+    resumptions: int = 0
     busy_s: float = 0.0
     history: list[float] = field(default_factory=list)  # iteration durations
 
@@ -264,6 +266,7 @@ class SimulatedEngine:
     def suspend(self, gen_id: int, strategy: HandlingStrategy) -> None:
         gen = self._get(gen_id)
         gen.suspended = True
+        self.stats.suspensions += 1
         if strategy is HandlingStrategy.PRESERVE or gen.kv is not _Kv.DEVICE:
             return
         self._evict(gen, strategy)
@@ -275,6 +278,7 @@ class SimulatedEngine:
         if gen.kv is not _Kv.DEVICE and not self._restore(gen):
             raise OutOfKvMemory(f"generation {gen_id} does not fit in device memory to resume")
         gen.suspended = False
+        self.stats.resumptions += 1
 
     def abort(self, gen_id: int) -> None:
         self._free(self._get(gen_id))

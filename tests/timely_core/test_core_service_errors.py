@@ -1,0 +1,165 @@
+"""Bad input gets a clear error naming what was wrong, and disturbs no other task."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from tests.timely_core.core_support import TinyLanguage, make_service
+from timely_core.errors import (
+    DuplicateTask,
+    PromptTooLong,
+    QueueFull,
+    TaskFinished,
+    UnknownPolicy,
+    UnknownRobot,
+    UnknownRobotType,
+    UnknownTask,
+)
+from timely_core.request import MAX_INSTRUCTION_CHARS, TaskRequest
+from timely_core.service import PlanningService
+from timely_core.service_config import ServiceConfig
+
+GOOD = "mf(50); tl(90); search('cat');"
+PLANS = {
+    "look for the cat": GOOD,
+    "ramble": "say('this sentence never ends and goes on and on and on and on and on",
+    "derail": "mf(50); 42 is not a statement; tl(90);",
+    "nothing": "",
+}
+
+
+def service_with_good_task(**kwargs):  # type: ignore[no-untyped-def]
+    service, clock, engine = make_service(PLANS, robots=("d1", "d2"), **kwargs)
+    good = service.submit(TaskRequest(robot_id="d1", instruction="look for the cat"))
+    return service, clock, engine, good
+
+
+def assert_good_task_unharmed(service: PlanningService, good) -> None:  # type: ignore[no-untyped-def]
+    service.run_until_idle()
+    result = good.result(timeout_s=0)
+    assert result.success, result.error
+    assert "".join(s.text for s in good.segments()) == GOOD
+
+
+def test_unknown_robot_id() -> None:
+    service, _, _, good = service_with_good_task()
+    with pytest.raises(UnknownRobot, match="'d9'"):
+        service.submit(TaskRequest(robot_id="d9", instruction="look for the cat"))
+    assert_good_task_unharmed(service, good)
+
+
+def test_unknown_robot_type_and_bad_robot_id() -> None:
+    service, _, _, good = service_with_good_task()
+    with pytest.raises(UnknownRobotType, match="'boat'"):
+        service.register_robot("b1", robot_type="boat")
+    with pytest.raises(UnknownRobotType, match="not a PlanLanguage"):
+        service.register_robot("b1", language=object())  # type: ignore[arg-type]
+    with pytest.raises(UnknownRobotType, match="does not match"):
+        service.register_robot("b1", language=TinyLanguage(), robot_type="arm")
+    with pytest.raises(ValueError, match="invalid robot id"):
+        service.register_robot("no spaces!", language=TinyLanguage())
+    assert_good_task_unharmed(service, good)
+
+
+def test_robot_type_from_the_service_languages() -> None:
+    service, _, _, _ = service_with_good_task()
+    service._languages["tiny"] = TinyLanguage()  # what `languages=` provides
+    service.register_robot("t1", robot_type="tiny")
+    assert service.robots()["t1"] == "tiny"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field_name"),
+    [
+        ({"instruction": ""}, "instruction"),
+        ({"instruction": "   "}, "instruction"),
+        ({"instruction": "x" * (MAX_INSTRUCTION_CHARS + 1)}, "instruction"),
+        ({"instruction": "go", "tuf": {"expected_response_time_s": -1, "slope": -1,
+                                       "initial_utility": 1}}, "expected_response_time_s"),
+        ({"instruction": "go", "tuf": {"expected_response_time_s": 1, "slope": 2,
+                                       "initial_utility": 1}}, "slope"),
+        ({"instruction": "go", "priority": 3}, "priority"),
+    ],
+)
+def test_invalid_requests_name_the_field(fields: dict[str, object], field_name: str) -> None:
+    service, _, _, good = service_with_good_task()
+    with pytest.raises(ValidationError, match=field_name):
+        service.submit({"robot_id": "d2", **fields})
+    assert_good_task_unharmed(service, good)
+
+
+def test_prompt_over_the_token_limit() -> None:
+    service, _, _, good = service_with_good_task(config=ServiceConfig(max_prompt_tokens=120))
+    with pytest.raises(PromptTooLong, match="max_prompt_tokens=120"):
+        service.submit(TaskRequest(robot_id="d2", instruction="look", scene="a cat " * 100))
+    assert_good_task_unharmed(service, good)
+
+
+def test_plan_without_a_statement_within_the_segment_limit_fails_alone() -> None:
+    service, _, _, good = service_with_good_task(config=ServiceConfig(max_segment_tokens=8))
+    bad = service.submit(TaskRequest(robot_id="d2", instruction="ramble"))
+    assert_good_task_unharmed(service, good)
+    result = bad.result(timeout_s=0)
+    assert not result.success
+    assert "no complete statement within 8 tokens" in result.error
+    assert list(bad.segments()) == []  # the robot got nothing
+
+
+def test_invalid_text_after_a_valid_statement_stops_the_plan_there() -> None:
+    service, _, _, good = service_with_good_task()
+    bad = service.submit(TaskRequest(robot_id="d2", instruction="derail"))
+    assert_good_task_unharmed(service, good)
+    result = bad.result(timeout_s=0)
+    assert not result.success and "invalid plan text" in result.error
+    assert [s.text for s in bad.segments()] == ["mf(50);"]
+
+
+def test_empty_plan_is_an_error_result() -> None:
+    service, _, _, good = service_with_good_task()
+    bad = service.submit(TaskRequest(robot_id="d2", instruction="nothing"))
+    assert_good_task_unharmed(service, good)
+    assert bad.result(timeout_s=0).error == "the model produced no executable statement"
+
+
+def test_cancel_of_unknown_and_finished_tasks() -> None:
+    service, _, _, good = service_with_good_task()
+    with pytest.raises(UnknownTask, match="'nope'"):
+        service.cancel("nope")
+    assert_good_task_unharmed(service, good)
+    with pytest.raises(TaskFinished, match=good.task_id):
+        good.cancel()
+
+
+def test_queue_full_rejects_explicitly() -> None:
+    service, _, _, good = service_with_good_task(config=ServiceConfig(max_queue=2))
+    service.submit(TaskRequest(robot_id="d2", instruction="look for the cat"))
+    with pytest.raises(QueueFull, match="max_queue=2"):
+        service.submit(TaskRequest(robot_id="d2", instruction="look for the cat"))
+    assert service.stats().rejected == 1
+    assert_good_task_unharmed(service, good)
+    service.submit(TaskRequest(robot_id="d2", instruction="look for the cat"))  # room again
+
+
+def test_duplicate_task_id_and_bad_segment_index() -> None:
+    service, _, _, good = service_with_good_task()
+    service.submit(TaskRequest(robot_id="d2", instruction="look for the cat", task_id="t1"))
+    with pytest.raises(DuplicateTask, match="'t1'"):
+        service.submit(TaskRequest(robot_id="d2", instruction="look for the cat", task_id="t1"))
+    with pytest.raises(ValueError, match="no dispatched segment 5"):
+        good.segment_done(5)
+    with pytest.raises(UnknownTask):
+        service.segment_done("nope", 0)
+    assert_good_task_unharmed(service, good)
+
+
+def test_unknown_policy() -> None:
+    with pytest.raises(UnknownPolicy, match="'lifo'.*timely"):
+        make_service(PLANS, policy="lifo")
+
+
+def test_engine_refusing_one_generation_fails_only_that_task() -> None:
+    service, _, _, good = service_with_good_task()
+    bad = service.submit(TaskRequest(robot_id="d2", instruction="no scripted plan"))
+    assert_good_task_unharmed(service, good)
+    assert "engine refused the generation" in bad.result(timeout_s=0).error

@@ -1,0 +1,152 @@
+"""Every policy serves the same plans on the same engine; they differ in how plans
+are cut, whether generations yield the engine, and the order of the queue."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.timely_core.core_support import make_service
+from timely_core.chat_language import ChatLanguage
+from timely_core.events import Segment
+from timely_core.policies import POLICY_NAMES
+from timely_core.request import TaskRequest
+from timely_core.tuf import Tuf
+
+PLANS = {
+    "look for the cat": "mf(50); tl(90); search('cat'); say('found it');",
+    "evade": "mu(30); tr(45); md(30);",
+    "explain": "Hello there. I am 3.5 years old! Are you sure?",
+}
+SEGMENTED = {"timely", "stream", "segmented-fcfs", "edf"}
+SUSPENDING = {"timely", "segmented-fcfs", "edf"}
+
+
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+def test_every_policy_delivers_the_whole_plan_in_order(policy: str) -> None:
+    service, clock, engine = make_service(PLANS, policy=policy, robots=("d1", "d2", "d3"))
+    handles = [
+        service.submit_at(clock.now() + 0.05 * i, TaskRequest(robot_id=f"d{i + 1}", instruction=task))
+        for i, task in enumerate(["look for the cat", "evade", "look for the cat"])
+    ]
+    service.run_until_idle()
+    for handle, task in zip(handles, ["look for the cat", "evade", "look for the cat"]):
+        result = handle.result(timeout_s=0)
+        segments = list(handle.segments())
+        assert result.success, result.error
+        assert "".join(s.text for s in segments) == PLANS[task] == result.plan_text
+        assert [s.index for s in segments] == list(range(len(segments)))
+        assert segments[-1].final or policy in SEGMENTED
+        expected = PLANS[task].count(";") if policy in SEGMENTED else 1
+        assert len(segments) == result.segment_count == expected
+        assert len(result.segment_waits_s) == expected
+        assert result.response_time_s == result.segment_waits_s[0] > 0
+    suspended = engine.stats.suspensions
+    assert (suspended > 0) == (policy in SUSPENDING)
+    stats = service.stats()
+    assert stats.succeeded == 3 and stats.running == stats.queued == 0
+    assert stats.kv_device_blocks_free == stats.kv_device_blocks_total - 3  # the pinned prefix
+
+
+def test_timely_resumes_with_kept_ids_and_kv() -> None:
+    service, _, engine = make_service(PLANS)
+    handle = service.submit(TaskRequest(robot_id="drone1", instruction="look for the cat"))
+    service.run_until_idle()
+    assert handle.result(timeout_s=0).segment_count == 4
+    # suspended after each of the 4 segments, resumed each time (the last one finds EOS)
+    assert engine.stats.suspensions == 4 and engine.stats.resumptions == 4
+    assert engine.stats.recomputed_tokens == 0 and engine.stats.swapped_out_blocks == 0
+
+
+def test_segments_carry_the_execution_estimate_and_ids() -> None:
+    service, _, _ = make_service(PLANS)
+    handle = service.submit(TaskRequest(robot_id="drone1", instruction="look for the cat"))
+    service.run_until_idle()
+    segments = list(handle.segments())
+    assert [s.estimated_execution_s for s in segments] == pytest.approx([1.0, 1.0, 2.0, 0.5])
+    assert all(s.token_ids and s.statements for s in segments)
+    assert [s.emitted_at_s for s in segments] == sorted(s.emitted_at_s for s in segments)
+
+
+def test_segment_done_corrects_the_estimate() -> None:
+    """The robot reports segment 0 done the moment it got it (estimate: 1 s), so
+    the next segment's waiting time is measured from that report."""
+    service, _, _ = make_service(PLANS)
+    handle = service.submit(TaskRequest(robot_id="drone1", instruction="look for the cat"))
+
+    def robot_is_instant(segment: Segment) -> None:
+        handle.segment_done(segment.index, finished_at_s=segment.emitted_at_s)
+
+    handle.on_segment(robot_is_instant)
+    service.run_until_idle()
+    result = handle.result(timeout_s=0)
+    segments = list(handle.segments())
+    for k in range(1, len(segments)):
+        assert result.segment_waits_s[k] == pytest.approx(
+            segments[k].emitted_at_s - segments[k - 1].emitted_at_s
+        )
+        assert result.segment_waits_s[k] > 0
+    assert result.completion_time_s == pytest.approx(
+        segments[-1].emitted_at_s - (segments[0].emitted_at_s - result.response_time_s)
+    )
+
+
+def test_without_segment_done_the_estimate_hides_generation_behind_execution() -> None:
+    service, _, _ = make_service(PLANS)
+    handle = service.submit(TaskRequest(robot_id="drone1", instruction="look for the cat"))
+    service.run_until_idle()
+    result = handle.result(timeout_s=0)
+    assert result.segment_waits_s[1:] == (0.0, 0.0, 0.0)
+    assert result.waiting_time_s == result.response_time_s
+    assert result.segment_utility == pytest.approx(4 * Tuf.normal().initial_utility)
+
+
+def test_cancel_frees_kv_at_once_and_spares_the_others() -> None:
+    service, clock, engine = make_service(PLANS, policy="fcfs", robots=("d1", "d2"))
+    free_idle = engine.memory().device_blocks_free
+    victim = service.submit(TaskRequest(robot_id="d1", instruction="look for the cat"))
+    other = service.submit(TaskRequest(robot_id="d2", instruction="evade"))
+    service.run_until(clock.now() + 0.1)
+    assert engine.memory().device_blocks_free < free_idle
+    victim.cancel()
+    result = victim.result(timeout_s=0)
+    assert not result.success and result.error == "cancelled"
+    service.run_until_idle()
+    assert other.result(timeout_s=0).success
+    assert engine.memory().device_blocks_free == free_idle
+    assert service.stats().cancelled == 1
+
+
+def test_cancel_before_arrival() -> None:
+    service, clock, _ = make_service(PLANS)
+    handle = service.submit_at(clock.now() + 5.0, TaskRequest(robot_id="drone1", instruction="evade"))
+    assert service.stats().pending_arrivals == 1
+    handle.cancel()
+    service.run_until_idle()
+    assert handle.result(timeout_s=0).error == "cancelled"
+    assert service.stats().iterations == 0
+
+
+def test_robots_of_one_type_share_one_prefilled_prefix() -> None:
+    service, _, engine = make_service(PLANS, robots=("d1", "d2", "d3"))
+    assert engine.memory().pinned_prefix_blocks == 3  # registered once, not three times
+    assert service.robots() == {"d1": "tiny", "d2": "tiny", "d3": "tiny"}
+
+
+def test_chat_mode_segments_sentences_with_reading_time() -> None:
+    service, _, _ = make_service(PLANS, robots=())
+    service.register_robot("user1", ChatLanguage())
+    handle = service.submit(TaskRequest(robot_id="user1", instruction="explain"))
+    service.run_until_idle()
+    segments = list(handle.segments())
+    assert [s.text for s in segments] == ["Hello there.", " I am 3.5 years old!", " Are you sure?"]
+    assert [s.estimated_execution_s for s in segments] == pytest.approx([0.4, 1.0, 0.6])
+    assert handle.result(timeout_s=0).success
+
+
+def test_run_until_stops_at_the_given_time() -> None:
+    service, clock, _ = make_service(PLANS)
+    handle = service.submit_at(3.0, TaskRequest(robot_id="drone1", instruction="evade"))
+    service.run_until(2.0)
+    assert clock.now() == 2.0 and not handle.done()
+    service.run_until_idle()
+    assert handle.result(timeout_s=0).response_time_s < 0.2

@@ -1,0 +1,69 @@
+"""The service on a real clock: a background thread serves many robots submitting
+from their own threads; segments arrive in order, callbacks and iterators agree."""
+
+from __future__ import annotations
+
+import threading
+
+from tests.timely_core.core_support import TinyLanguage, eos_id, make_tokenizer, plan_script
+from timely_core.clock import MonotonicClock, VirtualClock
+from timely_core.engine.simulated import LinearLatencyModel, SimulatedEngine, SimulatedEngineConfig
+from timely_core.events import Segment
+from timely_core.request import TaskRequest
+from timely_core.service import PlanningService
+from timely_core.tuf import Tuf
+
+PLANS = {
+    "look for the cat": "mf(50); tl(90); search('cat'); say('found it');",
+    "evade": "mu(30); tr(45); md(30);",
+}
+ROBOTS = 12
+
+
+def test_concurrent_robots_on_a_real_clock() -> None:
+    # The engine's own costs run in virtual time (instant here); the service's clock is real.
+    engine = SimulatedEngine(
+        VirtualClock(),
+        LinearLatencyModel(),
+        plan_script(PLANS),
+        SimulatedEngineConfig(eos_token_id=eos_id()),
+    )
+    service = PlanningService(engine, make_tokenizer(), policy="timely", clock=MonotonicClock())
+    for i in range(ROBOTS):
+        service.register_robot(f"r{i}", TinyLanguage())
+    service.start()
+    failures: list[str] = []
+
+    def robot(i: int) -> None:
+        task = "evade" if i % 3 == 0 else "look for the cat"
+        handle = service.submit(
+            TaskRequest(
+                robot_id=f"r{i}",
+                instruction=task,
+                tuf=Tuf.urgent() if task == "evade" else Tuf.normal(),
+            )
+        )
+        called: list[Segment] = []
+        handle.on_segment(called.append)
+        texts = []
+        for segment in handle.segments(timeout_s=30):
+            texts.append(segment.text)
+            handle.segment_done(segment.index)
+        result = handle.result(timeout_s=30)
+        if not result.success or "".join(texts) != PLANS[task]:
+            failures.append(f"robot {i}: {result.error or texts}")
+        if [s.index for s in called] != list(range(result.segment_count)):
+            failures.append(f"robot {i}: callbacks {[s.index for s in called]}")
+
+    threads = [threading.Thread(target=robot, args=(i,)) for i in range(ROBOTS)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        service.stop()
+    assert not failures
+    stats = service.stats()
+    assert stats.succeeded == ROBOTS and stats.failed == 0
+    assert stats.kv_device_blocks_free == stats.kv_device_blocks_total - 3
