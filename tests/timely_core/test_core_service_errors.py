@@ -29,13 +29,13 @@ PLANS = {
 }
 
 
-def service_with_good_task(**kwargs):  # type: ignore[no-untyped-def]
+def service_with_good_task(**kwargs):
     service, clock, engine = make_service(PLANS, robots=("d1", "d2"), **kwargs)
     good = service.submit(TaskRequest(robot_id="d1", instruction="look for the cat"))
     return service, clock, engine, good
 
 
-def assert_good_task_unharmed(service: PlanningService, good) -> None:  # type: ignore[no-untyped-def]
+def assert_good_task_unharmed(service: PlanningService, good) -> None:
     service.run_until_idle()
     result = good.result(timeout_s=0)
     assert result.success, result.error
@@ -54,7 +54,7 @@ def test_unknown_robot_type_and_bad_robot_id() -> None:
     with pytest.raises(UnknownRobotType, match="'boat'"):
         service.register_robot("b1", robot_type="boat")
     with pytest.raises(UnknownRobotType, match="not a PlanLanguage"):
-        service.register_robot("b1", language=object())  # type: ignore[arg-type]
+        service.register_robot("b1", language=object())
     with pytest.raises(UnknownRobotType, match="does not match"):
         service.register_robot("b1", language=TinyLanguage(), robot_type="arm")
     with pytest.raises(ValueError, match="invalid robot id"):
@@ -75,10 +75,20 @@ def test_robot_type_from_the_service_languages() -> None:
         ({"instruction": ""}, "instruction"),
         ({"instruction": "   "}, "instruction"),
         ({"instruction": "x" * (MAX_INSTRUCTION_CHARS + 1)}, "instruction"),
-        ({"instruction": "go", "tuf": {"expected_response_time_s": -1, "slope": -1,
-                                       "initial_utility": 1}}, "expected_response_time_s"),
-        ({"instruction": "go", "tuf": {"expected_response_time_s": 1, "slope": 2,
-                                       "initial_utility": 1}}, "slope"),
+        (
+            {
+                "instruction": "go",
+                "tuf": {"expected_response_time_s": -1, "slope": -1, "initial_utility": 1},
+            },
+            "expected_response_time_s",
+        ),
+        (
+            {
+                "instruction": "go",
+                "tuf": {"expected_response_time_s": 1, "slope": 2, "initial_utility": 1},
+            },
+            "slope",
+        ),
         ({"instruction": "go", "priority": 3}, "priority"),
     ],
 )
@@ -154,7 +164,7 @@ def test_duplicate_task_id_and_bad_segment_index() -> None:
 
 
 def test_unknown_policy() -> None:
-    with pytest.raises(UnknownPolicy, match="'lifo'.*timely"):
+    with pytest.raises(UnknownPolicy, match=r"'lifo'.*timely"):
         make_service(PLANS, policy="lifo")
 
 

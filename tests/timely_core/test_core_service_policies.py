@@ -24,12 +24,13 @@ SUSPENDING = {"timely", "segmented-fcfs", "edf"}
 @pytest.mark.parametrize("policy", POLICY_NAMES)
 def test_every_policy_delivers_the_whole_plan_in_order(policy: str) -> None:
     service, clock, engine = make_service(PLANS, policy=policy, robots=("d1", "d2", "d3"))
+    tasks = ["look for the cat", "evade", "look for the cat"]
     handles = [
-        service.submit_at(clock.now() + 0.05 * i, TaskRequest(robot_id=f"d{i + 1}", instruction=task))
-        for i, task in enumerate(["look for the cat", "evade", "look for the cat"])
+        service.submit_at(clock.now() + 0.05 * i, TaskRequest(robot_id=f"d{i + 1}", instruction=t))
+        for i, t in enumerate(tasks)
     ]
     service.run_until_idle()
-    for handle, task in zip(handles, ["look for the cat", "evade", "look for the cat"]):
+    for handle, task in zip(handles, tasks, strict=True):
         result = handle.result(timeout_s=0)
         segments = list(handle.segments())
         assert result.success, result.error
@@ -118,7 +119,8 @@ def test_cancel_frees_kv_at_once_and_spares_the_others() -> None:
 
 def test_cancel_before_arrival() -> None:
     service, clock, _ = make_service(PLANS)
-    handle = service.submit_at(clock.now() + 5.0, TaskRequest(robot_id="drone1", instruction="evade"))
+    request = TaskRequest(robot_id="drone1", instruction="evade")
+    handle = service.submit_at(clock.now() + 5.0, request)
     assert service.stats().pending_arrivals == 1
     handle.cancel()
     service.run_until_idle()

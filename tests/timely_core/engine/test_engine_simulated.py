@@ -33,9 +33,14 @@ def script(prompt: Sequence[int]) -> list[int]:
 
 def engine(**config: int | float | HandlingStrategy) -> tuple[SimulatedEngine, VirtualClock]:
     clock = VirtualClock()
-    settings = {"eos_token_id": EOS, "block_size": 4, "device_blocks": 16, "host_blocks": 16}
+    settings: dict[str, int | float | HandlingStrategy] = {
+        "eos_token_id": EOS,
+        "block_size": 4,
+        "device_blocks": 16,
+        "host_blocks": 16,
+    }
     settings.update(config)
-    return SimulatedEngine(clock, LATENCY, script, SimulatedEngineConfig(**settings)), clock
+    return SimulatedEngine(clock, LATENCY, script, SimulatedEngineConfig.model_validate(settings)), clock
 
 
 def run_to_end(sim: SimulatedEngine, gen_ids: list[int]) -> dict[int, list[int]]:
