@@ -40,7 +40,8 @@ def engine(**config: int | float | HandlingStrategy) -> tuple[SimulatedEngine, V
         "host_blocks": 16,
     }
     settings.update(config)
-    return SimulatedEngine(clock, LATENCY, script, SimulatedEngineConfig.model_validate(settings)), clock
+    config_model = SimulatedEngineConfig.model_validate(settings)
+    return SimulatedEngine(clock, LATENCY, script, config_model), clock
 
 
 def run_to_end(sim: SimulatedEngine, gen_ids: list[int]) -> dict[int, list[int]]:
