@@ -21,6 +21,7 @@ class EngineConfig(BaseModel):
 
     Budgets are in bytes so the same config fits any checkpoint: the engine turns
     them into block counts from the model's layer count, KV heads and head size.
+    Thread counts apply only inside `step`/`register_prefix` and are restored after.
     `preemption_strategy` is what `step` does to a running generation when a decode
     needs a block and none is free (swap falls back to discard when the host pool
     is full); it never crashes and never drops tokens.
@@ -34,7 +35,12 @@ class EngineConfig(BaseModel):
     max_batched_tokens: int = Field(default=2048, ge=1)
     max_generations: int = Field(default=64, ge=1)
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    num_threads: int | None = Field(default=None, ge=1)
+    num_threads: int | None = Field(default=None, ge=1)  # None: torch's current setting
+    # Iterations of at most `small_step_tokens` tokens (decodes) run on this many
+    # threads: their ops are too small to amortise a thread barrier, which costs
+    # the most on a shared, busy machine.
+    small_step_threads: int | None = Field(default=1, ge=1)
+    small_step_tokens: int = Field(default=64, ge=0)
     preemption_strategy: Literal[HandlingStrategy.SWAP, HandlingStrategy.DISCARD] = (
         HandlingStrategy.SWAP
     )

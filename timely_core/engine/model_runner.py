@@ -53,7 +53,8 @@ class ModelRunner:
         mask = None
         if min(lengths) != max_len:
             valid = torch.arange(max_len)[None, :] < torch.tensor(lengths)[:, None]
-            mask = valid[:, None, None, :]
+            mask = torch.zeros(valid.shape, dtype=self.model.dtype).masked_fill_(~valid, -torch.inf)
+            mask = mask[:, None, None, :]
         return DecodeGroup(size=len(decodes), context_slots=slots, mask=mask)
 
     def run(self, chunks: list[Chunk]) -> tuple[list[Chunk], torch.Tensor]:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,8 +71,6 @@ class TorchEngine:
 
     def __init__(self, model_path: str | Path, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
-        if self.config.num_threads is not None:
-            torch.set_num_threads(self.config.num_threads)
         path = Path(model_path)
         self.model = load_model(path, self.config.torch_dtype)
         mc = self.model.config
@@ -132,7 +132,7 @@ class TorchEngine:
             self.blocks.unpin(prefix_id)
         state = GenerationState(-1, list(token_ids), len(token_ids), SamplingParams(), -1)
         self.blocks.admit(state, None, compute_all=True)
-        with torch.inference_mode():
+        with torch.inference_mode(), self._threads(len(token_ids)):
             while state.num_pending > 0:
                 length = min(state.num_pending, self.config.max_batched_tokens)
                 self.runner.run([Chunk(state, state.num_computed, length)])
@@ -217,7 +217,8 @@ class TorchEngine:
         outputs: dict[int, StepOutput] = {}
         if chunks:
             forward_started = time.perf_counter()
-            with torch.inference_mode():
+            tokens_in_step = sum(c.length for c in chunks)
+            with torch.inference_mode(), self._threads(tokens_in_step):
                 sampled, logits = self.runner.run(chunks)
                 tokens = sample(
                     logits,
@@ -235,6 +236,21 @@ class TorchEngine:
         return [outputs[g] for g in gen_ids if g in outputs]
 
     # ---- internals -------------------------------------------------------
+    @contextmanager
+    def _threads(self, num_tokens: int) -> Iterator[None]:
+        """Run a forward of `num_tokens` tokens on the configured thread count."""
+        small = num_tokens <= self.config.small_step_tokens
+        wanted = self.config.small_step_threads if small else self.config.num_threads
+        previous = torch.get_num_threads()
+        if wanted is None or wanted == previous:
+            yield
+            return
+        torch.set_num_threads(wanted)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(previous)
+
     def _append(self, state: GenerationState, token: int) -> StepOutput:
         state.token_ids.append(token)
         finished = (

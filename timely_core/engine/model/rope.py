@@ -60,7 +60,10 @@ class RotaryTable:
         """cos and sin rows for `positions` ([T] long), each [T, 1, head_dim]."""
         if max_position >= self._cos.shape[0]:
             self._grow(max_position + 1)
-        return self._cos[positions].unsqueeze(1), self._sin[positions].unsqueeze(1)
+        return (
+            self._cos.index_select(0, positions).unsqueeze(1),
+            self._sin.index_select(0, positions).unsqueeze(1),
+        )
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
