@@ -34,8 +34,17 @@ def test_thirty_clients_in_three_processes(node_processes, tmp_path) -> None:
     outs = [tmp_path / f"burst{p}.json" for p in range(PROCESSES)]
     procs = [
         subprocess.Popen(
-            [PYTHON, "-m", "timely_ros.burst", str(out), f"{start:.6f}", str(CLIENTS), "drone",
-             str(ROBOTS), str(p * CLIENTS)],
+            [
+                PYTHON,
+                "-m",
+                "timely_ros.burst",
+                str(out),
+                f"{start:.6f}",
+                str(CLIENTS),
+                "drone",
+                str(ROBOTS),
+                str(p * CLIENTS),
+            ],
             cwd=REPO,
             env=ros_env(tmp_path / "ros_log"),
         )
@@ -63,5 +72,7 @@ def test_thirty_clients_in_three_processes(node_processes, tmp_path) -> None:
     sent = min(r["sent_at"] for r in records)
     finished = [r["finished_at"] for r in records]
     spread = max(finished) - min(finished)
-    print(f"30 clients: results within {spread:.2f} s, last {max(finished) - sent:.2f} s after the burst")
+    print(
+        f"30 clients: results within {spread:.2f} s, last {max(finished) - sent:.2f} s after the burst"
+    )
     assert max(finished) - sent < 30.0  # all within one short burst, none left waiting

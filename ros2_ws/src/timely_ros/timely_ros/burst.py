@@ -41,7 +41,13 @@ def _record(call: PlanCall) -> dict[str, object]:
 def main(argv: list[str]) -> int:
     from robot_models.dataset import lrtrace_task
 
-    out, start, clients, prefix, robots = argv[0], float(argv[1]), int(argv[2]), argv[3], int(argv[4])
+    out, start, clients, prefix, robots = (
+        argv[0],
+        float(argv[1]),
+        int(argv[2]),
+        argv[3],
+        int(argv[4]),
+    )
     offset = int(argv[5]) if len(argv) > 5 else 0
     rclpy.init()
     executor = MultiThreadedExecutor(num_threads=4)

@@ -2,7 +2,7 @@
 
 timely up CONFIG.yaml [--only planner|executors]
 timely plan --robot drone1 [--urgent] [--scene TEXT] [--no-dispatch] "find the cat"
-timely demo [--config CONFIG.yaml] [--tasks N] [--seed S]
+timely demo [--config CONFIG.yaml] [--duration S] [--seed S]
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="planner + simulated fleet + a short WID 1-style replay")
     demo.add_argument("--config", default=None, help="bring-up YAML (default: config/demo.yaml)")
-    demo.add_argument("--tasks", type=int, default=16, help="tasks in the workload")
-    demo.add_argument("--seed", type=int, default=1)
+    demo.add_argument("--duration", type=float, default=20.0, help="seconds of task arrivals")
+    demo.add_argument("--seed", type=int, default=3)
     return parser
 
 
@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         from timely_ros.demo import run_demo
 
-        return run_demo(config_path=args.config, n_tasks=args.tasks, seed=args.seed)
+        return run_demo(config_path=args.config, duration_s=args.duration, seed=args.seed)
     except ConfigError as err:
         print(f"timely: {err}", file=sys.stderr)
         return 2

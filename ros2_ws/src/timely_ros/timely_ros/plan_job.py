@@ -37,7 +37,7 @@ class JobHooks:
 
     now_stamp: Callable[[], Time]
     publish_segment: Callable[[SegmentMsg], None]
-    publish_progress: Callable[[str, str, int, ExecuteSkill.Feedback], None]
+    publish_progress: Callable[[dict[str, object]], None]  # on /timely/robot_progress
     log: Callable[[str], None]
 
 
@@ -140,14 +140,28 @@ class PlanJob:
         if self._link is None:
             return None
 
-        def relay(feedback: ExecuteSkill.Feedback) -> None:
-            self._hooks.publish_progress(self.robot_id, segment.task_id, segment.index, feedback)
+        def event(kind: str, progress: float, skill: str = "") -> None:
+            self._hooks.publish_progress(
+                {
+                    "event": kind,
+                    "robot_id": self.robot_id,
+                    "task_id": segment.task_id,
+                    "segment": segment.index,
+                    "progress": round(progress, 4),
+                    "current_skill": skill,
+                }
+            )
 
+        def relay(feedback: ExecuteSkill.Feedback) -> None:
+            event("progress", float(feedback.progress), feedback.current_skill)
+
+        event("start", 0.0)
         outcome = self._link.execute(msg, self._run, relay)
         if outcome.cancelled:
             return "cancelled by the client"
         if not outcome.success:
             return f"robot {self.robot_id} aborted segment {segment.index}: {outcome.message}"
+        event("end", 1.0)
         try:
             handle.segment_done(segment.index, finished_at_s=self._service.clock.now())
         except ServiceError:

@@ -22,7 +22,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from std_msgs.msg import String
-from timely_interfaces.action import ExecuteSkill, PlanTask
+from timely_interfaces.action import PlanTask
 from timely_interfaces.msg import Segment as SegmentMsg
 from timely_interfaces.msg import ServiceStatus
 
@@ -163,19 +163,8 @@ class PlannerNode(Node):
             self.get_logger().info(f"goal for {checked.robot.id} ended: {result.error}")
         return result
 
-    def _publish_progress(
-        self, robot_id: str, task_id: str, index: int, feedback: ExecuteSkill.Feedback
-    ) -> None:
-        text = json.dumps(
-            {
-                "robot_id": robot_id,
-                "task_id": task_id,
-                "segment": index,
-                "progress": round(float(feedback.progress), 4),
-                "current_skill": feedback.current_skill,
-            }
-        )
-        self._progress_pub.publish(String(data=text))
+    def _publish_progress(self, payload: dict[str, object]) -> None:
+        self._progress_pub.publish(String(data=json.dumps(payload)))
 
     def _publish_status(self) -> None:
         with self._lock:
