@@ -23,12 +23,12 @@ class PlanStatement(Protocol):
 class StreamingStatementParser(Protocol):
     """Parses a plan as it streams out of the decoder, one chunk at a time."""
 
-    def feed(self, text: str) -> list[PlanStatement]:
+    def feed(self, text: str) -> Sequence[PlanStatement]:
         """Append `text`; return statements completed by it, in order. A statement is
         reported only once it can no longer change. Raises `ValueError` (the
         language's syntax error is a subclass) on text that can never be valid."""
 
-    def close(self) -> list[PlanStatement]:
+    def close(self) -> Sequence[PlanStatement]:
         """End of output: return any statement completed by the end itself, or raise
         `ValueError` if the text ends in the middle of a statement."""
 

@@ -11,22 +11,11 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any
 
 from timely_core.plan_language import PlanLanguage
 
 _ROBOT_ID = re.compile(r"^[A-Za-z0-9_]{1,64}$")
-
-
-class TextEncoder(Protocol):
-    """The part of `tokenizers.Tokenizer` used to build prompts."""
-
-    def encode(self, sequence: str, add_special_tokens: bool = True) -> _Encoding: ...
-
-
-class _Encoding(Protocol):
-    @property
-    def ids(self) -> list[int]: ...
 
 
 @dataclass(frozen=True)
@@ -54,12 +43,12 @@ def prefix_key(robot_type: str, prefix_text: str) -> str:
     return f"{robot_type}:{digest}"
 
 
-def encode_prefix(encoder: TextEncoder, prefix_text: str) -> list[int]:
-    """Ids of the fixed prompt part; it opens the sequence, so special tokens (BOS)
-    are added as the tokenizer's post-processor defines them."""
+def encode_prefix(encoder: Any, prefix_text: str) -> list[int]:
+    """Ids of the fixed prompt part (`encoder`: a `tokenizers.Tokenizer`). It opens
+    the sequence, so special tokens (BOS) are added as its post-processor defines."""
     return list(encoder.encode(prefix_text).ids) if prefix_text else []
 
 
-def encode_request(encoder: TextEncoder, request_text: str) -> list[int]:
+def encode_request(encoder: Any, request_text: str) -> list[int]:
     """Ids of the per-request part, appended to the prefix ids (never re-joined as text)."""
     return list(encoder.encode(request_text, add_special_tokens=False).ids)

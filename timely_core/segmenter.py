@@ -71,7 +71,7 @@ class Segmenter:
         delta = self._detokenizer.flush()
         statements = self._feed(delta) if delta else []
         try:
-            statements += self._parser.close()
+            statements += list(self._parser.close())
         except ValueError as exc:
             raise SegmentationError(
                 f"the plan ends in the middle of a statement: {exc} "
@@ -90,7 +90,7 @@ class Segmenter:
         self._pending_text += delta
         self._text += delta
         try:
-            return self._parser.feed(delta)
+            return list(self._parser.feed(delta))
         except ValueError as exc:
             raise SegmentationError(
                 f"invalid plan text: {exc} (decoded {self._pending_text[:80]!r})"
