@@ -7,6 +7,7 @@ that aborts a segment ends its PlanTask with the robot's reason."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -136,7 +137,7 @@ def test_ten_robots_mixed_urgency(node_processes, ros_client, tmp_path) -> None:
     # /timely/status at least once a second, counting what happened
     wait_until(lambda: len(statuses) >= 3 and statuses[-1].tasks_completed >= 10, 5, "status")
     stamps = [s.stamp.sec + s.stamp.nanosec * 1e-9 for s in statuses]
-    assert max(b - a for a, b in zip(stamps, stamps[1:])) <= 1.0
+    assert max(b - a for a, b in itertools.pairwise(stamps)) <= 1.0
     last = statuses[-1]
     assert last.tasks_completed >= 10 and last.tasks_rejected >= 1
     assert last.running_generations == 0 and last.policy == "timely"

@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="planner + simulated fleet + a short WID 1-style replay")
     demo.add_argument("--config", default=None, help="bring-up YAML (default: config/demo.yaml)")
     demo.add_argument("--duration", type=float, default=20.0, help="seconds of task arrivals")
-    demo.add_argument("--seed", type=int, default=3)
+    demo.add_argument("--seed", type=int, default=7)
     return parser
 
 

@@ -62,11 +62,12 @@ def run_demo(config_path: str | None, duration_s: float, seed: int) -> int:
 
     console = Console(width=max(Console().width, 150))
     config = load_bringup(_config_path(config_path))
-    if config.planner is None:
+    planner = config.planner
+    if planner is None:
         console.print("timely demo: the config has no timely_planner")
         return 2
-    agents = {r.id for r in config.planner.robots}
-    per_type = min(sum(1 for r in config.planner.robots if r.type == t) for t in ("drone", "arm"))
+    agents = {r.id for r in planner.robots}
+    per_type = min(sum(1 for r in planner.robots if r.type == t) for t in ("drone", "arm"))
     spec = WorkloadSpec(
         name="WID1-short (ROS 2)",
         eps=0.6,
@@ -97,7 +98,7 @@ def run_demo(config_path: str | None, duration_s: float, seed: int) -> int:
             started = time.monotonic()
             replay(
                 trace=trace,
-                policy=config.planner.policy,
+                policy=planner.policy,
                 records=records,
                 on_task_done=lambda r: console.print(
                     f"  {r.task_id} trace {r.trace_id:2d} {r.urgency:6s} on {r.agent_id}: "
@@ -111,10 +112,10 @@ def run_demo(config_path: str | None, duration_s: float, seed: int) -> int:
             time.sleep(0.3)
             rclpy.try_shutdown()
     run = RunRecord(
-        label=config.planner.policy,
-        policy=config.planner.policy,
+        label=planner.policy,
+        policy=planner.policy,
         target="ros",
-        engine=f"ros:{config.planner.engine}",
+        engine=f"ros:{planner.engine}",
         simulated=False,
         wall_s=wall,
         tasks=records,
@@ -124,6 +125,6 @@ def run_demo(config_path: str | None, duration_s: float, seed: int) -> int:
     failed = [r for r in records if not r.success]
     console.print(
         f"{len(records) - len(failed)}/{len(records)} tasks succeeded in {wall:.1f} s "
-        f"(engine: {config.planner.engine}, latency modelled on Llama3-8B/RTX 4090)"
+        f"(engine: {planner.engine}, latency modelled on Llama3-8B/RTX 4090)"
     )
     return 0 if not failed else 1

@@ -12,6 +12,7 @@ Only loopback addresses are accepted: this must never talk to a real network.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 import threading
@@ -122,10 +123,8 @@ class FakeTello:
             self._reply("ok", peer)
 
     def _reply(self, text: str, peer: tuple[str, int]) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._sock.sendto(text.encode("utf-8"), peer)
-        except OSError:
-            pass
 
     def _state(self) -> str:
         return (

@@ -29,7 +29,7 @@ def goal_tuf(goal: PlanTask.Goal) -> Tuf:
     if goal.urgency:
         if goal.urgency not in ("normal", "urgent"):
             raise GoalError(f"urgency {goal.urgency!r} is not 'normal', 'urgent' or empty")
-        return Tuf.preset(goal.urgency)  # type: ignore[arg-type]
+        return Tuf.preset(goal.urgency)
     t = goal.tuf
     values = (t.expected_response_time_s, t.slope, t.initial_utility)
     if not all(math.isfinite(v) for v in values):

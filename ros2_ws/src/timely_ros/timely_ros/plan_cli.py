@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 
@@ -34,10 +35,8 @@ def run_plan(
     executor.add_node(node)
 
     def spin() -> None:
-        try:
+        with contextlib.suppress(ExternalShutdownException):
             executor.spin()
-        except ExternalShutdownException:
-            pass
 
     spinner = threading.Thread(target=spin, daemon=True)
     try:

@@ -69,7 +69,9 @@ SegmentFn = Callable[[PlanCall, SegmentMsg], None]
 class PlanClient:
     def __init__(self, node: Node, action_name: str = PLAN_TASK_ACTION) -> None:
         self.node = node
-        self._client = ActionClient(node, PlanTask, action_name, **action_client_qos())
+        self._client: ActionClient[Any, Any, Any] = ActionClient(
+            node, PlanTask, action_name, **action_client_qos()
+        )
         self._lock = threading.Lock()
         self._rejections: list[dict[str, str]] = []
         node.create_subscription(String, REJECTIONS_TOPIC, self._on_rejection, TOPIC)

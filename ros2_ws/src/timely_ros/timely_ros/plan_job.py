@@ -9,6 +9,7 @@ frees its KV, and cancels the robot's outstanding ExecuteSkill goal.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -74,10 +75,8 @@ class PlanJob:
             self._run.cancel()
         self._events.put(_CANCELLED)
         if handle is not None:
-            try:
+            with contextlib.suppress(ServiceError):  # already finished: nothing to stop
                 handle.cancel()
-            except ServiceError:
-                pass  # already finished: nothing to stop
         t1 = time.monotonic()
         task = handle.task_id if handle is not None else "-"
         self._hooks.log(
@@ -87,14 +86,13 @@ class PlanJob:
 
     def execute(self) -> PlanTask.Result:
         gh = self._goal_handle
-        if self._link is not None:
-            # bounded wait: a robot whose executor is not up gets a clear error
-            if not self._link.wait_ready(self._wait_s):
-                gh.abort()
-                return self._error(
-                    f"robot {self.robot_id}: executor {self._link.robot.action_name} "
-                    f"not available after {self._wait_s:g} s"
-                )
+        # bounded wait: a robot whose executor is not up gets a clear error
+        if self._link is not None and not self._link.wait_ready(self._wait_s):
+            gh.abort()
+            return self._error(
+                f"robot {self.robot_id}: executor {self._link.robot.action_name} "
+                f"not available after {self._wait_s:g} s"
+            )
         try:
             handle = self._service.submit(self._checked.request)
         except (ServiceError, ValueError) as err:
@@ -121,10 +119,8 @@ class PlanJob:
             assert isinstance(event, Segment)
             failure = self._deliver(handle, event)
             if failure is not None:
-                try:
+                with contextlib.suppress(ServiceError):
                     handle.cancel()
-                except ServiceError:
-                    pass
                 if self._run.cancelled.is_set() or gh.is_cancel_requested:
                     end_cancelled(gh)
                     return self._error("cancelled by the client")
@@ -162,10 +158,9 @@ class PlanJob:
         if not outcome.success:
             return f"robot {self.robot_id} aborted segment {segment.index}: {outcome.message}"
         event("end", 1.0)
-        try:
+        # the task may have ended meanwhile (cancel); the loop sees that next
+        with contextlib.suppress(ServiceError):
             handle.segment_done(segment.index, finished_at_s=self._service.clock.now())
-        except ServiceError:
-            pass  # the task ended meanwhile (cancel); the loop sees it next
         return None
 
     def _finish(self, result: TaskResult) -> PlanTask.Result:

@@ -70,7 +70,7 @@ class PlannerNode(Node):
             now_stamp=self._stamp,
             publish_segment=self._segments_pub.publish,
             publish_progress=self._publish_progress,
-            log=self.get_logger().info,
+            log=self._log_info,
         )
         self._server = ActionServer(
             self,
@@ -98,6 +98,9 @@ class PlannerNode(Node):
     def executor_threads(self) -> int:
         """Threads a MultiThreadedExecutor needs so every active goal can block."""
         return self.params.max_active_goals + 2 * len(self._links) + 8
+
+    def _log_info(self, message: str) -> None:
+        self.get_logger().info(message)
 
     def _stamp(self) -> Time:
         return self.get_clock().now().to_msg()

@@ -10,6 +10,7 @@ seconds since the replay started, on this process's monotonic clock.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -66,10 +67,8 @@ class RosReplay:
         self.t0 = time.monotonic()
 
     def _spin(self) -> None:
-        try:
+        with contextlib.suppress(ExternalShutdownException):
             self._executor.spin()
-        except ExternalShutdownException:
-            pass
 
     def close(self) -> None:
         self._executor.shutdown(timeout_sec=2.0)
@@ -230,7 +229,7 @@ def replay(
             items.append(_Open(record))
         count = _statement_counter()
         session.t0 = time.monotonic()
-        pending = list(zip(trace.tasks, items))
+        pending = list(zip(trace.tasks, items, strict=True))
         open_items: list[_Open] = []
         last_arrival = trace.tasks[-1].arrival_s if trace.tasks else 0.0
         while (pending or open_items) and not stop.is_set():

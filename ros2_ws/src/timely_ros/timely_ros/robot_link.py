@@ -70,7 +70,7 @@ class SegmentRun:
 class RobotLink:
     def __init__(self, node: Node, robot: RobotSpec, group: CallbackGroup) -> None:
         self.robot = robot
-        self._client = ActionClient(
+        self._client: ActionClient[Any, Any, Any] = ActionClient(
             node, ExecuteSkill, robot.action_name, callback_group=group, **action_client_qos()
         )
 
@@ -85,11 +85,12 @@ class RobotLink:
             goal, feedback_callback=lambda m: on_feedback(m.feedback)
         )
         if not run.wait(send):
-            if send.done() and send.result() is not None and send.result().accepted:
-                run.attach(send.result())
+            sent = send.result() if send.done() else None
+            if sent is not None and sent.accepted:
+                run.attach(sent)
             return Outcome(False, True, "cancelled before the robot started")
         handle = send.result()
-        if handle is None or not handle.accepted:
+        if handle is None or not handle.accepted:  # None: the send itself failed
             return Outcome(False, False, f"robot {self.robot.id} rejected segment {segment.index}")
         run.attach(handle)
         result_future = handle.get_result_async()
@@ -97,5 +98,9 @@ class RobotLink:
             if run.cancelled.is_set():
                 return Outcome(False, True, f"cancelled; robot {self.robot.id} told to stop")
         response = result_future.result()
+        if response is None:
+            return Outcome(
+                False, False, f"robot {self.robot.id}: no result for segment {segment.index}"
+            )
         result: ExecuteSkill.Result = response.result
         return Outcome(result.success, False, result.message, result.return_value)

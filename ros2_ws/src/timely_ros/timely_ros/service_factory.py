@@ -67,9 +67,8 @@ def build_engine(
 def build_service(params: PlannerParams) -> PlanningService:
     path = resolve_model_path(params.model_path)
     tokenizer = load_tokenizer(path)
-    languages: dict[str, PlanLanguage] = {
-        t: load_language(t) for t in {r.type for r in params.robots}
-    }
+    # Any: RobotPlanLanguage satisfies PlanLanguage at run time (runtime_checkable)
+    languages: dict[str, Any] = {t: load_language(t) for t in {r.type for r in params.robots}}
     engine = build_engine(params, path, tokenizer, languages)
     service = PlanningService(
         engine,

@@ -64,7 +64,7 @@ class SkillExecutorNode(Node):
         )
         self.get_logger().info(
             f"robot {self.params.robot_id}: {self.params.backend} executor ready "
-            f"on {self._server._action_name if hasattr(self._server, '_action_name') else 'execute_skill'}"
+            f"on {self.get_namespace().rstrip('/')}/execute_skill"
         )
 
     def _on_goal(self, goal: ExecuteSkill.Goal) -> GoalResponse:

@@ -4,6 +4,7 @@ spun in the test process. Importing this module sets the process's ROS environme
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -107,10 +108,8 @@ class RosClient:
     def _spin(self) -> None:
         from rclpy.executors import ExternalShutdownException
 
-        try:
+        with contextlib.suppress(ExternalShutdownException):
             self.executor.spin()
-        except ExternalShutdownException:
-            pass
 
     def close(self) -> None:
         import rclpy

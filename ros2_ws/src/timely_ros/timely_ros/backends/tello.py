@@ -45,7 +45,7 @@ def sdk_command(skill: Skill, args: tuple[SkillValue, ...]) -> str | None:
     )
 
 
-class _Drone(Tello):  # type: ignore[misc]
+class _Drone(Tello):
     """djitellopy's Tello, addressed at any host:port (a fake drone on loopback)."""
 
     def __init__(self, host: str, port: int, retry_count: int) -> None:
