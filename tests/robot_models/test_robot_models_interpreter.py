@@ -1,3 +1,4 @@
+# mypy: disable-error-code="no-untyped-def"
 import random
 
 import pytest
@@ -70,7 +71,7 @@ def test_execution_time_is_the_sampled_duration_on_the_injected_clock():
 
 
 def test_progress_is_reported_up_to_completion():
-    fractions = []
+    fractions: list[float] = []
     executor = SimulatedExecutor("arm", random.Random(0), sleep=lambda s: None, progress_steps=5)
     interpreter = PlanInterpreter(executor, on_call=lambda call: fractions.append)
     interpreter.run(load_language("arm").parse("hm();"))

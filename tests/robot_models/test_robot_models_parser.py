@@ -1,3 +1,4 @@
+# mypy: disable-error-code="no-untyped-def"
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -1,3 +1,4 @@
+# mypy: disable-error-code="no-untyped-def"
 import pytest
 
 from robot_models.errors import SkillValidationError

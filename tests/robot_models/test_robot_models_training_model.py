@@ -1,6 +1,8 @@
 """The training model is the HF Llama architecture: a checkpoint it saves loads in
 transformers with identical logits, and prefix-shared batches equal full sequences."""
 
+# mypy: disable-error-code="no-untyped-def"
+
 import torch
 
 from robot_models.training.batches import IGNORE, EncodedExample, collate
