@@ -159,6 +159,9 @@ def planner_params(raw: dict[str, Any]) -> PlannerParams:
     ids = raw.pop("robots", None)
     if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
         raise ConfigError(f"{PLANNER_NODE}: 'robots' must be a non-empty list of robot ids")
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ConfigError(f"{PLANNER_NODE}: robot ids must be unique; repeated: {', '.join(dupes)}")
     robots = []
     for rid in ids:
         spec = raw.pop(rid, None)

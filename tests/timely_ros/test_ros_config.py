@@ -1,0 +1,155 @@
+"""Configuration, goal validation and skill mapping: the checks that run before any
+node talks to another (no DDS here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from timely_ros.config import (
+    ConfigError,
+    flatten,
+    load_bringup,
+    parse_bringup,
+    planner_params,
+    planner_to_parameters,
+    unflatten,
+)
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "ros2_ws" / "src" / "timely_ros" / "config"
+
+
+def _planner(**params: object) -> dict[str, object]:
+    body: dict[str, object] = {"robots": ["drone1", "arm1"], "drone1": {"type": "drone"}}
+    body["arm1"] = {"type": "arm", "dispatch": False}
+    body.update(params)
+    return {"timely_planner": {"ros__parameters": body}}
+
+
+@pytest.mark.parametrize("name", ["sim_fleet.yaml", "tello.yaml", "demo.yaml"])
+def test_shipped_configs_load(name: str) -> None:
+    config = load_bringup(CONFIG_DIR / name)
+    assert config.planner is not None and config.executors
+    served = {r.id for r in config.planner.robots}
+    assert {e.robot_id for e in config.executors} <= served
+
+
+def test_planner_parameters_round_trip_through_ros_names() -> None:
+    params = parse_bringup(_planner(kv_budget_mb=32.0)).planner
+    assert params is not None
+    flat = planner_to_parameters(params)
+    assert flat["drone1.type"] == "drone" and flat["arm1.dispatch"] is False
+    assert planner_params(unflatten(flat)) == params
+    assert unflatten(flatten({"a": {"b": 1}, "c": 2})) == {"a": {"b": 1}, "c": 2}
+    robot = params.robot("drone1")
+    assert robot is not None and robot.action_name == "/drone1/execute_skill"
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (_planner(kv_budget_mb=0), "kv_budget_mb"),
+        (_planner(engine="vllm9"), "engine"),
+        (_planner(status_period_s=2.0), "status_period_s"),
+        (_planner(bogus=1), "bogus"),
+        ({"timely_planner": {"ros__parameters": {"robots": ["d1"]}}}, "robot 'd1'"),
+        ({"timely_planner": {"ros__parameters": {"robots": []}}}, "robots"),
+        ({"/drone1/timely_skill_executor": {"ros__parameters": {"backend": "warp"}}}, "backend"),
+        (
+            {
+                "/d1/timely_skill_executor": {
+                    "ros__parameters": {"backend": "tello", "tello_port": 0}
+                }
+            },
+            "tello_port",
+        ),
+        ({"some_node": {"ros__parameters": {}}}, "unknown node 'some_node'"),
+        ({"timely_planner": {"params": {}}}, "ros__parameters"),
+    ],
+)
+def test_bad_config_names_what_is_wrong(doc: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_bringup(doc)
+
+
+def test_unreadable_and_invalid_yaml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_bringup(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("timely_planner: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_bringup(bad)
+    dup = tmp_path / "dup.yaml"
+    dup.write_text(yaml.safe_dump(_planner(robots=["drone1", "drone1"])))
+    with pytest.raises(ConfigError, match="unique"):
+        load_bringup(dup)
+
+
+def test_goal_checks_name_the_field() -> None:
+    from timely_interfaces.action import PlanTask
+    from timely_interfaces.msg import Tuf
+    from timely_ros.goals import GoalError, check_goal
+
+    params = parse_bringup(_planner()).planner
+    assert params is not None
+
+    def goal(**fields: object) -> PlanTask.Goal:
+        base: dict[str, object] = {"robot_id": "drone1", "instruction": "find the cat"}
+        base["urgency"] = "normal"
+        base.update(fields)
+        return PlanTask.Goal(**base)
+
+    ok = check_goal(goal(dispatch=True), params)
+    assert ok.request.tuf.expected_response_time_s == 1.0 and ok.dispatch
+    urgent = check_goal(goal(urgency="urgent"), params)
+    assert urgent.request.tuf.initial_utility == 2.0
+    custom = Tuf(expected_response_time_s=0.5, slope=-1.0, initial_utility=3.0)
+    assert check_goal(goal(urgency="", tuf=custom), params).request.tuf.initial_utility == 3.0
+    cases = [
+        (goal(robot_id="drone9"), "robot_id 'drone9'"),
+        (goal(robot_type="arm"), "robot_type 'arm'"),
+        (goal(robot_id="arm1", dispatch=True), "without dispatch"),
+        (goal(urgency="asap"), "urgency 'asap'"),
+        (goal(urgency=""), "expected_response_time_s"),
+        (
+            goal(urgency="", tuf=Tuf(expected_response_time_s=1.0, slope=1.0, initial_utility=1.0)),
+            "slope",
+        ),
+        (
+            goal(
+                urgency="", tuf=Tuf(expected_response_time_s=1.0, slope=-1.0, initial_utility=0.0)
+            ),
+            "initial_utility",
+        ),
+        (goal(instruction=""), "instruction"),
+        (goal(instruction="x" * 5000), "instruction"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(GoalError, match=message):
+            check_goal(bad, params)
+
+
+def test_tello_sdk_mapping() -> None:
+    from timely_ros.backends.base import SkillFailed
+    from timely_ros.backends.tello import sdk_command
+
+    from robot_models.skills import SkillSet
+
+    skills = SkillSet.load("drone")
+    assert sdk_command(skills.get("move_forward"), (120,)) == "forward 120"
+    assert sdk_command(skills.get("move_backward"), (30,)) == "back 30"
+    assert sdk_command(skills.get("turn_ccw"), (45,)) == "ccw 45"
+    assert sdk_command(skills.get("takeoff"), ()) == "takeoff"
+    assert sdk_command(skills.get("delay"), (1.5,)) is None
+    with pytest.raises(SkillFailed, match="is_visible"):
+        sdk_command(skills.get("is_visible"), ("cat",))
+
+
+def test_fake_tello_refuses_non_loopback() -> None:
+    from timely_ros.fake_tello import FakeTello
+
+    with pytest.raises(ValueError, match="loopback only"):
+        FakeTello(host="192.168.10.1")
+    with pytest.raises(ValueError, match="loopback only"):
+        FakeTello(host="127.0.0.2", client_host="10.0.0.1")

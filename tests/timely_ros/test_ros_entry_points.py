@@ -1,0 +1,114 @@
+"""The nodes' own entry points with `--params-file` (what the launch files run), the
+`timely plan` client, and `timely up` stopping cleanly on Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from timely_ros.testing import (
+    PYTHON,
+    REPO,
+    executor_entry,
+    lrtrace_goal_fields,
+    planner_checkpoint,
+    planner_entry,
+    ros_env,
+)
+
+pytestmark = pytest.mark.ros
+
+
+def _start(args: list[str], tmp: Path, name: str) -> tuple[subprocess.Popen[bytes], Path]:
+    log = tmp / f"{name}.log"
+    proc = subprocess.Popen(
+        [PYTHON, *args],
+        cwd=REPO,
+        env=ros_env(tmp / "ros_log"),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    return proc, log
+
+
+def _plan(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "-m", "timely_ros.cli", "plan", "--wait", "60", *args],
+        cwd=REPO,
+        env=ros_env(tmp / "ros_log"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_params_file_entry_points_and_plan_cli(tmp_path) -> None:
+    config = planner_entry(
+        {"drone1": "drone"},
+        engine="simulated",
+        model_path=str(planner_checkpoint(tmp_path)),
+        kv_budget_mb=4096.0,
+    ) | executor_entry("drone1", "sim-drone", time_scale=0.05)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    params = ["--ros-args", "--params-file", str(path)]
+    planner, planner_log = _start(["-m", "timely_ros.planner_node", *params], tmp_path, "planner")
+    robot, robot_log = _start(
+        [
+            "-m",
+            "timely_ros.skill_executor_node",
+            "--ros-args",
+            "-r",
+            "__ns:=/drone1",
+            "--params-file",
+            str(path),
+        ],
+        tmp_path,
+        "robot",
+    )
+    try:
+        task = lrtrace_goal_fields(8)  # urgent: the dog chase, three segments
+        done = _plan(
+            tmp_path, "--robot", "drone1", "--urgent", "--scene", task["scene"], task["instruction"]
+        )
+        assert done.returncode == 0, done.stderr + planner_log.read_text()
+        lines = done.stdout.splitlines()
+        assert lines[:3] == [
+            "segment 0: move_up(150)",
+            "segment 1: turn_cw(180)",
+            "segment 2: move_forward(200)",
+        ]
+        assert f"plan: {task['plan']}" in lines and "segments 3" in done.stdout
+        rejected = _plan(tmp_path, "--robot", "drone7", "find the cat")
+        assert rejected.returncode == 2
+        assert "rejected: robot_id 'drone7' is not served" in rejected.stderr
+        assert "event=segment_executed robot=drone1" in robot_log.read_text()
+    finally:
+        for proc in (planner, robot):
+            proc.send_signal(signal.SIGINT)
+        codes = [proc.wait(timeout=20) for proc in (planner, robot)]
+    assert codes == [0, 0]
+
+
+def test_timely_up_stops_cleanly_on_ctrl_c(node_processes) -> None:
+    proc = node_processes(executor_entry("arm1", "sim-arm"), "all", "up")
+    proc.wait_for_output("timely up: 1 node", 60)
+    assert proc.stop() == 0
+
+
+def test_timely_up_reports_a_bad_config(tmp_path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"timely_planner": {"ros__parameters": {"robots": ["x"]}}}))
+    done = subprocess.run(
+        [PYTHON, "-m", "timely_ros.cli", "up", str(bad)],
+        cwd=REPO,
+        env=ros_env(tmp_path / "ros_log"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "robot 'x' is listed but has no settings" in done.stderr
