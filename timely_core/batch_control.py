@@ -1,11 +1,18 @@
 """Latency-guided batch size (TimelyLLM §4.4): admit more generations only while the
-most urgent running one still meets its budget and KV memory allows.
+running generations that can still meet their budget keep meeting it.
 
-No offline profiling: the generation speed is measured from the last few engine
-iterations (each running generation gains one token per iteration), and the worst
-case of a segment is bounded by the maximum segment length (paper: 10 tokens).
-Its effect on speed shows one iteration later ("a lag for one generation"), so at
-most `admit_per_step` generations join a non-empty batch per scheduling point.
+No offline profiling. The worst case of a segment is bounded by the maximum segment
+length (paper: 10 tokens); the time per token comes from the last few engine
+iterations (each running generation gains one token per iteration). WCET =
+remaining tokens x iteration time. Two refinements over the paper's single check of
+the most urgent generation:
+- the iteration time of a batch one larger is predicted by a least-squares line
+  through the recent (batch size, iteration time) pairs; until two batch sizes have
+  been seen the marginal cost is unknown, so at most `admit_per_step` generations
+  join per scheduling point and the next iteration shows their effect (the paper's
+  "lag for one generation");
+- a generation that cannot meet its budget even at the current speed is not
+  protected: holding the batch back would not save it, only delay the others.
 """
 
 from __future__ import annotations
@@ -29,46 +36,76 @@ class LatencyGuidedBatch:
     def __init__(
         self,
         wcet_segment_tokens: int = DEFAULT_WCET_SEGMENT_TOKENS,
-        window: int = 8,
+        window: int = 16,
         admit_per_step: int = 1,
     ) -> None:
         if wcet_segment_tokens < 1:
             raise ValueError(f"wcet_segment_tokens must be >= 1, got {wcet_segment_tokens}")
-        if window < 1:
-            raise ValueError(f"window must be >= 1, got {window}")
+        if window < 2:
+            raise ValueError(f"window must be >= 2, got {window}")
         if admit_per_step < 1:
             raise ValueError(f"admit_per_step must be >= 1, got {admit_per_step}")
         self.wcet_segment_tokens = wcet_segment_tokens
         self.admit_per_step = admit_per_step
-        self._iteration_s: deque[float] = deque(maxlen=window)
+        self._samples: deque[tuple[int, float]] = deque(maxlen=window)
+        self._fit: tuple[float, float] | None = None  # (intercept, slope) per batch size
+        self._mean_s = 0.0
 
-    def record_iteration(self, duration_s: float) -> None:
-        """One engine iteration took `duration_s`; each running generation gained a token."""
-        if duration_s > 0:
-            self._iteration_s.append(duration_s)
+    def record_iteration(self, duration_s: float, batch_size: int = 1) -> None:
+        """One engine iteration over `batch_size` generations took `duration_s`."""
+        if duration_s <= 0 or batch_size < 1:
+            return
+        self._samples.append((batch_size, duration_s))
+        self._refit()
+
+    def _refit(self) -> None:
+        n = len(self._samples)
+        sum_x = sum(b for b, _ in self._samples)
+        sum_y = sum(d for _, d in self._samples)
+        self._mean_s = sum_y / n
+        mean_x = sum_x / n
+        var_x = sum((b - mean_x) ** 2 for b, _ in self._samples)
+        if var_x == 0:
+            self._fit = None
+            return
+        cov = sum((b - mean_x) * (d - self._mean_s) for b, d in self._samples)
+        slope = max(cov / var_x, 0.0)
+        self._fit = (self._mean_s - slope * mean_x, slope)
+
+    def iteration_s(self, batch_size: int) -> float | None:
+        """Predicted time of one iteration over `batch_size` generations."""
+        if not self._samples:
+            return None
+        if self._fit is None:
+            return self._mean_s
+        intercept, slope = self._fit
+        return max(intercept + slope * batch_size, self._mean_s * 0.1)
 
     def tokens_per_s(self) -> float | None:
         """Recent generation speed of one generation, or None before any iteration."""
-        if not self._iteration_s:
+        if not self._samples:
             return None
-        return len(self._iteration_s) / sum(self._iteration_s)
+        return 1.0 / self._mean_s
 
-    def wcet_s(self, segment_tokens: int) -> float:
-        """Worst-case time to finish a segment that has `segment_tokens` tokens so far."""
-        speed = self.tokens_per_s()
-        if speed is None:
+    def wcet_s(self, segment_tokens: int, batch_size: int | None = None) -> float:
+        """Worst-case time to finish a segment that has `segment_tokens` tokens so far,
+        in a batch of `batch_size` (default: the recent mean iteration time)."""
+        per_token = self._mean_s if batch_size is None else self.iteration_s(batch_size)
+        if not per_token:
             return 0.0
-        remaining = max(self.wcet_segment_tokens - segment_tokens, 1)
-        return remaining / speed
+        return max(self.wcet_segment_tokens - segment_tokens, 1) * per_token
 
     def may_admit(self, now_s: float, running: list[RunningBudget], admitted: int) -> bool:
         """Whether one more generation may join. `running` includes the ones admitted
-        at this scheduling point (`admitted` of them). Generations already past their
-        deadline are not protected: holding the batch back cannot save them."""
-        live = [r for r in running if r.deadline_s > now_s]
-        if not live:
+        at this scheduling point (`admitted` of them)."""
+        if not running:
             return True
-        if admitted >= self.admit_per_step:
+        if self._fit is None and admitted >= self.admit_per_step:
             return False
-        most_urgent = min(live, key=lambda r: r.deadline_s)
-        return now_s + self.wcet_s(most_urgent.segment_tokens) <= most_urgent.deadline_s
+        size = len(running)
+        protected = [
+            r for r in running if now_s + self.wcet_s(r.segment_tokens, size) <= r.deadline_s
+        ]
+        return all(
+            now_s + self.wcet_s(r.segment_tokens, size + 1) <= r.deadline_s for r in protected
+        )

@@ -395,10 +395,11 @@ class PlanningService:
             self._fail_unfittable()
             return False
         started = self.clock.now()
-        outputs = self.engine.step(list(self._running))
+        batch = list(self._running)
+        outputs = self.engine.step(batch)
         finished_at = self.clock.now()
         self._counters["iterations"] += 1
-        self._scheduler.batch.record_iteration(finished_at - started)
+        self._scheduler.batch.record_iteration(finished_at - started, len(batch))
         for output in outputs:
             generation = self._running.get(output.gen_id)
             if generation is not None:

@@ -18,27 +18,48 @@ def test_wcet_from_recent_token_rate_and_max_segment_tokens() -> None:
     batch = LatencyGuidedBatch(wcet_segment_tokens=10)
     assert batch.tokens_per_s() is None and batch.wcet_s(0) == 0.0
     for _ in range(4):
-        batch.record_iteration(0.02)
+        batch.record_iteration(0.02, batch_size=3)
     assert batch.tokens_per_s() == pytest.approx(50.0)
     assert batch.wcet_s(4) == pytest.approx(6 / 50.0)
     assert batch.wcet_s(12) == pytest.approx(1 / 50.0)  # past the bound: one more token
+    assert batch.iteration_s(8) == pytest.approx(0.02)  # one batch size seen: no slope yet
 
 
-def test_admits_only_while_the_most_urgent_running_meets_its_budget() -> None:
+def test_iteration_time_of_a_larger_batch_is_fitted_from_recent_iterations() -> None:
+    batch = LatencyGuidedBatch()
+    for size in (1, 2, 3, 4):
+        batch.record_iteration(0.020 + 0.002 * size, batch_size=size)
+    assert batch.iteration_s(10) == pytest.approx(0.040)
+    assert batch.wcet_s(0, batch_size=10) == pytest.approx(0.4)
+
+
+def test_without_a_fit_one_generation_joins_per_step() -> None:
     batch = LatencyGuidedBatch(wcet_segment_tokens=10)
-    batch.record_iteration(0.05)  # 20 tokens/s: a fresh segment needs 0.5 s
-    tight = RunningBudget(deadline_s=0.4, segment_tokens=0)
-    loose = RunningBudget(deadline_s=0.6, segment_tokens=0)
-    assert not batch.may_admit(0.0, [loose, tight], admitted=0)
+    batch.record_iteration(0.01, batch_size=1)
+    loose = RunningBudget(deadline_s=5.0, segment_tokens=0)
     assert batch.may_admit(0.0, [loose], admitted=0)
-    assert not batch.may_admit(0.0, [loose], admitted=1)  # one per step: the lag
-    late = RunningBudget(deadline_s=-1.0, segment_tokens=3)
-    assert batch.may_admit(0.0, [late], admitted=5)  # nothing left to protect
+    assert not batch.may_admit(0.0, [loose, loose], admitted=1)  # the lag for one
+
+
+def test_admits_only_while_the_protected_generations_keep_their_budget() -> None:
+    batch = LatencyGuidedBatch(wcet_segment_tokens=10)
+    batch.record_iteration(0.05, batch_size=1)
+    batch.record_iteration(0.06, batch_size=2)  # 0.04 s + 0.01 s per generation
+    # Batch of 2: a fresh segment needs 10 x 0.06 = 0.6 s; of 3: 0.7 s.
+    tight = RunningBudget(deadline_s=0.65, segment_tokens=0)
+    loose = RunningBudget(deadline_s=0.75, segment_tokens=0)
+    assert not batch.may_admit(0.0, [loose, tight], admitted=0)
+    assert batch.may_admit(0.0, [loose, loose], admitted=3)  # fitted: no per-step cap
+    hopeless = RunningBudget(deadline_s=0.5, segment_tokens=0)  # misses even now
+    assert batch.may_admit(0.0, [loose, hopeless], admitted=0)  # holding back cannot save it
+    assert batch.may_admit(0.0, [], admitted=0)
 
 
 def test_bad_parameters_are_named() -> None:
     with pytest.raises(ValueError, match="wcet_segment_tokens"):
         LatencyGuidedBatch(wcet_segment_tokens=0)
+    with pytest.raises(ValueError, match="window"):
+        LatencyGuidedBatch(window=1)
     with pytest.raises(ValueError, match="max_batch_size"):
         Scheduler(make_policy("timely"), LatencyGuidedBatch(), 0)
 
