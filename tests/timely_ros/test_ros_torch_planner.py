@@ -1,0 +1,66 @@
+"""End to end on the real engine: the planner node runs the shipped planner
+checkpoint on the torch engine; a drone and an arm (simulated executors, separate
+process) receive and execute the plans it writes, segment by segment."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from timely_ros.testing import executor_entry, lrtrace_goal_fields, planner_entry, wait_until
+
+pytestmark = pytest.mark.ros
+
+GOALS = {"drone1": 7, "drone2": 1, "arm1": 9}  # urgent drone, normal drone, arm
+
+
+def test_torch_planner_end_to_end(node_processes, ros_client) -> None:
+    from action_msgs.msg import GoalStatus
+    from timely_ros.plan_client import PlanClient, make_goal
+
+    from robot_models.checkpoints import default_planner_path
+
+    path = default_planner_path()
+    if not (path / "model.safetensors").is_file():
+        pytest.fail(f"the planner checkpoint is missing at {path}: python -m robot_models.train")
+    planner = planner_entry(
+        {"drone1": "drone", "drone2": "drone", "arm1": "arm"},
+        engine="torch",
+        model_path="robot_models/checkpoints/planner",
+        kv_budget_mb=64.0,
+    )
+    executors = (
+        executor_entry("drone1", "sim-drone", time_scale=0.05)
+        | executor_entry("drone2", "sim-drone", time_scale=0.05)
+        | executor_entry("arm1", "sim-arm", time_scale=0.05)
+    )
+    robots = node_processes(executors, "executors", "robots")
+    planner_proc = node_processes(planner, "planner", "planner")
+    client = PlanClient(ros_client.node)
+    assert client.wait_for_server(120), planner_proc.output()
+    robots.wait_for_output("robot arm1: sim-arm executor ready", 60)
+
+    calls = {}
+    for robot, trace_id in GOALS.items():
+        task = lrtrace_goal_fields(trace_id)
+        calls[robot] = client.send(
+            make_goal(robot, task["instruction"], urgency=task["urgency"], scene=task["scene"])
+        )
+    for robot, call in calls.items():
+        assert call.done.wait(180), f"{robot}: no result\n{planner_proc.output()[-3000:]}"
+        result = call.result
+        assert call.status == GoalStatus.STATUS_SUCCEEDED, (robot, result.error)
+        assert [s.index for s in call.segments] == list(range(result.segment_count))
+        assert "".join(s.text for s in call.segments) == result.plan
+        assert result.segment_count >= 1 and result.response_time_s > 0
+
+    # the robots executed exactly the segments the planner wrote for them
+    total = sum(len(c.segments) for c in calls.values())
+    wait_until(lambda: robots.output().count("event=segment_executed") >= total, 10, "robot logs")
+    pattern = r"event=segment_executed robot=(\w+) task=\S+ segment=(\d+) skills=(\[.*\])"
+    executed: dict[str, list[list[str]]] = {}
+    for m in re.finditer(pattern, robots.output()):
+        executed.setdefault(m.group(1), []).append(json.loads(m.group(3)))
+    for robot, call in calls.items():
+        assert executed[robot] == [[k.raw_text for k in s.skills] for s in call.segments]
