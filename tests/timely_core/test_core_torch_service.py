@@ -48,8 +48,9 @@ class WordParser:
         self._buffer += text
         words: list[PlanStatement] = []
         while True:
-            stripped = len(self._buffer) - len(self._buffer.lstrip())
-            end = next((i for i in range(stripped, len(self._buffer)) if self._buffer[i].isspace()), -1)
+            start = len(self._buffer) - len(self._buffer.lstrip())
+            buffer = self._buffer
+            end = next((i for i in range(start, len(buffer)) if buffer[i].isspace()), -1)
             if end < 0:
                 return words
             words.append(Word(self._buffer[:end]))
