@@ -40,9 +40,15 @@ class PinnedPrefix:
 
 class BlockManager:
     def __init__(
-        self, block_size: int, num_device_blocks: int, num_host_blocks: int, cache: KvCache
+        self,
+        block_size: int,
+        num_device_blocks: int,
+        num_host_blocks: int,
+        cache: KvCache,
+        caching: bool = True,
     ) -> None:
         self.block_size = block_size
+        self.caching = caching
         self.num_device_blocks = num_device_blocks
         self.num_host_blocks = num_host_blocks
         self.cache = cache
@@ -105,8 +111,12 @@ class BlockManager:
 
     # ---- prefix cache ----------------------------------------------------
     def lookup(self, token_ids: list[int], max_blocks: int) -> list[int]:
-        """Cached device blocks holding the KV of the leading full blocks of `token_ids`."""
-        size, parent, matched = self.block_size, _ROOT_HASH, []
+        """Cached device blocks holding the KV of the leading full blocks of `token_ids`
+        (none when caching is off; pinned prefixes are shared explicitly anyway)."""
+        size, parent = self.block_size, _ROOT_HASH
+        matched: list[int] = []
+        if not self.caching:
+            return matched
         for i in range(min(max_blocks, len(token_ids) // size)):
             tokens = tuple(token_ids[i * size : (i + 1) * size])
             digest = chain_hash(parent, tokens)

@@ -34,6 +34,7 @@ class EngineConfig(BaseModel):
     host_kv_bytes: int = Field(default=256 * 2**20, ge=0)
     max_batched_tokens: int = Field(default=2048, ge=1)
     max_generations: int = Field(default=64, ge=1)
+    enable_prefix_caching: bool = True  # reuse KV of identical leading blocks by content hash
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     num_threads: int | None = Field(default=None, ge=1)  # None: torch's current setting
     # Iterations of at most `small_step_tokens` tokens (decodes) run on this many

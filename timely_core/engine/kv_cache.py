@@ -1,9 +1,9 @@
 """The KV tensors: one preallocated device pool and one host pool of blocks.
 
-Layout [layers, 2 (k, v), blocks, block_size, kv_heads, head_dim], so a layer's
-keys are one contiguous [slots, kv_heads, head_dim] view that the attention
-indexes by flat slot (block * block_size + offset), and a swap of many blocks
-over all layers is one indexed copy.
+Layout [layers, 2 (k, v), kv_heads, slots, head_dim] with slot = block *
+block_size + offset. Head-major, so a gathered context is already [kv_heads,
+tokens, head_dim] as attention wants it (no transposing copy per layer per step),
+and a swap of many blocks over all layers is one indexed copy.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ class KvCache:
         num_host_blocks: int,
         dtype: torch.dtype,
     ) -> None:
-        shape = (num_layers, 2, num_device_blocks, block_size, num_kv_heads, head_dim)
-        self.device = torch.zeros(shape, dtype=dtype)
-        self.host = torch.zeros((*shape[:2], num_host_blocks, *shape[3:]), dtype=dtype)
-        slots = num_device_blocks * block_size
+        self.block_size = block_size
+        self._offsets = torch.arange(block_size)
+        self.device = torch.zeros(
+            (num_layers, 2, num_kv_heads, num_device_blocks * block_size, head_dim), dtype=dtype
+        )
+        self.host = torch.zeros(
+            (num_layers, 2, num_kv_heads, num_host_blocks * block_size, head_dim), dtype=dtype
+        )
         self.layer_views: list[tuple[torch.Tensor, torch.Tensor]] = [
-            (
-                self.device[i, 0].view(slots, num_kv_heads, head_dim),
-                self.device[i, 1].view(slots, num_kv_heads, head_dim),
-            )
-            for i in range(num_layers)
+            (self.device[i, 0], self.device[i, 1]) for i in range(num_layers)
         ]
 
     @staticmethod
@@ -41,15 +41,21 @@ class KvCache:
         element = torch.empty(0, dtype=dtype).element_size()
         return num_layers * 2 * block_size * num_kv_heads * head_dim * element
 
+    def _slots(self, blocks: list[int]) -> torch.Tensor:
+        ids = torch.tensor(blocks, dtype=torch.long)
+        return (ids[:, None] * self.block_size + self._offsets).view(-1)
+
     def copy_device(self, src: list[int], dst: list[int]) -> None:
         """Copy device blocks src[i] -> dst[i] (copy-on-write of shared blocks)."""
         if src:
-            self.device[:, :, dst] = self.device[:, :, src]
+            self.device[:, :, :, self._slots(dst)] = self.device[:, :, :, self._slots(src)]
 
     def swap_out(self, device_blocks: list[int], host_blocks: list[int]) -> None:
         if device_blocks:
-            self.host[:, :, host_blocks] = self.device[:, :, device_blocks]
+            source = self.device.index_select(3, self._slots(device_blocks))
+            self.host.index_copy_(3, self._slots(host_blocks), source)
 
     def swap_in(self, host_blocks: list[int], device_blocks: list[int]) -> None:
         if host_blocks:
-            self.device[:, :, device_blocks] = self.host[:, :, host_blocks]
+            source = self.host.index_select(3, self._slots(host_blocks))
+            self.device.index_copy_(3, self._slots(device_blocks), source)

@@ -54,8 +54,19 @@ class ModelRunner:
         if min(lengths) != max_len:
             valid = torch.arange(max_len)[None, :] < torch.tensor(lengths)[:, None]
             mask = torch.zeros(valid.shape, dtype=self.model.dtype).masked_fill_(~valid, -torch.inf)
-            mask = mask[:, None, None, :]
-        return DecodeGroup(size=len(decodes), context_slots=slots, mask=mask)
+            mask = mask[:, None, :]
+        start = self._run_start(tables[0], max_len) if len(decodes) == 1 else None
+        return DecodeGroup(len(decodes), slots, start, mask)
+
+    def _run_start(self, table: list[int], length: int) -> int | None:
+        """First slot if the first `length` tokens' blocks are consecutive blocks."""
+        blocks = -(-length // self.block_size)
+        first = table[0]
+        if table[blocks - 1] - first != blocks - 1:
+            return None
+        if any(block != first + i for i, block in enumerate(table[:blocks])):
+            return None
+        return first * self.block_size
 
     def run(self, chunks: list[Chunk]) -> tuple[list[Chunk], torch.Tensor]:
         """Forward over `chunks`; returns the chunks that sample and their float32
@@ -81,7 +92,7 @@ class ModelRunner:
             context = self._slots(c.state.block_table, end)
             positions.append(torch.arange(c.start, end))
             slot_parts.append(context[c.start :])
-            spans.append(_span(offset, c, context))
+            spans.append(_span(offset, c, context, self._run_start(c.state.block_table, end)))
             offset += c.length
             if c.sample:
                 logits_rows.append(offset - 1)
@@ -102,11 +113,11 @@ def _is_decode(chunk: Chunk) -> bool:
     return chunk.length == 1 and chunk.start > 0 and chunk.sample
 
 
-def _span(offset: int, chunk: Chunk, context: torch.Tensor) -> PrefillSpan:
+def _span(offset: int, chunk: Chunk, context: torch.Tensor, start: int | None) -> PrefillSpan:
     if chunk.start == 0:
-        return PrefillSpan(offset, chunk.length, None, None)
+        return PrefillSpan(offset, chunk.length, None, None, None)
     if chunk.length == 1:
-        return PrefillSpan(offset, 1, context, None)
+        return PrefillSpan(offset, 1, context, start, None)
     query_positions = torch.arange(chunk.start, chunk.start + chunk.length)
     mask = torch.arange(context.shape[0])[None, :] <= query_positions[:, None]
-    return PrefillSpan(offset, chunk.length, context, mask)
+    return PrefillSpan(offset, chunk.length, context, start, mask)

@@ -95,7 +95,9 @@ class TorchEngine:
             num_host,
             self.config.torch_dtype,
         )
-        self.blocks = BlockManager(size, num_device, num_host, self.cache)
+        self.blocks = BlockManager(
+            size, num_device, num_host, self.cache, self.config.enable_prefix_caching
+        )
         self.runner = ModelRunner(self.model, self.cache, size)
         self.timings = StepTimings()
         self._gens: dict[int, GenerationState] = {}

@@ -20,6 +20,11 @@ def _manager(device: int = 8, host: int = 4) -> BlockManager:
     return BlockManager(SIZE, device, host, cache)
 
 
+def _block(manager: BlockManager, block: int) -> torch.Tensor:
+    """The device KV of one block, all layers and heads."""
+    return manager.cache.device[:, :, :, block * SIZE : (block + 1) * SIZE]
+
+
 def _state(gen_id: int, tokens: Iterable[int]) -> GenerationState:
     return GenerationState(gen_id, ids := list(tokens), len(ids), SamplingParams(), gen_id)
 
@@ -50,14 +55,14 @@ def test_engine_writing_into_a_shared_block_copies_it() -> None:
     manager = _manager()
     prefix_state = _state(-1, range(6))
     manager.admit(prefix_state, None, compute_all=True)
-    manager.cache.device[0, 0, prefix_state.block_table[1]] = 7.0
+    _block(manager, prefix_state.block_table[1]).fill_(7.0)
     _computed(manager, prefix_state)
     prefix = manager.pin("p", prefix_state)
     g = _state(0, [*range(6), 50, 51])
     manager.admit(g, prefix)
     assert g.block_table[0] == prefix.blocks[0]
     assert g.block_table[1] != prefix.blocks[1]
-    assert torch.equal(manager.cache.device[0, 0, g.block_table[1]], torch.full((SIZE, 1, 2), 7.0))
+    assert torch.all(_block(manager, g.block_table[1]) == 7.0)
     assert manager.ref_counts[prefix.blocks[1]] == 1 and g.num_computed == 6
 
 
@@ -65,15 +70,17 @@ def test_engine_swap_out_keeps_shared_blocks_and_restores_content() -> None:
     manager = _manager(device=8, host=4)
     a = _state(0, range(12))
     manager.admit(a, None)
-    manager.cache.device[:, :, a.block_table[2]] = 3.0
+    _block(manager, a.block_table[2]).fill_(3.0)
     _computed(manager, a)
     b = _state(1, [*range(8), 99, 98])
     manager.admit(b, None)
+    freed = a.block_table[2]
     assert manager.swap_out(a)
     assert a.kv is KvLocation.HOST and sorted(a.host_blocks) == [2]
     assert manager.num_free_host == 3
+    _block(manager, freed).zero_()  # as if another generation reused it
     manager.swap_in(a)
-    assert torch.all(manager.cache.device[:, :, a.block_table[2]] == 3.0)
+    assert torch.all(_block(manager, a.block_table[2]) == 3.0)
     assert manager.num_free_host == 4
 
 

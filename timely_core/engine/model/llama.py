@@ -17,7 +17,10 @@ from timely_core.engine.model.rope import RotaryTable, apply_rotary
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm computed in float32 like Hugging Face, then cast back."""
+    """RMSNorm computed in float32 like Hugging Face, then cast back (the fused
+    kernel gives bit-identical results in float32)."""
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, weight.shape, weight, eps)
     x32 = x.to(torch.float32)
     x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
     return weight * x32.to(x.dtype)
@@ -80,12 +83,14 @@ class LlamaModel:
         for layer, (k_cache, v_cache) in zip(self.weights.layers, kv_caches, strict=True):
             x = rms_norm(hidden, layer.input_norm, cfg.rms_norm_eps)
             qkv = F.linear(x, layer.qkv, layer.qkv_bias)
-            q, k, v = qkv.split([self._q_size, self._kv_size, self._kv_size], dim=-1)
-            q = apply_rotary(q.view(tokens, cfg.num_attention_heads, cfg.head_dim), cos, sin)
-            k = apply_rotary(k.view(tokens, cfg.num_key_value_heads, cfg.head_dim), cos, sin)
-            v = v.reshape(tokens, cfg.num_key_value_heads, cfg.head_dim)
+            # q and k are adjacent columns: rotate them in one go
+            qk = qkv[:, : self._q_size + self._kv_size].view(tokens, -1, cfg.head_dim)
+            q, k = apply_rotary(qk, cos, sin).split(
+                [cfg.num_attention_heads, cfg.num_key_value_heads], dim=1
+            )
+            v = qkv[:, self._q_size + self._kv_size :].view(tokens, -1, cfg.head_dim)
             attn = paged_attention(q, k, v, k_cache, v_cache, batch)
-            hidden = hidden + F.linear(attn.view(tokens, self._q_size), layer.o, layer.o_bias)
+            hidden = hidden + F.linear(attn.reshape(tokens, self._q_size), layer.o, layer.o_bias)
             x = rms_norm(hidden, layer.post_norm, cfg.rms_norm_eps)
             gate, up = F.linear(x, layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
             hidden = hidden + F.linear(F.silu(gate) * up, layer.down, layer.down_bias)

@@ -1,0 +1,479 @@
+"""The torch engine against Hugging Face transformers, measured in the same run.
+
+What issue #4 asks for, each as a ratio to a baseline of this run:
+- decode tokens/s at batch 1 vs HF `generate` (goal >= 2x);
+- 32 requests of different robots, staggered arrivals, sharing their robot's
+  registered prompt prefix, vs the best of HF one-by-one and HF static batches
+  (goal >= 4x), and the same engine without prefix reuse;
+- prefill throughput as a fraction of this machine's measured matmul peak (>= 40%);
+- resume of a 1,000-token context from `swap` vs `discard` (swap-in <= 15% of the
+  re-prefill);
+- time to first token with the registered robot prefix vs a cold prefill (>= 80%
+  lower);
+- per-iteration CPU time outside the model forward.
+
+It runs the planner checkpoint (`robot_models/checkpoints/planner`) with the real
+robot prompts when it exists, else a random-weight Llama of the planner's shape
+with random prompts of the same lengths (the JSON says which). The machine is
+shared: expect noise; every time is the median of several repeats.
+
+    PYTHONPATH=. .venv/bin/python bench/engine.py [--threads 2] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from timely_core.engine.config import EngineConfig
+from timely_core.engine.protocol import HandlingStrategy, SamplingParams
+from timely_core.engine.torch_engine import TorchEngine
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKPOINT = ROOT / "robot_models" / "checkpoints" / "planner"
+RESULTS = ROOT / "bench" / "results" / "engine.json"
+NEW_TOKENS = 32
+REQUESTS = 32
+ARRIVAL_GAP_S = 0.05
+STATIC_BATCH = 8
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Prefix and per-request tails, as token ids, for each robot."""
+
+    model_path: Path
+    source: str
+    prefixes: dict[str, list[int]]
+    tails: list[tuple[str, list[int]]]  # (robot, request ids), one per request
+
+    def prompt(self, i: int) -> list[int]:
+        robot, tail = self.tails[i % len(self.tails)]
+        return self.prefixes[robot] + tail
+
+
+def planner_workload() -> Workload:
+    from robot_models.dataset import LRTRACE_TASKS
+    from robot_models.language import load_language
+    from timely_core.engine.loader import load_tokenizer
+
+    tokenizer = load_tokenizer(CHECKPOINT)
+
+    def encode(text: str) -> list[int]:
+        return list(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    prefixes = {r: encode(load_language(r).prompt_prefix()) for r in ("drone", "arm")}
+    tails = [
+        (t.robot_type, encode(load_language(t.robot_type).format_request(t.scene, t.instruction)))
+        for t in LRTRACE_TASKS
+    ]
+    return Workload(CHECKPOINT, "planner checkpoint", prefixes, tails)
+
+
+def stand_in_workload(folder: Path) -> Workload:
+    """A random-weight Llama of the planner's shape (hidden 256, 4 layers, 8 heads,
+    2 KV heads, vocab 2,048) and random prompts of planner-like lengths."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=2048,
+        hidden_size=256,
+        intermediate_size=688,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        eos_token_id=2,
+        bos_token_id=2,
+    )
+    LlamaForCausalLM(config).save_pretrained(folder)
+    rng = random.Random(0)
+    prefixes = {r: [rng.randrange(3, 2048) for _ in range(1100)] for r in ("drone", "arm")}
+    tails = [
+        (("drone", "arm")[i % 2], [rng.randrange(3, 2048) for _ in range(rng.randrange(25, 60))])
+        for i in range(11)
+    ]
+    return Workload(folder, "random-weight stand-in (planner checkpoint absent)", prefixes, tails)
+
+
+def median_time(fn: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def matmul_peak(threads: int, repeats: int) -> float:
+    """Best float32 GFLOP/s of a 2,048-square matmul on `threads` threads."""
+    torch.set_num_threads(threads)
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    a @ b
+    seconds = min(median_time(lambda: a @ b, 3) for _ in range(repeats))
+    return 2 * 2048**3 / seconds / 1e9
+
+
+def prefill_flops(engine: TorchEngine, tokens: int) -> float:
+    """Useful FLOPs of a cold prefill: linear layers for every token, the LM head for
+    the last one, causal attention (QK^T and PV)."""
+    cfg, w = engine.model.config, engine.model.weights
+    per_layer = sum(t.numel() for t in (w.layers[0].qkv, w.layers[0].o))
+    per_layer += sum(t.numel() for t in (w.layers[0].gate_up, w.layers[0].down))
+    linear = 2 * tokens * per_layer * cfg.num_hidden_layers + 2 * w.lm_head.numel()
+    pairs = tokens * (tokens + 1) / 2
+    attention = 4 * pairs * cfg.head_dim * cfg.num_attention_heads * cfg.num_hidden_layers
+    return float(linear + attention)
+
+
+# ---------------------------------------------------------------- engine side
+def engine_for(work: Workload, threads: int, caching: bool = True) -> TorchEngine:
+    config = EngineConfig(
+        num_threads=threads,
+        max_batched_tokens=2048,
+        max_generations=64,
+        enable_prefix_caching=caching,
+        device_kv_bytes=512 * 2**20,
+        host_kv_bytes=256 * 2**20,
+    )
+    return TorchEngine(work.model_path, config)
+
+
+def run_to_first_token(engine: TorchEngine, gen_id: int, prompt: list[int], **kw: Any) -> None:
+    engine.add(gen_id, prompt, SamplingParams(max_tokens=NEW_TOKENS), **kw)
+    while not engine.step([gen_id]):
+        pass
+
+
+def engine_decode_s_per_token(engine: TorchEngine, prompt: list[int], repeats: int) -> float:
+    per_token = []
+    for rep in range(repeats):
+        run_to_first_token(engine, 1000 + rep, prompt)
+        produced, started = 0, time.perf_counter()
+        while True:
+            out = engine.step([1000 + rep])
+            produced += 1
+            if out[0].finished:
+                break
+        per_token.append((time.perf_counter() - started) / produced)
+    return statistics.median(per_token)
+
+
+def engine_staggered(engine: TorchEngine, work: Workload, reuse_prefix: bool) -> dict[str, float]:
+    """32 requests arriving every ARRIVAL_GAP_S; continuous batching."""
+    if reuse_prefix:
+        for robot, ids in work.prefixes.items():
+            engine.register_prefix(robot, ids)
+    steps_before = engine.timings.steps
+    overhead_before, total_before = engine.timings.overhead_s, engine.timings.total_s
+    start = time.perf_counter()
+    arrivals = [start + i * ARRIVAL_GAP_S for i in range(REQUESTS)]
+    live: list[int] = []
+    done, tokens, next_request, latencies = 0, 0, 0, []
+    while done < REQUESTS:
+        now = time.perf_counter()
+        while next_request < REQUESTS and arrivals[next_request] <= now:
+            robot = work.tails[next_request % len(work.tails)][0]
+            engine.add(
+                next_request,
+                work.prompt(next_request),
+                SamplingParams(max_tokens=NEW_TOKENS),
+                prefix_id=robot if reuse_prefix else None,
+            )
+            live.append(next_request)
+            next_request += 1
+        if not live:
+            time.sleep(max(0.0, arrivals[next_request] - time.perf_counter()))
+            continue
+        for out in engine.step(live):
+            tokens += 1
+            if out.finished:
+                live.remove(out.gen_id)
+                done += 1
+                latencies.append(time.perf_counter() - arrivals[out.gen_id])
+    makespan = time.perf_counter() - start
+    steps = engine.timings.steps - steps_before
+    return {
+        "makespan_s": makespan,
+        "tokens": tokens,
+        "tokens_per_s": tokens / makespan,
+        "mean_latency_s": statistics.mean(latencies),
+        "steps": steps,
+        "overhead_per_step_s": (engine.timings.overhead_s - overhead_before) / steps,
+        "step_s": (engine.timings.total_s - total_before) / steps,
+    }
+
+
+def swap_vs_discard(work: Workload, threads: int, repeats: int) -> dict[str, float]:
+    engine = engine_for(work, threads, caching=False)
+    prompt = work.prompt(0)[:1000]
+    swap_in, swap_out, reprefill = [], [], []
+    for rep in range(repeats):
+        run_to_first_token(engine, rep, prompt)
+        started = time.perf_counter()
+        engine.suspend(rep, HandlingStrategy.SWAP)
+        swap_out.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        engine.resume(rep)
+        swap_in.append(time.perf_counter() - started)
+        engine.suspend(rep, HandlingStrategy.DISCARD)
+        started = time.perf_counter()
+        engine.resume(rep)
+        while not engine.step([rep]):
+            pass
+        reprefill.append(time.perf_counter() - started)
+        engine.abort(rep)
+    return {
+        "swap_out_s": statistics.median(swap_out),
+        "swap_in_s": statistics.median(swap_in),
+        "reprefill_s": statistics.median(reprefill),
+    }
+
+
+def ttft(work: Workload, threads: int, repeats: int) -> dict[str, float]:
+    cold_engine = engine_for(work, threads, caching=False)
+    warm_engine = engine_for(work, threads)
+    robot = work.tails[0][0]
+    warm_engine.register_prefix(robot, work.prefixes[robot])
+    prompt = work.prompt(0)
+    cold, warm = [], []
+    for rep in range(repeats):
+        started = time.perf_counter()
+        run_to_first_token(cold_engine, rep, prompt)
+        cold.append(time.perf_counter() - started)
+        cold_engine.abort(rep)
+        started = time.perf_counter()
+        run_to_first_token(warm_engine, rep, prompt, prefix_id=robot)
+        warm.append(time.perf_counter() - started)
+        warm_engine.abort(rep)
+    return {
+        "prompt_tokens": len(prompt),
+        "prefix_tokens": len(work.prefixes[robot]),
+        "cold_s": statistics.median(cold),
+        "with_prefix_s": statistics.median(warm),
+    }
+
+
+# ---------------------------------------------------------------- HF side
+class HfBaseline:
+    def __init__(self, work: Workload, eos: int) -> None:
+        from transformers import AutoModelForCausalLM
+
+        self.model: Any = AutoModelForCausalLM.from_pretrained(work.model_path, dtype=torch.float32)
+        self.model.eval()
+        self.eos = eos
+
+    def generate(self, prompts: list[list[int]], max_new: int) -> int:
+        """Greedy generate (left-padded batch); returns the new tokens produced."""
+        width = max(len(p) for p in prompts)
+        ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        with torch.inference_mode():
+            out = self.model.generate(
+                ids, attention_mask=mask, max_new_tokens=max_new, do_sample=False, pad_token_id=0
+            )
+        new = out[:, width:]
+        finished = (new == self.eos).int().cumsum(1)
+        return int(((finished == 0) | ((finished == 1) & (new == self.eos))).sum())
+
+    def decode_s_per_token(self, prompt: list[int], repeats: int) -> float:
+        one = median_time(lambda: self.generate([prompt], 1), repeats)
+        full = median_time(lambda: self.generate([prompt], NEW_TOKENS + 1), repeats)
+        return (full - one) / NEW_TOKENS
+
+    def prefill_s(self, prompt: list[int], repeats: int) -> float:
+        ids = torch.tensor([prompt])
+        with torch.inference_mode():
+            return median_time(lambda: self.model(ids), repeats)
+
+    def staggered(self, work: Workload, batch: int) -> dict[str, float]:
+        """Requests served in arrival order, `batch` at a time (1: one by one)."""
+        start = time.perf_counter()
+        arrivals = [start + i * ARRIVAL_GAP_S for i in range(REQUESTS)]
+        tokens, latencies = 0, []
+        for first in range(0, REQUESTS, batch):
+            members = list(range(first, min(first + batch, REQUESTS)))
+            time.sleep(max(0.0, arrivals[members[-1]] - time.perf_counter()))
+            tokens += self.generate([work.prompt(i) for i in members], NEW_TOKENS)
+            latencies += [time.perf_counter() - arrivals[i] for i in members]
+        makespan = time.perf_counter() - start
+        return {
+            "makespan_s": makespan,
+            "tokens": tokens,
+            "tokens_per_s": tokens / makespan,
+            "mean_latency_s": statistics.mean(latencies),
+        }
+
+
+# ---------------------------------------------------------------- main
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    console = Console()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = planner_workload() if CHECKPOINT.is_dir() else stand_in_workload(Path(tmp))
+        results = run(work, args.threads, args.repeats, console)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    console.print(f"wrote {RESULTS}")
+
+
+def run(work: Workload, threads: int, repeats: int, console: Console) -> dict[str, Any]:
+    console.print(f"model: {work.source}; {threads} threads; machine is shared, expect noise")
+    peak = max(matmul_peak(t, repeats) for t in sorted({1, threads}))
+    engine = engine_for(work, threads)
+    prompt_1000 = work.prompt(0)[:1000]
+    hf = HfBaseline(work, engine.eos_token_id)
+
+    cold = engine_for(work, threads, caching=False)
+    for rep in range(2):  # warm-up (allocator, rope table)
+        run_to_first_token(cold, 9000 + rep, prompt_1000)
+        cold.abort(9000 + rep)
+    prefill_s = []
+    for rep in range(repeats):
+        started = time.perf_counter()
+        run_to_first_token(cold, rep, prompt_1000)
+        prefill_s.append(time.perf_counter() - started)
+        cold.abort(rep)
+    engine_prefill = statistics.median(prefill_s)
+    flops = prefill_flops(engine, len(prompt_1000))
+
+    hf_decode = {}
+    hf_prefill = {}
+    for t in sorted({1, threads}):
+        torch.set_num_threads(t)
+        hf_prefill[t] = hf.prefill_s(prompt_1000, repeats)
+        hf_decode[t] = hf.decode_s_per_token(prompt_1000, repeats)
+    best_hf_threads = min(hf_decode, key=lambda t: hf_decode[t])
+    torch.set_num_threads(threads)
+    engine_decode = engine_decode_s_per_token(engine, prompt_1000, repeats)
+
+    torch.set_num_threads(best_hf_threads)
+    hf_one = hf.staggered(work, 1)
+    hf_static = hf.staggered(work, STATIC_BATCH)
+    torch.set_num_threads(threads)
+    hf_best = max((hf_one, hf_static), key=lambda r: r["tokens_per_s"])
+    shared = engine_staggered(engine_for(work, threads), work, reuse_prefix=True)
+    unshared = engine_staggered(engine_for(work, threads, caching=False), work, False)
+
+    swap = swap_vs_discard(work, threads, repeats)
+    first_token = ttft(work, threads, repeats)
+
+    results: dict[str, Any] = {
+        "model": work.source,
+        "machine": {"platform": platform.platform(), "threads": threads},
+        "matmul_peak_gflops": peak,
+        "prefill_1000": {
+            "engine_s": engine_prefill,
+            "hf_s_by_threads": hf_prefill,
+            "useful_gflop": flops / 1e9,
+            "engine_fraction_of_peak": flops / engine_prefill / 1e9 / peak,
+            "hf_fraction_of_peak": flops / min(hf_prefill.values()) / 1e9 / peak,
+        },
+        "decode_batch1": {
+            "engine_s_per_token": engine_decode,
+            "hf_s_per_token_by_threads": hf_decode,
+            "speedup_vs_best_hf": min(hf_decode.values()) / engine_decode,
+        },
+        "staggered_32": {
+            "hf_one_by_one": hf_one,
+            "hf_static_batches": hf_static | {"batch": STATIC_BATCH},
+            "hf_threads": best_hf_threads,
+            "engine_with_prefix": shared,
+            "engine_without_prefix_reuse": unshared,
+            "speedup_with_prefix": shared["tokens_per_s"] / hf_best["tokens_per_s"],
+            "speedup_without_prefix_reuse": unshared["tokens_per_s"] / hf_best["tokens_per_s"],
+        },
+        "swap_vs_discard_1000": swap
+        | {"swap_in_over_reprefill": swap["swap_in_s"] / swap["reprefill_s"]},
+        "ttft": first_token
+        | {"reduction": 1 - first_token["with_prefix_s"] / first_token["cold_s"]},
+        "per_iteration_overhead_s": shared["overhead_per_step_s"],
+    }
+    print_table(console, results)
+    return results
+
+
+def print_table(console: Console, r: dict[str, Any]) -> None:
+    table = Table(title="torch engine vs transformers (same run)")
+    for column in ("measure", "engine", "baseline", "ratio", "goal"):
+        table.add_column(column)
+    d, s, p = r["decode_batch1"], r["staggered_32"], r["prefill_1000"]
+    sw, t = r["swap_vs_discard_1000"], r["ttft"]
+    best_hf_decode = min(d["hf_s_per_token_by_threads"].values())
+    hf_best = max(s["hf_one_by_one"]["tokens_per_s"], s["hf_static_batches"]["tokens_per_s"])
+    rows = [
+        (
+            "decode, batch 1 (ms/token)",
+            d["engine_s_per_token"] * 1e3,
+            best_hf_decode * 1e3,
+            f"{d['speedup_vs_best_hf']:.2f}x faster",
+            ">= 2x",
+        ),
+        (
+            "32 staggered, shared prefix (tok/s)",
+            s["engine_with_prefix"]["tokens_per_s"],
+            hf_best,
+            f"{s['speedup_with_prefix']:.2f}x",
+            ">= 4x",
+        ),
+        (
+            "32 staggered, no prefix reuse (tok/s)",
+            s["engine_without_prefix_reuse"]["tokens_per_s"],
+            hf_best,
+            f"{s['speedup_without_prefix_reuse']:.2f}x",
+            "report",
+        ),
+        (
+            "prefill 1,000 tokens (s)",
+            p["engine_s"],
+            min(p["hf_s_by_threads"].values()),
+            f"{p['engine_fraction_of_peak']:.0%} of peak (HF {p['hf_fraction_of_peak']:.0%})",
+            ">= 40% of peak",
+        ),
+        (
+            "resume 1,000: swap-in vs re-prefill (ms)",
+            sw["swap_in_s"] * 1e3,
+            sw["reprefill_s"] * 1e3,
+            f"{sw['swap_in_over_reprefill']:.1%}",
+            "<= 15%",
+        ),
+        (
+            "TTFT with prefix vs cold (ms)",
+            t["with_prefix_s"] * 1e3,
+            t["cold_s"] * 1e3,
+            f"{t['reduction']:.0%} lower",
+            ">= 80% lower",
+        ),
+        (
+            "per-iteration overhead (ms)",
+            r["per_iteration_overhead_s"] * 1e3,
+            s["engine_with_prefix"]["step_s"] * 1e3,
+            "outside forward / whole step",
+            "report",
+        ),
+    ]
+    for name, engine, base, ratio, goal in rows:
+        table.add_row(name, f"{engine:.3g}", f"{base:.3g}", ratio, goal)
+    console.print(table)
+    console.print(f"matmul peak {r['matmul_peak_gflops']:.0f} GFLOP/s; model: {r['model']}")
+
+
+if __name__ == "__main__":
+    main()
