@@ -92,3 +92,27 @@ def test_cancel_mid_plan_stops_generation_and_robot(node_processes, ros_client, 
         )
 
     wait_until(freed, 5, "KV freed in /timely/status")
+
+
+def test_robot_going_away_mid_plan_ends_the_task(node_processes, ros_client, tmp_path) -> None:
+    from action_msgs.msg import GoalStatus
+    from timely_ros.plan_client import PlanClient, make_goal
+
+    planner = planner_entry(
+        {"arm1": "arm"},
+        engine="simulated",
+        model_path=str(planner_checkpoint(tmp_path)),
+        kv_budget_mb=4096.0,
+    )
+    robot = node_processes(executor_entry("arm1", "sim-arm", time_scale=1.0), "executors", "arm")
+    planner_proc = node_processes(planner, "planner", "planner")
+    client = PlanClient(ros_client.node)
+    assert client.wait_for_server(60), planner_proc.output()
+    robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
+    task = lrtrace_goal_fields(10)
+    call = client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))
+    wait_until(lambda: len(call.segments) >= 1, 60, "the first segment")
+    robot.stop()  # the robot's process shuts down while it executes segment 0
+    assert call.done.wait(30), planner_proc.output()[-3000:]
+    assert call.status == GoalStatus.STATUS_ABORTED
+    assert "executor /arm1/execute_skill went away during segment 0" in call.result.error

@@ -172,8 +172,15 @@ class PlannerNode(Node):
     def _publish_status(self) -> None:
         with self._lock:
             rejected = self._rejected
+        memory = getattr(self.service.engine, "memory", None)
         self._status_pub.publish(
-            status_msg(self.service.stats(), self.params, rejected, self._stamp())
+            status_msg(
+                self.service.stats(),
+                memory() if memory is not None else None,
+                self.params,
+                rejected,
+                self._stamp(),
+            )
         )
 
     def destroy_node(self) -> None:

@@ -97,6 +97,13 @@ class RobotLink:
         while not run.wait(result_future, timeout_s=1.0):
             if run.cancelled.is_set():
                 return Outcome(False, True, f"cancelled; robot {self.robot.id} told to stop")
+            if not self._client.server_is_ready():  # the robot's process went away
+                return Outcome(
+                    False,
+                    False,
+                    f"robot {self.robot.id}: executor {self.robot.action_name} went away "
+                    f"during segment {segment.index}",
+                )
         response = result_future.result()
         if response is None:
             return Outcome(

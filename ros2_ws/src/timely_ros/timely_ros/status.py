@@ -10,13 +10,20 @@ from timely_interfaces.msg import ServiceStatus
 from timely_ros.config import PlannerParams
 
 
+def _used(free: int, total: int) -> float:
+    return 1.0 - free / total if total > 0 else 0.0
+
+
 def status_msg(
-    stats: Any, params: PlannerParams, rejected_at_goal: int, stamp: Time
+    stats: Any, memory: Any, params: PlannerParams, rejected_at_goal: int, stamp: Time
 ) -> ServiceStatus:
     """`rejected_at_goal` counts goals the node refused before they reached the
-    service; the service's own rejections (queue full) are added to it."""
-    total = int(stats.kv_device_blocks_total)
-    used = 1.0 - stats.kv_device_blocks_free / total if total > 0 else 0.0
+    service; the service's own rejections (queue full) are added to it. `memory` is
+    the engine's MemoryReport (for the host swap pool), or None."""
+    used = _used(int(stats.kv_device_blocks_free), int(stats.kv_device_blocks_total))
+    host = 0.0
+    if memory is not None:
+        host = _used(int(memory.host_blocks_free), int(memory.host_blocks_total))
     return ServiceStatus(
         stamp=stamp,
         policy=str(stats.policy),
@@ -25,7 +32,7 @@ def status_msg(
         running_generations=int(stats.running),
         suspended_generations=int(stats.suspended),
         kv_device_used_fraction=float(used),
-        kv_host_used_fraction=float(getattr(stats, "kv_host_used_fraction", 0.0)),
+        kv_host_used_fraction=float(host),
         tasks_submitted=int(stats.submitted),
         tasks_completed=int(stats.succeeded),
         tasks_failed=int(stats.failed),
