@@ -206,7 +206,9 @@ class PlanningService:
             if self._stopping:
                 raise ServiceStopped("the service is stopped")
             waiting = self._waiting_first()
-            if waiting >= self.config.max_queue:
+            now = self.clock.now()
+            arrives_now = at_s is None or at_s <= now
+            if arrives_now and waiting >= self.config.max_queue:
                 self._counters["rejected"] += 1
                 raise QueueFull(
                     f"queue full: {waiting} tasks wait for the engine "
@@ -217,7 +219,6 @@ class PlanningService:
             task_id = request.task_id or f"task-{seq}"
             if task_id in self._generations:
                 raise DuplicateTask(f"task id {task_id!r} was already submitted")
-            now = self.clock.now()
             arrival = now if at_s is None else float(at_s)
             segmenter = Segmenter(
                 IncrementalDetokenizer(self.tokenizer, prompt_ids),
@@ -249,10 +250,11 @@ class PlanningService:
             return handle
 
     def _waiting_first(self) -> int:
+        """Tasks that have arrived and wait for their first admission (max_queue)."""
         return sum(
             1
             for g in self._by_gen_id.values()
-            if g.state in (GenerationState.PENDING, GenerationState.QUEUED) and not g.in_engine
+            if g.state is GenerationState.QUEUED and not g.in_engine
         )
 
     def _enqueue(self, generation: Generation) -> None:
@@ -410,8 +412,16 @@ class PlanningService:
         while self._pending and self._pending[0][0] <= now:
             _, _, task_id = heapq.heappop(self._pending)
             generation = self._generations[task_id]
-            if generation.state is GenerationState.PENDING:
-                self._enqueue(generation)
+            if generation.state is not GenerationState.PENDING:
+                continue  # cancelled before it arrived
+            if self._waiting_first() >= self.config.max_queue:
+                self._counters["rejected"] += 1
+                self._end(
+                    generation,
+                    error=f"queue full at arrival (max_queue={self.config.max_queue})",
+                )
+                continue
+            self._enqueue(generation)
 
     def _admit(self, now: float) -> None:
         if not len(self._scheduler):

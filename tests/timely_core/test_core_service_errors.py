@@ -173,3 +173,17 @@ def test_engine_refusing_one_generation_fails_only_that_task() -> None:
     bad = service.submit(TaskRequest(robot_id="d2", instruction="no scripted plan"))
     assert_good_task_unharmed(service, good)
     assert "engine refused the generation" in bad.result(timeout_s=0).error
+
+
+def test_queue_bound_applies_when_a_future_task_arrives() -> None:
+    service, clock, _ = make_service(PLANS, robots=("d1",), config=ServiceConfig(max_queue=2))
+    at = clock.now() + 1.0
+    handles = [
+        service.submit_at(at, TaskRequest(robot_id="d1", instruction="look for the cat"))
+        for _ in range(3)
+    ]
+    service.run_until_idle()
+    results = [h.result(timeout_s=0) for h in handles]
+    assert [r.success for r in results] == [True, True, False]
+    assert "queue full at arrival (max_queue=2)" in results[2].error
+    assert service.stats().rejected == 1
