@@ -4,42 +4,16 @@ the LRTrace golden plans: every plan arrives whole, one segment per statement.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from functools import lru_cache
-
 import pytest
-from tokenizers import Tokenizer
 
 from robot_models.dataset.lrtrace_tasks import LRTRACE_TASKS
-from robot_models.language import load_language
-from robot_models.training.tokenizer import train_tokenizer
+from tests.timely_core.robot_support import golden, languages, tokenizer
 from timely_core.clock import VirtualClock
 from timely_core.engine.simulated import LinearLatencyModel, SimulatedEngine, SimulatedEngineConfig
-from timely_core.plan_language import PlanLanguage
 from timely_core.request import TaskRequest
 from timely_core.service import PlanningService
 from timely_core.task_handle import TaskHandle
 from timely_core.tuf import Tuf
-
-
-@lru_cache(maxsize=1)
-def languages() -> dict[str, PlanLanguage]:
-    return {t: load_language(t) for t in ("drone", "arm")}
-
-
-@lru_cache(maxsize=1)
-def tokenizer() -> Tokenizer:
-    corpus = [lang.prompt_prefix() for lang in languages().values()]
-    corpus += [t.golden_plan for t in LRTRACE_TASKS] + [t.scene for t in LRTRACE_TASKS]
-    return train_tokenizer(corpus * 4, vocab_size=600)
-
-
-def golden(prompt_ids: Sequence[int]) -> list[int]:
-    prompt = tokenizer().decode(list(prompt_ids))
-    for task in LRTRACE_TASKS:
-        if task.instruction in prompt and task.scene in prompt:
-            return tokenizer().encode(task.golden_plan, add_special_tokens=False).ids
-    raise KeyError("no golden plan")
 
 
 def serve_lrtrace_burst(policy: str) -> dict[int, TaskHandle]:
