@@ -13,8 +13,11 @@ import torch
 
 from timely_core.engine.generation import GenerationState
 from timely_core.engine.kv_cache import KvCache
-from timely_core.engine.model.attention import AttentionBatch, DecodeGroup, PrefillSpan
+from timely_core.engine.model.attention import AttentionBatch, PrefillSpan
+from timely_core.engine.model.decode_attention import DecodeGroup
 from timely_core.engine.model.llama import LlamaModel
+
+MIN_SHARED_BLOCKS = 2  # below this, reading shared blocks per generation is as cheap
 
 
 @dataclass(frozen=True)
@@ -43,20 +46,30 @@ class ModelRunner:
         return (blocks[:, None] * self.block_size + self._offsets).view(-1)[:length]
 
     def _decode_group(self, decodes: list[Chunk]) -> DecodeGroup:
+        size = self.block_size
         lengths = [c.start + 1 for c in decodes]
+        tables = [c.state.block_table for c in decodes]
+        shared_blocks = _common_blocks(tables, min(lengths) // size) if len(decodes) > 1 else 0
+        shared_slots, shared_start = None, None
+        if shared_blocks >= MIN_SHARED_BLOCKS:
+            shared_len = shared_blocks * size
+            shared_slots = self._slots(tables[0], shared_len)
+            shared_start = self._run_start(tables[0], shared_len)
+            lengths = [n - shared_len for n in lengths]
+            tables = [t[shared_blocks:] for t in tables]
+        else:
+            shared_blocks = 0
         max_len = max(lengths)
-        width = -(-max_len // self.block_size)
-        tables = [c.state.block_table[:width] for c in decodes]
-        padded = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.long)
-        slots = (padded[:, :, None] * self.block_size + self._offsets).view(len(decodes), -1)
-        slots = slots[:, :max_len]
+        width = -(-max_len // size)
+        padded = torch.tensor([t[:width] + [0] * (width - len(t[:width])) for t in tables])
+        slots = (padded[:, :, None] * size + self._offsets).view(len(decodes), -1)[:, :max_len]
         mask = None
         if min(lengths) != max_len:
             valid = torch.arange(max_len)[None, :] < torch.tensor(lengths)[:, None]
             mask = torch.zeros(valid.shape, dtype=self.model.dtype).masked_fill_(~valid, -torch.inf)
             mask = mask[:, None, :]
         start = self._run_start(tables[0], max_len) if len(decodes) == 1 else None
-        return DecodeGroup(len(decodes), slots, start, mask)
+        return DecodeGroup(len(decodes), slots, start, mask, shared_slots, shared_start)
 
     def _run_start(self, table: list[int], length: int) -> int | None:
         """First slot if the first `length` tokens' blocks are consecutive blocks."""
@@ -83,7 +96,15 @@ class ModelRunner:
         if group is not None:
             ids.extend(c.state.token_ids[c.start] for c in decodes)
             positions.append(torch.tensor([c.start for c in decodes], dtype=torch.long))
-            slot_parts.append(group.context_slots[torch.arange(group.size), positions[0]])
+            slot_parts.append(
+                torch.tensor(
+                    [
+                        c.state.block_table[c.start // self.block_size] * self.block_size
+                        + c.start % self.block_size
+                        for c in decodes
+                    ]
+                )
+            )
             logits_rows.extend(range(group.size))
         offset = len(ids)
         for c in prefills:
@@ -107,6 +128,19 @@ class ModelRunner:
             torch.tensor(logits_rows, dtype=torch.long),
         )
         return decodes + [c for c in prefills if c.sample], logits
+
+
+def _common_blocks(tables: list[list[int]], limit: int) -> int:
+    """How many leading blocks (at most `limit`) all tables share."""
+    first, second = tables[0], tables[1]
+    top = min(limit, len(first), len(second))
+    count = 0
+    while count < top and first[count] == second[count]:
+        count += 1
+    for table in tables[2:]:  # list comparisons run in C
+        while count and table[:count] != first[:count]:
+            count -= 1
+    return count
 
 
 def _is_decode(chunk: Chunk) -> bool:

@@ -1,0 +1,54 @@
+"""Decode attention: the cascade over shared prefix blocks equals plain attention."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from timely_core.engine.config import EngineConfig
+from timely_core.engine.model.decode_attention import DecodeGroup, decode_attention
+from timely_core.engine.model_runner import Chunk
+from timely_core.engine.protocol import SamplingParams
+from timely_core.engine.torch_engine import TorchEngine
+
+
+def test_engine_cascade_over_shared_blocks_equals_plain_attention() -> None:
+    torch.manual_seed(0)
+    kv_heads, heads, dim, slots = 2, 8, 16, 64
+    k_cache, v_cache = torch.randn(kv_heads, slots, dim), torch.randn(kv_heads, slots, dim)
+    q = torch.randn(3, heads, dim)
+    shared = torch.arange(10, 30)  # 20 slots every generation reads first
+    private = [torch.tensor([40, 41, 42]), torch.tensor([50]), torch.tensor([60, 61])]
+    width = max(len(p) for p in private)
+    padded = torch.stack([torch.cat([p, p.new_zeros(width - len(p))]) for p in private])
+    valid = torch.arange(width)[None, :] < torch.tensor([len(p) for p in private])[:, None]
+    mask = torch.zeros(valid.shape).masked_fill_(~valid, -torch.inf)[:, None, :]
+    cascade = decode_attention(q, k_cache, v_cache, DecodeGroup(3, padded, None, mask, shared, 10))
+    full = [torch.cat([shared, p]) for p in private]
+    full_width = max(len(f) for f in full)
+    full_padded = torch.stack([torch.cat([f, f.new_zeros(full_width - len(f))]) for f in full])
+    full_valid = torch.arange(full_width)[None, :] < torch.tensor([len(f) for f in full])[:, None]
+    full_mask = torch.zeros(full_valid.shape).masked_fill_(~full_valid, -torch.inf)[:, None, :]
+    plain = decode_attention(q, k_cache, v_cache, DecodeGroup(3, full_padded, None, full_mask))
+    reference = torch.nn.functional.scaled_dot_product_attention(
+        q[:, :, None, :],
+        k_cache[:, full[0]].unsqueeze(0),
+        v_cache[:, full[0]].unsqueeze(0),
+        enable_gqa=True,
+    )[0, :, 0]
+    assert torch.allclose(cascade, plain, atol=1e-5)
+    assert torch.allclose(plain[0], reference, atol=1e-5)
+
+
+def test_engine_decodes_sharing_a_prefix_use_the_cascade(qwen2_path: Path) -> None:
+    engine = TorchEngine(qwen2_path, EngineConfig(block_size=8, device_kv_bytes=2**22))
+    prefix = [(13 * i) % 500 + 4 for i in range(40)]
+    engine.register_prefix("robot", prefix)
+    for i in range(3):
+        engine.add(i, [*prefix, 100 + i, 7], SamplingParams(max_tokens=8), prefix_id="robot")
+    engine.step([0, 1, 2])
+    states = [engine.generation(i) for i in range(3)]
+    group = engine.runner._decode_group([Chunk(s, s.num_computed, 1) for s in states])
+    assert group.shared_slots is not None and group.shared_slots.shape[0] == 40
+    assert group.context_slots.shape == (3, 3)  # 2 prompt tokens + the new one each

@@ -1,0 +1,72 @@
+"""Attention of decoding generations: one query token each over its paged context.
+
+Written as batched matmuls over (kv head, generation), cheaper than the fused
+kernel for a single query row. When the generations share leading blocks (a
+registered robot prefix), those blocks are read once and attended by every query
+in one matmul (cascade attention), instead of being gathered once per generation;
+the softmax runs over the shared and the private scores together, so the result
+is the same attention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class DecodeGroup:
+    """The first `size` tokens of the batch, one per decoding generation."""
+
+    size: int
+    context_slots: torch.Tensor  # [size, max_private] private context slots, padded
+    context_start: int | None  # size 1 and the slots are one run: read a view, no gather
+    mask: torch.Tensor | None  # [size, 1, max_private] additive (0 / -inf); None: no padding
+    shared_slots: torch.Tensor | None = None  # [shared] slots every generation attends first
+    shared_start: int | None = None  # the shared slots are one run starting here
+
+
+def gather(cache: torch.Tensor, slots: torch.Tensor, start: int | None) -> torch.Tensor:
+    """[kv_heads, len(slots), d] keys or values: a view when the slots are one run
+    (blocks allocated back to back, the common case), else a gather."""
+    if start is not None:
+        return cache[:, start : start + slots.shape[0]]
+    return cache.index_select(1, slots)
+
+
+def decode_attention(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, group: DecodeGroup
+) -> torch.Tensor:
+    """q: [B, heads, d]; caches [kv_heads, slots, d]. Returns [B, heads, d].
+    Query heads are grouped by the KV head they share (head h reads h // group)."""
+    batch, length = group.context_slots.shape
+    kv_heads, _, head_dim = k_cache.shape
+    scale = head_dim**-0.5
+    flat = group.context_slots.reshape(-1)
+    keys = gather(k_cache, flat, group.context_start).view(kv_heads * batch, length, head_dim)
+    values = gather(v_cache, flat, group.context_start).view(kv_heads * batch, length, head_dim)
+    grouped = q.view(batch, kv_heads, -1, head_dim).transpose(0, 1)  # [kv, B, group, d]
+    grouped = grouped.reshape(kv_heads * batch, -1, head_dim)
+    scores = torch.bmm(grouped, keys.transpose(1, 2)) * scale  # [kv*B, group, L]
+    if group.mask is not None:
+        scores = (scores.view(kv_heads, batch, -1, length) + group.mask).view_as(scores)
+    if group.shared_slots is None:
+        probs = torch.softmax(scores, dim=-1)
+        out = torch.bmm(probs, values).view(kv_heads, batch, -1, head_dim)
+        return out.transpose(0, 1).reshape(batch, -1, head_dim)
+    shared_k = gather(k_cache, group.shared_slots, group.shared_start)  # [kv, P, d]
+    shared_v = gather(v_cache, group.shared_slots, group.shared_start)
+    per_head = grouped.view(kv_heads, -1, head_dim)  # [kv, B*group, d]
+    shared_scores = torch.bmm(per_head, shared_k.transpose(1, 2)) * scale  # [kv, B*group, P]
+    shared = shared_scores.shape[-1]
+    both = torch.cat(
+        (shared_scores.view(kv_heads, batch, -1, shared), scores.view(kv_heads, batch, -1, length)),
+        dim=-1,
+    )
+    probs = torch.softmax(both, dim=-1)
+    shared_probs = probs[..., :shared].reshape(kv_heads, -1, shared)
+    private_probs = probs[..., shared:].reshape(kv_heads * batch, -1, length)
+    out = torch.bmm(shared_probs, shared_v).view(kv_heads, batch, -1, head_dim)
+    out = out + torch.bmm(private_probs, values).view(kv_heads, batch, -1, head_dim)
+    return out.transpose(0, 1).reshape(batch, -1, head_dim)
