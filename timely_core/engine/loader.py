@@ -72,6 +72,11 @@ def _cat(parts: list[torch.Tensor | None]) -> torch.Tensor | None:
     return torch.cat([part for part in parts if part is not None]).contiguous()
 
 
+def _transposed(weight: torch.Tensor) -> torch.Tensor:
+    """HF stores projections [out, in]; the model multiplies by [in, out]."""
+    return weight.t().contiguous()
+
+
 def _layer(w: _Weights, cfg: ModelConfig, i: int) -> LayerWeights:
     p = f"model.layers.{i}."
     att, mlp = p + "self_attn.", p + "mlp."
@@ -84,14 +89,14 @@ def _layer(w: _Weights, cfg: ModelConfig, i: int) -> LayerWeights:
     )
     return LayerWeights(
         input_norm=w.get(p + "input_layernorm.weight"),
-        qkv=qkv,
+        qkv=_transposed(qkv),
         qkv_bias=qkv_bias,
-        o=w.get(att + "o_proj.weight"),
+        o=_transposed(w.get(att + "o_proj.weight")),
         o_bias=w.optional(att + "o_proj.bias", cfg.output_bias),
         post_norm=w.get(p + "post_attention_layernorm.weight"),
-        gate_up=gate_up.contiguous(),
+        gate_up=_transposed(gate_up),
         gate_up_bias=gate_up_bias,
-        down=w.get(mlp + "down_proj.weight"),
+        down=_transposed(w.get(mlp + "down_proj.weight")),
         down_bias=w.optional(mlp + "down_proj.bias", mlp_bias),
     )
 
@@ -114,6 +119,6 @@ def load_model(path: str | Path, dtype: torch.dtype = torch.float32) -> LlamaMod
         embed=embed,
         layers=[_layer(w, cfg, i) for i in range(cfg.num_hidden_layers)],
         norm=w.get("model.norm.weight"),
-        lm_head=embed if tied else w.get("lm_head.weight"),
+        lm_head=_transposed(embed if tied else w.get("lm_head.weight")),
     )
     return LlamaModel(cfg, weights, dtype)
