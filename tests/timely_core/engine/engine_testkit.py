@@ -61,14 +61,19 @@ def hf_greedy(path: Path, prompt: list[int], max_new_tokens: int) -> list[int]:
     if model is None:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
         _hf_models[path] = model
-    with torch.inference_mode():
-        out = model.generate(
-            torch.tensor([prompt]),
-            attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-            max_new_tokens=max_new_tokens,
-            do_sample=False,
-            pad_token_id=0,
-        )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: thread barriers cost more than they give
+    try:
+        with torch.inference_mode():
+            out = model.generate(
+                torch.tensor([prompt]),
+                attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=0,
+            )
+    finally:
+        torch.set_num_threads(threads)
     return list(map(int, out[0].tolist()))
 
 
