@@ -4,8 +4,12 @@ monotonic timestamps (one clock for every process on the machine)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from timely_ros.testing import (
+    RosClient,
+    StartNodes,
     executor_entry,
     lrtrace_goal_fields,
     planner_checkpoint,
@@ -16,7 +20,9 @@ from timely_ros.testing import (
 pytestmark = pytest.mark.ros
 
 
-def test_cancel_mid_plan_stops_generation_and_robot(node_processes, ros_client, tmp_path) -> None:
+def test_cancel_mid_plan_stops_generation_and_robot(
+    node_processes: StartNodes, ros_client: RosClient, tmp_path: Path
+) -> None:
     from action_msgs.msg import GoalStatus
     from timely_interfaces.msg import ServiceStatus
     from timely_ros.plan_client import PlanClient, make_goal
@@ -50,7 +56,7 @@ def test_cancel_mid_plan_stops_generation_and_robot(node_processes, ros_client, 
     client.cancel(call)
     assert call.done.wait(30)
     assert call.status == GoalStatus.STATUS_CANCELED
-    assert "cancelled" in call.result.error
+    assert "cancelled" in call.final_result().error
     task_id = call.segments[0].task_id
 
     # the planner stopped the generation (and freed its KV) within 100 ms of the cancel
@@ -94,7 +100,9 @@ def test_cancel_mid_plan_stops_generation_and_robot(node_processes, ros_client, 
     wait_until(freed, 5, "KV freed in /timely/status")
 
 
-def test_robot_going_away_mid_plan_ends_the_task(node_processes, ros_client, tmp_path) -> None:
+def test_robot_going_away_mid_plan_ends_the_task(
+    node_processes: StartNodes, ros_client: RosClient, tmp_path: Path
+) -> None:
     from action_msgs.msg import GoalStatus
     from timely_ros.plan_client import PlanClient, make_goal
 
@@ -115,4 +123,4 @@ def test_robot_going_away_mid_plan_ends_the_task(node_processes, ros_client, tmp
     robot.stop()  # the robot's process shuts down while it executes segment 0
     assert call.done.wait(30), planner_proc.output()[-3000:]
     assert call.status == GoalStatus.STATUS_ABORTED
-    assert "executor /arm1/execute_skill went away during segment 0" in call.result.error
+    assert "executor /arm1/execute_skill went away during segment 0" in call.final_result().error

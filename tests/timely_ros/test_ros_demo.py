@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from timely_ros.testing import PYTHON, REPO, ros_env
@@ -12,7 +13,7 @@ from timely_ros.testing import PYTHON, REPO, ros_env
 pytestmark = pytest.mark.ros
 
 
-def test_demo_replays_a_short_workload(tmp_path) -> None:
+def test_demo_replays_a_short_workload(tmp_path: Path) -> None:
     done = subprocess.run(
         [PYTHON, "-m", "timely_ros.cli", "demo", "--duration", "8", "--seed", "7"],
         cwd=REPO,
@@ -23,7 +24,9 @@ def test_demo_replays_a_short_workload(tmp_path) -> None:
     )
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
-    n = int(re.search(r"replaying (\d+) tasks", out).group(1))
+    found = re.search(r"replaying (\d+) tasks", out)
+    assert found is not None, out
+    n = int(found.group(1))
     assert n >= 3
     assert f"{n}/{n} tasks succeeded" in out
     assert "LRTrace WID1-short (ROS 2)" in out

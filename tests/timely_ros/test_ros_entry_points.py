@@ -12,6 +12,7 @@ import yaml
 from timely_ros.testing import (
     PYTHON,
     REPO,
+    StartNodes,
     executor_entry,
     lrtrace_goal_fields,
     planner_checkpoint,
@@ -45,7 +46,7 @@ def _plan(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_params_file_entry_points_and_plan_cli(tmp_path) -> None:
+def test_params_file_entry_points_and_plan_cli(tmp_path: Path) -> None:
     config = planner_entry(
         {"drone1": "drone"},
         engine="simulated",
@@ -93,13 +94,13 @@ def test_params_file_entry_points_and_plan_cli(tmp_path) -> None:
     assert codes == [0, 0]
 
 
-def test_timely_up_stops_cleanly_on_ctrl_c(node_processes) -> None:
+def test_timely_up_stops_cleanly_on_ctrl_c(node_processes: StartNodes) -> None:
     proc = node_processes(executor_entry("arm1", "sim-arm"), "all", "up")
     proc.wait_for_output("timely up: 1 node", 60)
     assert proc.stop() == 0
 
 
-def test_timely_up_reports_a_bad_config(tmp_path) -> None:
+def test_timely_up_reports_a_bad_config(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"timely_planner": {"ros__parameters": {"robots": ["x"]}}}))
     done = subprocess.run(

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
-from timely_ros.testing import PYTHON, REPO, planner_checkpoint, planner_entry, ros_env
+from timely_ros.testing import PYTHON, REPO, StartNodes, planner_checkpoint, planner_entry, ros_env
 
 pytestmark = pytest.mark.ros
 
@@ -18,7 +19,7 @@ CLIENTS = 10
 ROBOTS = 10
 
 
-def test_thirty_clients_in_three_processes(node_processes, tmp_path) -> None:
+def test_thirty_clients_in_three_processes(node_processes: StartNodes, tmp_path: Path) -> None:
     from action_msgs.msg import GoalStatus
 
     robots = {f"drone{i + 1}": "drone" for i in range(ROBOTS)}

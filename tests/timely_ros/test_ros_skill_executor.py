@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from timely_ros.testing import executor_entry, wait_until
+from timely_ros.testing import RosClient, StartNodes, executor_entry, wait_until
 
 pytestmark = pytest.mark.ros
 
@@ -47,7 +47,9 @@ def _send(client: Any, goal: Any) -> _Call:
     return call
 
 
-def test_sim_executors_run_validate_and_cancel(node_processes, ros_client) -> None:
+def test_sim_executors_run_validate_and_cancel(
+    node_processes: StartNodes, ros_client: RosClient
+) -> None:
     from action_msgs.msg import GoalStatus
     from rclpy.action import ActionClient
     from timely_interfaces.action import ExecuteSkill
@@ -59,8 +61,8 @@ def test_sim_executors_run_validate_and_cancel(node_processes, ros_client) -> No
     }
     proc = node_processes(config, "executors", "executors")
     node = ros_client.node
-    drone = ActionClient(node, ExecuteSkill, "/drone1/execute_skill", **action_client_qos())
-    arm = ActionClient(node, ExecuteSkill, "/arm1/execute_skill", **action_client_qos())
+    drone: Any = ActionClient(node, ExecuteSkill, "/drone1/execute_skill", **action_client_qos())
+    arm: Any = ActionClient(node, ExecuteSkill, "/arm1/execute_skill", **action_client_qos())
     assert drone.wait_for_server(timeout_sec=30), proc.output()
     assert arm.wait_for_server(timeout_sec=30), proc.output()
 

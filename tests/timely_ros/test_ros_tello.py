@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from timely_ros.fake_tello import FakeTello
-from timely_ros.testing import executor_entry, wait_until
+from timely_ros.testing import RosClient, StartNodes, executor_entry, wait_until
 
 pytestmark = pytest.mark.ros
 
@@ -43,7 +43,9 @@ def _run(client: Any, goal: Any, timeout_s: float = 30) -> tuple[Any, int, list[
     return out["result"], out["status"], out["feedback"]
 
 
-def test_tello_command_sequence_errors_timeouts_and_cancel(node_processes, ros_client) -> None:
+def test_tello_command_sequence_errors_timeouts_and_cancel(
+    node_processes: StartNodes, ros_client: RosClient
+) -> None:
     from action_msgs.msg import GoalStatus
     from rclpy.action import ActionClient
     from timely_interfaces.action import ExecuteSkill
@@ -59,7 +61,7 @@ def test_tello_command_sequence_errors_timeouts_and_cancel(node_processes, ros_c
             tello_retry_count=1,
         )
         proc = node_processes(config, "executors", "tello")
-        client = ActionClient(
+        client: Any = ActionClient(
             ros_client.node, ExecuteSkill, "/tello1/execute_skill", **action_client_qos()
         )
         assert client.wait_for_server(timeout_sec=30), proc.output()

@@ -8,14 +8,21 @@ import json
 import re
 
 import pytest
-from timely_ros.testing import executor_entry, lrtrace_goal_fields, planner_entry, wait_until
+from timely_ros.testing import (
+    RosClient,
+    StartNodes,
+    executor_entry,
+    lrtrace_goal_fields,
+    planner_entry,
+    wait_until,
+)
 
 pytestmark = pytest.mark.ros
 
 GOALS = {"drone1": 7, "drone2": 1, "arm1": 9}  # urgent drone, normal drone, arm
 
 
-def test_torch_planner_end_to_end(node_processes, ros_client) -> None:
+def test_torch_planner_end_to_end(node_processes: StartNodes, ros_client: RosClient) -> None:
     from action_msgs.msg import GoalStatus
     from timely_ros.plan_client import PlanClient, make_goal
 
@@ -49,7 +56,7 @@ def test_torch_planner_end_to_end(node_processes, ros_client) -> None:
         )
     for robot, call in calls.items():
         assert call.done.wait(180), f"{robot}: no result\n{planner_proc.output()[-3000:]}"
-        result = call.result
+        result = call.final_result()
         assert call.status == GoalStatus.STATUS_SUCCEEDED, (robot, result.error)
         assert [s.index for s in call.segments] == list(range(result.segment_count))
         assert "".join(s.text for s in call.segments) == result.plan

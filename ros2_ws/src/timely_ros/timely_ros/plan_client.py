@@ -62,6 +62,14 @@ class PlanCall:
     done: threading.Event = field(default_factory=threading.Event)
     goal_handle: Any = None
 
+    def final_result(self) -> PlanTask.Result:
+        """The result; AssertionError naming the robot if the goal has none (yet)."""
+        if self.result is None:
+            raise AssertionError(
+                f"goal for {self.goal.robot_id} has no result (accepted={self.accepted})"
+            )
+        return self.result
+
 
 SegmentFn = Callable[[PlanCall, SegmentMsg], None]
 

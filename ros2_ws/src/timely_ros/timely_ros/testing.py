@@ -156,3 +156,6 @@ def planner_entry(robots: dict[str, str], **params: Any) -> dict[str, Any]:
         body[rid] = {"type": rtype}
     body.update(params)
     return {"timely_planner": {"ros__parameters": body}}
+
+
+StartNodes = Callable[..., NodeProcess]  # the node_processes fixture
