@@ -19,7 +19,7 @@ class KvLocation(str, Enum):
     NONE = "none"  # discarded: the next run re-prefills prompt + generated ids
 
 
-@dataclass
+@dataclass(eq=False)  # identity: two generations are never "equal"
 class GenerationState:
     """Token ids, block table and progress of one live generation.
 

@@ -292,6 +292,8 @@ class TorchEngine:
     ) -> bool:
         """Preempt until `state` can hold `end` tokens; False if it still cannot.
         Generations already scheduled in this iteration are never victims."""
+        if self.blocks.blocks_to_grow(state, end) <= self.blocks.num_free_device:
+            return True
         in_step = {s.gen_id for s in later} | scheduled
         outside = sorted(
             (
