@@ -49,6 +49,7 @@ def test_ten_robots_mixed_urgency(
     node_processes: StartNodes, ros_client: RosClient, tmp_path: Path
 ) -> None:
     from action_msgs.msg import GoalStatus
+    from timely_interfaces.msg import Segment as SegmentMsg
     from timely_interfaces.msg import ServiceStatus
     from timely_ros.plan_client import PlanClient, make_goal
     from timely_ros.qos import TOPIC
@@ -72,6 +73,8 @@ def test_ten_robots_mixed_urgency(
 
     statuses: list[ServiceStatus] = []
     ros_client.node.create_subscription(ServiceStatus, "/timely/status", statuses.append, TOPIC)
+    published: list[SegmentMsg] = []
+    ros_client.node.create_subscription(SegmentMsg, "/timely/segments", published.append, TOPIC)
     client = PlanClient(ros_client.node)
     assert client.wait_for_server(60), planner_proc.output()
     robots_proc.wait_for_output(r"robot arm3: sim-arm executor ready", 60)
@@ -107,6 +110,12 @@ def test_ten_robots_mixed_urgency(
         assert all(s.robot_id == robot for s in call.segments)
         assert len({s.task_id for s in call.segments}) == 1
         assert result.response_time_s > 0 and 0 <= result.utility <= 2.0
+
+    # /timely/segments carries the same segments as the feedback
+    for robot, call in calls.items():
+        task_id = call.segments[0].task_id
+        on_topic = [(m.index, m.text) for m in published if m.task_id == task_id]
+        assert on_topic == [(m.index, m.text) for m in call.segments], robot
 
     # each robot executed exactly its own plan's skills, segment by segment
     wait_until(
