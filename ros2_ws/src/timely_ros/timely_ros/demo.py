@@ -86,6 +86,7 @@ def run_demo(config_path: str | None, duration_s: float, seed: int) -> int:
         config = _with_tokenizer(config, Path(tmp))
         rclpy.init()
         done = threading.Event()
+        spinner: threading.Thread | None = None
         try:
             nodes = make_nodes(config)
             spinner = threading.Thread(target=spin, args=(nodes, done.is_set), daemon=True)
@@ -109,7 +110,8 @@ def run_demo(config_path: str | None, duration_s: float, seed: int) -> int:
             wall = time.monotonic() - started
         finally:
             done.set()
-            time.sleep(0.3)
+            if spinner is not None:
+                spinner.join(timeout=15)  # the nodes are destroyed by then
             rclpy.try_shutdown()
     run = RunRecord(
         label=planner.policy,
