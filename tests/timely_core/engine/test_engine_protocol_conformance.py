@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import torch
-from engine_testkit import random_prompts
+from engine_testkit import drive, random_prompts
 
 from timely_core.engine.config import EngineConfig
 from timely_core.engine.protocol import Engine, SamplingParams, UnknownGeneration
@@ -58,3 +58,19 @@ def test_engine_thread_setting_is_restored_after_a_step(qwen2_path: Path) -> Non
     engine.add(0, list(range(4, 100)), PARAMS)
     engine.step([0])
     assert torch.get_num_threads() == before
+
+
+def test_engine_half_precision_halves_kv_bytes_and_is_deterministic(qwen2_path: Path) -> None:
+    full = _engine(qwen2_path)
+    half = _engine(qwen2_path, dtype="bfloat16")
+    assert half.cache.device.dtype == torch.bfloat16
+    assert 2 * half.bytes_per_block == full.bytes_per_block
+    prompts = random_prompts(43, 3, 40)
+    first = drive(half, prompts, PARAMS, [0, 1, 1])
+    second = drive(_engine(qwen2_path, dtype="bfloat16"), prompts, PARAMS, [0, 1, 1])
+    assert first == second
+    assert all(
+        len(ids) == len(p) + PARAMS.max_tokens
+        for ids, p in zip(first, prompts, strict=True)
+        if 3 not in ids
+    )
