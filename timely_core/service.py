@@ -342,10 +342,21 @@ class PlanningService:
                     self._wake.wait(self._idle_wait_s())
             self._run_deliveries()
 
+    def _next_arrival_s(self) -> float | None:
+        """Arrival time of the next pending task (tasks cancelled before arriving are
+        dropped here, so the virtual clock never jumps for them)."""
+        while self._pending:
+            _, _, task_id = self._pending[0]
+            if self._generations[task_id].state is GenerationState.PENDING:
+                return self._pending[0][0]
+            heapq.heappop(self._pending)
+        return None
+
     def _idle_wait_s(self) -> float:
-        if not self._pending:
+        next_arrival = self._next_arrival_s()
+        if next_arrival is None:
             return self.config.idle_wait_s
-        return min(max(self._pending[0][0] - self.clock.now(), 0.0), self.config.idle_wait_s)
+        return min(max(next_arrival - self.clock.now(), 0.0), self.config.idle_wait_s)
 
     def run_until_idle(self, max_iterations: int = 1_000_000) -> None:
         """Step until no task is pending, queued or running (virtual time: the clock
@@ -365,7 +376,7 @@ class PlanningService:
                 else:
                     done = False
                     worked = self._tick_guarded()
-                    next_arrival = self._pending[0][0] if self._pending else None
+                    next_arrival = self._next_arrival_s()
             self._run_deliveries()
             if done:
                 return
@@ -383,10 +394,11 @@ class PlanningService:
             return self._tick()
         except Exception as exc:  # an engine failure ends the running tasks, not the service
             log.exception("engine iteration failed")
-            for generation in list(self._running.values()):
+            failed = list(self._running.values())
+            for generation in failed:
                 self._end(generation, error=f"engine failure: {exc}")
                 self._counters["failed"] += 1
-            return True
+            return bool(failed)
 
     def _tick(self) -> bool:
         """One scheduling point and one engine iteration. False if nothing ran."""
@@ -404,8 +416,15 @@ class PlanningService:
         self._scheduler.batch.record_iteration(finished_at - started, len(batch))
         for output in outputs:
             generation = self._running.get(output.gen_id)
-            if generation is not None:
+            if generation is None:
+                continue
+            try:
                 self._on_token(generation, output, finished_at)
+            except Exception as exc:  # e.g. a language's execution-time model: this task only
+                log.exception("task %s failed", generation.task_id)
+                if generation.state is not GenerationState.FINISHED:
+                    self._end(generation, error=f"internal error: {exc!r}")
+                    self._counters["failed"] += 1
         return True
 
     def _release_arrivals(self, now: float) -> None:

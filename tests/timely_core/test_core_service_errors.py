@@ -187,3 +187,16 @@ def test_queue_bound_applies_when_a_future_task_arrives() -> None:
     assert [r.success for r in results] == [True, True, False]
     assert "queue full at arrival (max_queue=2)" in results[2].error
     assert service.stats().rejected == 1
+
+
+class ExplodingEstimates(TinyLanguage):
+    def estimate_execution_s(self, statements):
+        raise RuntimeError("execution-time model broke")
+
+
+def test_a_failing_language_fails_only_its_task() -> None:
+    service, _, _, good = service_with_good_task()
+    service.register_robot("x1", ExplodingEstimates())
+    bad = service.submit(TaskRequest(robot_id="x1", instruction="look for the cat"))
+    assert_good_task_unharmed(service, good)
+    assert "execution-time model broke" in bad.result(timeout_s=0).error
