@@ -109,7 +109,7 @@ def print_report(report: EvalReport, console: Console) -> None:
     for failure in report.failures[:10]:
         console.print(
             f"[red]fail[/red] {failure['instruction']!r}: "
-            f"got {failure['got']!r} ({failure['error']})"
+            f"got {failure['got'][:160]!r} ({failure['error'][:160]})"
         )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from tokenizers import Tokenizer
 
 from robot_models.dataset import DEFAULT_SEED, build_dataset
 from robot_models.prompts import format_request, prompt_prefix
@@ -21,7 +22,7 @@ from robot_models.training.batches import (
     encode_example,
     encode_prefix,
 )
-from robot_models.training.hf_format import EOS_TOKEN, PAD_TOKEN, save_checkpoint
+from robot_models.training.hf_format import EOS_TOKEN, PAD_TOKEN, load_checkpoint, save_checkpoint
 from robot_models.training.model import LlamaShape, TinyLlama
 from robot_models.training.model_card import write_model_card
 from robot_models.training.tokenizer import (
@@ -53,6 +54,9 @@ class TrainConfig:
     # still computed with the current weights every step (so training sees exactly
     # what inference sees), only their gradient is skipped, which cuts the step cost.
     prefix_grad: bool = False
+    # Continue from this checkpoint (its weights and tokenizer) instead of starting from
+    # scratch; the run's statistics then record both stages.
+    init_from: str = ""
 
 
 def _lr_at(step: int, config: TrainConfig) -> float:
@@ -73,7 +77,10 @@ def train(
     seen = (*data.train, *data.lrtrace)  # the held-out split never reaches the tokenizer or model
     corpus = [prompt_prefix(t) for t in ("drone", "arm")] * PREFIX_WEIGHT_IN_TOKENIZER_CORPUS
     corpus += [format_request(e.scene, e.instruction) for e in seen] + [e.plan for e in seen]
-    tokenizer = train_tokenizer(corpus, VOCAB_SIZE)
+    if config.init_from:
+        tokenizer = Tokenizer.from_file(str(Path(config.init_from) / "tokenizer.json"))
+    else:
+        tokenizer = train_tokenizer(corpus, VOCAB_SIZE)
     eos_id, pad_id = special_id(tokenizer, EOS_TOKEN), special_id(tokenizer, PAD_TOKEN)
     prefixes = {t: encode_prefix(tokenizer, t) for t in ("drone", "arm")}
     encoded = [encode_example(tokenizer, e, eos_id) for e in data.train]
@@ -89,6 +96,14 @@ def train(
         num_key_value_heads=config.num_key_value_heads,
     )
     model = TinyLlama(shape)
+    earlier: list[dict[str, object]] = []
+    if config.init_from:
+        model = load_checkpoint(Path(config.init_from))
+        if model.shape != shape:
+            raise ValueError(f"--init-from checkpoint has shape {model.shape}, config asks {shape}")
+        model.train()
+        earlier_stats = json.loads((Path(config.init_from) / "train_stats.json").read_text())
+        earlier = [*earlier_stats.get("earlier_stages", []), earlier_stats]
     params = sum(p.numel() for p in model.parameters())
     log(
         f"data: {len(data.train)} train, {len(data.heldout)} held-out, "
@@ -135,7 +150,7 @@ def train(
         "heldout_examples": float(len(data.heldout)),
     }
     (out_dir / "train_stats.json").write_text(
-        json.dumps({"config": asdict(config), **stats}, indent=2) + "\n"
+        json.dumps({"config": asdict(config), **stats, "earlier_stages": earlier}, indent=2) + "\n"
     )
     write_model_card(out_dir)
     return stats

@@ -41,12 +41,14 @@ tasks (oversampled), and {heldout} held-out examples never seen in training (by 
 tokenizer either).
 
 ## Training
-`python -m robot_models.train` ({steps} steps of {batch} examples, AdamW, lr {lr},
-cosine schedule; the shared prefix is run once per batch and its K/V expanded over the
-batch; loss on plan tokens and EOS only). {threads} CPU threads.
-Measured wall time of this checkpoint's run: **{train_minutes:.1f} minutes** on the
-2-core CPU, which was shared with other jobs at the time (load average 3 to 6), so
-an idle machine is faster. Final training loss {final_loss:.4f}.
+
+{stages}
+
+The shared prefix is run once per batch and its K/V expanded over the batch; loss on
+plan tokens and EOS only; AdamW with a cosine schedule; {threads} CPU threads.
+Measured wall time: **{train_minutes:.1f} minutes** in total on the 2-core CPU, which
+was shared with other jobs at the time (load average 4 to 6), so an idle machine is
+several times faster. Final training loss {final_loss:.4f}.
 
 ## Evaluation (greedy decoding, HF transformers `LlamaForCausalLM.generate`)
 {evaluation}
@@ -85,7 +87,18 @@ def write_model_card(directory: Path, evaluation: dict[str, Any] | None = None) 
         text = "| metric | value | goal |\n|---|---|---|\n" + "\n".join(
             f"| {name} | {value} | {goal} |" for name, value, goal in rows
         )
+    stages_all = [*stats.get("earlier_stages", []), stats]
+    lines = []
+    for number, stage in enumerate(stages_all, start=1):
+        c = stage["config"]
+        start = f" --init-from <stage {number - 1} output>" if c.get("init_from") else ""
+        lines.append(
+            f"{number}. `python -m robot_models.train --steps {c['steps']} --lr {c['lr']}{start}`: "
+            f"{c['steps']} steps of {c['batch_size']} examples, "
+            f"{stage['train_seconds'] / 60:.1f} minutes, final loss {stage['final_loss']:.4f}"
+        )
     card = CARD.format(
+        stages="\n".join(lines),
         layers=config["num_hidden_layers"],
         hidden=config["hidden_size"],
         heads=config["num_attention_heads"],
@@ -100,11 +113,8 @@ def write_model_card(directory: Path, evaluation: dict[str, Any] | None = None) 
         seed=run["seed"],
         train=int(stats["train_examples"]),
         heldout=int(stats["heldout_examples"]),
-        steps=run["steps"],
-        batch=run["batch_size"],
-        lr=run["lr"],
         threads=run["threads"],
-        train_minutes=stats["train_seconds"] / 60,
+        train_minutes=sum(stage["train_seconds"] for stage in stages_all) / 60,
         final_loss=stats["final_loss"],
         evaluation=text,
     )
