@@ -24,12 +24,14 @@ class KvCache:
     ) -> None:
         self.block_size = block_size
         self._offsets = torch.arange(block_size)
-        self.device = torch.zeros(
+        # written once here so that every page is mapped now, not at a first swap or
+        # prefill (torch.zeros may hand out lazily-mapped pages)
+        self.device = torch.empty(
             (num_layers, 2, num_kv_heads, num_device_blocks * block_size, head_dim), dtype=dtype
-        )
-        self.host = torch.zeros(
+        ).fill_(0)
+        self.host = torch.empty(
             (num_layers, 2, num_kv_heads, num_host_blocks * block_size, head_dim), dtype=dtype
-        )
+        ).fill_(0)
         self.layer_views: list[tuple[torch.Tensor, torch.Tensor]] = [
             (self.device[i, 0], self.device[i, 1]) for i in range(num_layers)
         ]
@@ -45,17 +47,39 @@ class KvCache:
         ids = torch.tensor(blocks, dtype=torch.long)
         return (ids[:, None] * self.block_size + self._offsets).view(-1)
 
+    def _copy(
+        self, dst: torch.Tensor, dst_blocks: list[int], src: torch.Tensor, src_blocks: list[int]
+    ) -> None:
+        """Copy blocks between pools (or within one): a plain slice copy when both
+        sides are runs of consecutive blocks (usual: blocks are handed out in order),
+        else one gather and one scatter over all layers at once."""
+        rows = dst.shape[0] * dst.shape[1] * dst.shape[2]
+        dst_rows = dst.view(rows, -1, dst.shape[-1])
+        src_rows = src.view(rows, -1, src.shape[-1])
+        size = self.block_size
+        if _is_run(dst_blocks) and _is_run(src_blocks):
+            d0, s0, length = dst_blocks[0] * size, src_blocks[0] * size, len(src_blocks) * size
+            dst_rows[:, d0 : d0 + length].copy_(src_rows[:, s0 : s0 + length])
+            return
+        dst_rows.index_copy_(1, self._slots(dst_blocks), src_rows[:, self._slots(src_blocks)])
+
     def copy_device(self, src: list[int], dst: list[int]) -> None:
         """Copy device blocks src[i] -> dst[i] (copy-on-write of shared blocks)."""
         if src:
-            self.device[:, :, :, self._slots(dst)] = self.device[:, :, :, self._slots(src)]
+            self._copy(self.device, dst, self.device, src)
 
     def swap_out(self, device_blocks: list[int], host_blocks: list[int]) -> None:
         if device_blocks:
-            source = self.device.index_select(3, self._slots(device_blocks))
-            self.host.index_copy_(3, self._slots(host_blocks), source)
+            self._copy(self.host, host_blocks, self.device, device_blocks)
 
     def swap_in(self, host_blocks: list[int], device_blocks: list[int]) -> None:
         if host_blocks:
-            source = self.host.index_select(3, self._slots(host_blocks))
-            self.device.index_copy_(3, self._slots(device_blocks), source)
+            self._copy(self.device, device_blocks, self.host, host_blocks)
+
+
+def _is_run(blocks: list[int]) -> bool:
+    """Whether `blocks` are consecutive ascending block ids."""
+    first = blocks[0]
+    return blocks[-1] - first == len(blocks) - 1 and blocks == list(
+        range(first, first + len(blocks))
+    )

@@ -89,3 +89,24 @@ def test_engine_admission_is_all_or_nothing() -> None:
     with pytest.raises(OutOfKvMemory, match="needs 4 free KV blocks"):
         manager.admit(_state(0, range(13)), None)
     assert manager.num_free_device == 3 and manager.ref_counts == [0, 0, 0]
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"), [([1, 2, 3], [5, 6, 7]), ([3, 1, 2], [7, 5, 6]), ([4], [0])]
+)
+def test_engine_block_copies_move_whole_blocks_over_all_layers(
+    src: list[int], dst: list[int]
+) -> None:
+    cache = KvCache(2, 2, 3, SIZE, 8, 8, torch.float32)
+    cache.device.copy_(torch.randn_like(cache.device))
+    before = cache.device.clone()
+    cache.swap_out(src, dst)
+    cache.copy_device(src, dst)
+    for s, d in zip(src, dst, strict=True):
+        expected = before[:, :, :, s * SIZE : (s + 1) * SIZE]
+        assert torch.equal(cache.host[:, :, :, d * SIZE : (d + 1) * SIZE], expected)
+        assert torch.equal(cache.device[:, :, :, d * SIZE : (d + 1) * SIZE], expected)
+    untouched = [b for b in range(8) if b not in dst]
+    for b in untouched:
+        block = slice(b * SIZE, (b + 1) * SIZE)
+        assert torch.equal(cache.device[:, :, :, block], before[:, :, :, block])
