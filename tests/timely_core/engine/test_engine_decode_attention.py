@@ -42,7 +42,9 @@ def test_engine_cascade_over_shared_blocks_equals_plain_attention() -> None:
 
 
 def test_engine_decodes_sharing_a_prefix_use_the_cascade(qwen2_path: Path) -> None:
-    engine = TorchEngine(qwen2_path, EngineConfig(block_size=8, device_kv_bytes=2**22))
+    engine = TorchEngine(
+        qwen2_path, EngineConfig(block_size=8, device_kv_bytes=2**22, host_kv_bytes=2**22)
+    )
     prefix = [(13 * i) % 500 + 4 for i in range(40)]
     engine.register_prefix("robot", prefix)
     for i in range(3):

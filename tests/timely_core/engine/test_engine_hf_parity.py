@@ -20,7 +20,9 @@ NEW_TOKENS = 12
 def test_engine_qwen2_batches_match_hf(qwen2_path: Path, batch: int) -> None:
     prompts = random_prompts(batch, batch, 120)
     arrivals = [random.Random(batch + i).randrange(0, 8) for i in range(batch)]
-    engine = TorchEngine(qwen2_path, EngineConfig(block_size=8, device_kv_bytes=2**22))
+    engine = TorchEngine(
+        qwen2_path, EngineConfig(block_size=8, device_kv_bytes=2**22, host_kv_bytes=2**22)
+    )
     got = drive(engine, prompts, SamplingParams(max_tokens=NEW_TOKENS), arrivals)
     assert got == [hf_greedy(qwen2_path, p, NEW_TOKENS) for p in prompts]
     check_memory(engine)
@@ -31,7 +33,9 @@ def test_engine_llama_tied_chunked_prefill_matches_hf(llama_path: Path) -> None:
     """A token budget smaller than the prompts forces prefill in chunks mixed with
     other generations' decodes."""
     prompts = random_prompts(7, 6, 200)
-    config = EngineConfig(block_size=16, device_kv_bytes=2**22, max_batched_tokens=37)
+    config = EngineConfig(
+        block_size=16, device_kv_bytes=2**22, host_kv_bytes=2**22, max_batched_tokens=37
+    )
     engine = TorchEngine(llama_path, config)
     got = drive(engine, prompts, SamplingParams(max_tokens=NEW_TOKENS), [0, 0, 1, 3, 3, 9])
     assert got == [hf_greedy(llama_path, p, NEW_TOKENS) for p in prompts]
@@ -48,7 +52,9 @@ def test_engine_llama3_rope_scaling_matches_hf(tmp_path: Path) -> None:
     }
     path = save_checkpoint(tmp_path, "llama", seed=3, rope_parameters=rope)
     prompts = random_prompts(11, 3, 150)
-    engine = TorchEngine(path, EngineConfig(block_size=8, device_kv_bytes=2**22))
+    engine = TorchEngine(
+        path, EngineConfig(block_size=8, device_kv_bytes=2**22, host_kv_bytes=2**22)
+    )
     got = drive(engine, prompts, SamplingParams(max_tokens=NEW_TOKENS), [0, 1, 2])
     assert got == [hf_greedy(path, p, NEW_TOKENS) for p in prompts]
 
@@ -56,7 +62,9 @@ def test_engine_llama3_rope_scaling_matches_hf(tmp_path: Path) -> None:
 def test_engine_stops_at_eos_and_stop_tokens(qwen2_path: Path) -> None:
     prompt = random_prompts(5, 1, 40)[0]
     reference = hf_greedy(qwen2_path, prompt, NEW_TOKENS)[len(prompt) :]
-    engine = TorchEngine(qwen2_path, EngineConfig(block_size=8, device_kv_bytes=2**22))
+    engine = TorchEngine(
+        qwen2_path, EngineConfig(block_size=8, device_kv_bytes=2**22, host_kv_bytes=2**22)
+    )
     stop = reference[4]
     params = SamplingParams(max_tokens=NEW_TOKENS, stop_token_ids=(stop,))
     got = drive(engine, [prompt], params)[0][len(prompt) :]

@@ -21,8 +21,10 @@ PARAMS = SamplingParams(max_tokens=6)
 
 
 def _engine(path: Path, blocks: int) -> TorchEngine:
-    probe = TorchEngine(path, EngineConfig(block_size=8, device_kv_bytes=2**20))
-    config = EngineConfig(block_size=8, device_kv_bytes=blocks * probe.bytes_per_block)
+    probe = TorchEngine(path, EngineConfig(block_size=8, device_kv_bytes=2**20, host_kv_bytes=0))
+    config = EngineConfig(
+        block_size=8, device_kv_bytes=blocks * probe.bytes_per_block, host_kv_bytes=2**20
+    )
     return TorchEngine(path, config)
 
 
@@ -91,4 +93,4 @@ def test_engine_rejects_bad_input_with_named_field(qwen2_path: Path) -> None:
     with pytest.raises(ValueError, match="temperature"):
         engine.add(0, [5], SamplingParams(temperature=-1))
     with pytest.raises(ValueError, match="less than one KV block"):
-        TorchEngine(qwen2_path, EngineConfig(device_kv_bytes=10))
+        TorchEngine(qwen2_path, EngineConfig(device_kv_bytes=10, host_kv_bytes=0))

@@ -47,7 +47,9 @@ def check_planner_matches_hf(path: Path, max_tokens: int) -> None:
     every other iteration; every plan equals HF greedy `generate`."""
     prefixes, prompts = _prompts(path)
     assert min(len(p) for p in prefixes.values()) >= 1000
-    engine = TorchEngine(path, EngineConfig(max_batched_tokens=512, num_threads=1))
+    engine = TorchEngine(
+        path, EngineConfig(max_batched_tokens=512, num_threads=1, host_kv_bytes=2**22)
+    )
     for robot, ids in prefixes.items():
         engine.register_prefix(robot, ids)
     params = SamplingParams(max_tokens=max_tokens)

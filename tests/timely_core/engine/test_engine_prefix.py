@@ -18,7 +18,9 @@ PARAMS = SamplingParams(max_tokens=NEW)
 
 
 def _engine(path: Path, **kw: Any) -> TorchEngine:
-    return TorchEngine(path, EngineConfig(block_size=8, device_kv_bytes=2**22, **kw))
+    return TorchEngine(
+        path, EngineConfig(block_size=8, device_kv_bytes=2**22, host_kv_bytes=2**22, **kw)
+    )
 
 
 @pytest.mark.parametrize("prefix_len", [37, 40])  # partial last block, block-aligned

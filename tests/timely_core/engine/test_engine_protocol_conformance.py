@@ -17,7 +17,9 @@ PARAMS = SamplingParams(max_tokens=5)
 
 
 def _engine(path: Path, **kw: Any) -> TorchEngine:
-    return TorchEngine(path, EngineConfig(block_size=8, device_kv_bytes=2**22, **kw))
+    return TorchEngine(
+        path, EngineConfig(block_size=8, device_kv_bytes=2**22, host_kv_bytes=2**22, **kw)
+    )
 
 
 def test_engine_is_an_engine_and_reports_in_caller_order(qwen2_path: Path) -> None:

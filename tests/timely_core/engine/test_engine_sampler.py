@@ -33,7 +33,7 @@ def test_engine_seeded_sampling_ignores_batch_company(qwen2_path: Path) -> None:
     """A seeded generation samples the same tokens alone or among others."""
     prompts = random_prompts(31, 4, 40)
     seeded = SamplingParams(temperature=1.0, top_p=0.95, seed=123, max_tokens=12)
-    config = EngineConfig(block_size=8, device_kv_bytes=2**22)
+    config = EngineConfig(block_size=8, device_kv_bytes=2**22, host_kv_bytes=2**22)
     alone = drive(TorchEngine(qwen2_path, config), prompts[:1], seeded)[0]
     crowd = drive(TorchEngine(qwen2_path, config), prompts, seeded, arrivals=[2, 0, 1, 0])[0]
     assert alone == crowd
