@@ -17,7 +17,7 @@ from timely_ros.testing import (
     wait_until,
 )
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 GOALS = {"drone1": 7, "drone2": 1, "arm1": 9}  # urgent drone, normal drone, arm
 
