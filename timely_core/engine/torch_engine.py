@@ -129,9 +129,9 @@ class TorchEngine:
 
     # ---- protocol: prefixes ----------------------------------------------
     def register_prefix(self, prefix_id: str, token_ids: list[int]) -> None:
+        """Raises OutOfKvMemory if the prefix does not fit; a previous registration
+        of the same id then stays as it was."""
         self._check_tokens(token_ids, f"prefix {prefix_id!r}")
-        if prefix_id in self.blocks.prefixes:
-            self.blocks.unpin(prefix_id)
         state = GenerationState(-1, list(token_ids), len(token_ids), SamplingParams(), -1)
         self.blocks.admit(state, None, compute_all=True)
         with torch.inference_mode(), self._threads(len(token_ids)):
@@ -140,6 +140,8 @@ class TorchEngine:
                 self.runner.run([Chunk(state, state.num_computed, length)])
                 state.num_computed += length
         self.blocks.register_full_blocks(state)
+        if prefix_id in self.blocks.prefixes:
+            self.blocks.unpin(prefix_id)
         self.blocks.pin(prefix_id, state)
 
     def unregister_prefix(self, prefix_id: str) -> None:

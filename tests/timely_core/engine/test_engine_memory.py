@@ -94,3 +94,13 @@ def test_engine_rejects_bad_input_with_named_field(qwen2_path: Path) -> None:
         engine.add(0, [5], SamplingParams(temperature=-1))
     with pytest.raises(ValueError, match="less than one KV block"):
         TorchEngine(qwen2_path, EngineConfig(device_kv_bytes=10, host_kv_bytes=0))
+
+
+def test_engine_failed_reregistration_keeps_the_old_prefix(qwen2_path: Path) -> None:
+    engine = _engine(qwen2_path, blocks=6)
+    engine.register_prefix("robot", list(range(4, 36)))  # 4 blocks
+    with pytest.raises(OutOfKvMemory):
+        engine.register_prefix("robot", list(range(100, 140)))  # 5 more do not fit
+    assert engine.blocks.prefixes["robot"].token_ids == list(range(4, 36))
+    check_memory(engine)
+    assert engine.memory().pinned_prefix_blocks == 4
