@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--max-batch", default="", help="batch caps to sweep, e.g. 2,4,6,8 (Fig. 7)")
     r.add_argument("--profile", default="paper-llama3-8b-rtx4090", help="sim latency profile")
     r.add_argument("--model", type=Path, help="checkpoint for --target service (default: planner)")
+    r.add_argument(
+        "--tokenizer", type=Path, help="tokenizer.json for --target sim (default: planner)"
+    )
     r.add_argument("--threads", type=int, help="torch threads for --target service")
     r.add_argument("--network-latency-ms", type=float, default=8.0)
 

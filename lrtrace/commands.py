@@ -85,6 +85,7 @@ def replay(args: argparse.Namespace, console: Console) -> int:
         profile=args.profile,
         model=args.model,
         threads=args.threads,
+        tokenizer=args.tokenizer,
         network_latency_s=args.network_latency_ms / 1000,
     )
     results, interrupted = run_replay(

@@ -74,7 +74,7 @@ class _Open:
 
 @dataclass(order=True)
 class _Event:
-    t_s: float
+    at_s: float  # absolute, on the service clock (relative times lose exactness)
     seq: int
     kind: str = field(compare=False)  # "arrive" | "done"
     task_id: str = field(compare=False)
@@ -133,7 +133,7 @@ class ServiceDriver:
             if self._presubmit:
                 self._submit(opened, at_s=self._t0 + task.arrival_s)
             else:
-                self._push(task.arrival_s, "arrive", task.task_id)
+                self._push(self._t0 + task.arrival_s, "arrive", task.task_id)
         try:
             self._loop(trace)
         finally:
@@ -143,11 +143,11 @@ class ServiceDriver:
         last_arrival = trace.tasks[-1].arrival_s if trace.tasks else 0.0
         while not self._stop.is_set():
             with self._wake:
-                now = self._pacer.now() - self._t0
-                if not self._open or now > last_arrival + DRAIN_LIMIT_S:
+                now = self._pacer.now()
+                if not self._open or now - self._t0 > last_arrival + DRAIN_LIMIT_S:
                     break
                 due = []
-                while self._heap and self._heap[0].t_s <= now:
+                while self._heap and self._heap[0].at_s <= now:
                     due.append(heapq.heappop(self._heap))
             # Calls into the service happen outside our lock: its thread takes our lock
             # in the segment callbacks, so holding it here could deadlock.
@@ -156,8 +156,8 @@ class ServiceDriver:
             with self._wake:
                 if not self._open:
                     break
-                nxt = self._heap[0].t_s if self._heap else now + 1.0
-                self._pacer.advance_to(self._t0 + nxt, self._wake)
+                nxt = self._heap[0].at_s if self._heap else now + 1.0
+                self._pacer.advance_to(nxt, self._wake)
 
     def _close(self) -> None:
         """Cancel what is still open (frees its KV; matters when the engine is reused)."""
@@ -172,8 +172,8 @@ class ServiceDriver:
 
     # -- events -------------------------------------------------------------------------
 
-    def _push(self, t_s: float, kind: str, task_id: str, index: int = 0) -> None:
-        heapq.heappush(self._heap, _Event(t_s, next(self._seq), kind, task_id, index))
+    def _push(self, at_s: float, kind: str, task_id: str, index: int = 0) -> None:
+        heapq.heappush(self._heap, _Event(at_s, next(self._seq), kind, task_id, index))
 
     def _handle(self, ev: _Event) -> None:
         opened = self._open.get(ev.task_id)
@@ -182,7 +182,7 @@ class ServiceDriver:
         if ev.kind == "arrive":
             self._submit(opened)
         else:
-            opened.handle.segment_done(ev.index, finished_at_s=self._t0 + ev.t_s)
+            opened.handle.segment_done(ev.index, finished_at_s=ev.at_s)
 
     def _submit(self, opened: _Open, at_s: float | None = None) -> None:
         task = opened.task
@@ -226,7 +226,7 @@ class ServiceDriver:
                     exec_end_s=ex.end_s,
                 )
             )
-            self._push(ex.end_s, "done", opened.task.task_id, seg.index)
+            self._push(self._t0 + ex.end_s, "done", opened.task.task_id, seg.index)
             self._wake.notify_all()
 
     def _result(self, opened: _Open, res: TaskResult) -> None:

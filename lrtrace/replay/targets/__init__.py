@@ -14,11 +14,12 @@ def make_target(
     model: Path | None,
     threads: int | None,
     network_latency_s: float,
+    tokenizer: Path | None = None,
 ) -> ReplayTarget:
     if kind == "sim":
         from lrtrace.replay.targets.sim import SimTarget
 
-        return SimTarget.from_profile(profile, network_latency_s=network_latency_s)
+        return SimTarget.from_profile(profile, tokenizer, network_latency_s=network_latency_s)
     if kind == "service":
         from lrtrace.replay.targets.service import ServiceTarget
 

@@ -28,6 +28,15 @@ def load_tokenizer(checkpoint: Path | None) -> Any:
     return Tokenizer.from_file(str(path))
 
 
+def load_tokenizer_file(path: Path) -> Any:
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as err:  # tokenizers raises its own Exception type for bad files
+        raise LrtraceError(f"cannot load tokenizer {path}: {err}") from None
+
+
 def load_languages(robot_types: set[str]) -> dict[str, PlanLanguage]:
     from robot_models.language import load_language
 

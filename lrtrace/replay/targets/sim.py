@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from lrtrace.catalog import Catalog, load_catalog
 from lrtrace.profiles import LatencyProfile, load
 from lrtrace.replay.drive import VirtualPacer
 from lrtrace.replay.fleet import NETWORK_LATENCY_S, ExecutionSampler
-from lrtrace.replay.targets.common import languages_for, load_tokenizer, run_policy
+from lrtrace.replay.targets.common import (
+    languages_for,
+    load_tokenizer,
+    load_tokenizer_file,
+    run_policy,
+)
 from lrtrace.results_format import Target, TaskRecord
 from lrtrace.trace_format import TraceFile
 from timely_core.clock import VirtualClock
@@ -102,14 +108,18 @@ class SimTarget:
         self._config = service_config or ServiceConfig()
         self._languages: dict[str, PlanLanguage] = {}
         self.last_engine: SimulatedEngine | None = None
+        self.last_service: PlanningService | None = None
 
     @classmethod
-    def from_profile(cls, name: str, network_latency_s: float = NETWORK_LATENCY_S) -> SimTarget:
+    def from_profile(
+        cls, name: str, tokenizer: Path | None = None, network_latency_s: float = NETWORK_LATENCY_S
+    ) -> SimTarget:
+        """`tokenizer`: a tokenizer.json (default: the embedded planner's)."""
         from lrtrace.replay.exec_sampler import ExecTimeSampler
 
-        return cls(
-            load(name), load_tokenizer(None), ExecTimeSampler(), load_catalog(), network_latency_s
-        )
+        profile = load(name)
+        tok = load_tokenizer_file(tokenizer) if tokenizer else load_tokenizer(None)
+        return cls(profile, tok, ExecTimeSampler(), load_catalog(), network_latency_s)
 
     def run(
         self,
@@ -142,6 +152,7 @@ class SimTarget:
         service = PlanningService(
             engine, self._tokenizer, policy, clock=clock, config=config, languages=self._languages
         )
+        self.last_service = service
         run_policy(
             service,
             VirtualPacer(service),

@@ -1,0 +1,58 @@
+"""`lrtrace profile-engine`: load the real TorchEngine, measure it, save a profile."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+
+from lrtrace.errors import LrtraceError
+from lrtrace.profile_engine import ProfilePlan, measure, profile_from
+from lrtrace.profiles import save
+
+
+def kv_bytes_per_token(config: dict[str, int], dtype_bytes: int) -> int:
+    """Layers x KV heads x head dim x 2 (K and V) x bytes per value."""
+    heads = int(config["num_attention_heads"])
+    kv_heads = int(config.get("num_key_value_heads", heads))
+    head_dim = int(config.get("head_dim", int(config["hidden_size"]) // heads))
+    return int(config["num_hidden_layers"]) * kv_heads * head_dim * 2 * dtype_bytes
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from robot_models.checkpoints import default_planner_path
+    from timely_core.engine.config import EngineConfig
+    from timely_core.engine.torch_engine import TorchEngine
+
+    model = args.model or default_planner_path()
+    config_path = model / "config.json"
+    if not config_path.is_file():
+        raise LrtraceError(f"no checkpoint at {model} (config.json missing)")
+    if args.repeats < 1:
+        raise LrtraceError("--repeats must be >= 1")
+    hf_config = json.loads(config_path.read_text())
+    engine_config = EngineConfig(num_threads=args.threads)
+    engine = TorchEngine(model, engine_config)
+    per_token = kv_bytes_per_token(hf_config, 4)
+    plan = ProfilePlan(repeats=args.repeats)
+    with console.status("profiling the engine") as status:
+        samples = measure(engine, int(hf_config["vocab_size"]), plan, status.update)
+    memory = engine.memory()
+    capacity = memory.device_blocks_total * memory.block_size
+    profile = profile_from(
+        args.name,
+        f"TorchEngine on this machine's CPU, checkpoint {model.name}, "
+        f"{args.threads or 'default'} threads",
+        samples,
+        capacity,
+        engine_config.max_batched_tokens,
+    ).model_copy(update={"kv_bytes_per_token": per_token, "swap_bytes_per_s": 11e9})
+    path = save(profile, args.out)
+    console.print(
+        f"{path}: fixed {profile.iteration_s * 1e3:.2f} ms, prefill "
+        f"{profile.prefill_token_s * 1e6:.1f} us/token, decode {profile.decode_s * 1e3:.3f} "
+        f"ms/sequence, context {profile.context_token_s * 1e9:.1f} ns/token; fit error p50 "
+        f"{100 * (profile.rel_error_p50 or 0):.1f}%, p95 {100 * (profile.rel_error_p95 or 0):.1f}%"
+    )
+    return 0
