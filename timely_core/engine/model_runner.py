@@ -60,6 +60,10 @@ class ModelRunner:
         else:
             shared_blocks = 0
         max_len = max(lengths)
+        if len(decodes) == 1 and shared_slots is None:
+            start = self._run_start(tables[0], max_len)
+            if start is not None:  # one generation, blocks back to back: a view
+                return DecodeGroup(1, max_len, None, start, None)
         width = -(-max_len // size)
         padded = torch.tensor([t[:width] + [0] * (width - len(t[:width])) for t in tables])
         slots = (padded[:, :, None] * size + self._offsets).view(len(decodes), -1)[:, :max_len]
@@ -68,8 +72,7 @@ class ModelRunner:
             valid = torch.arange(max_len)[None, :] < torch.tensor(lengths)[:, None]
             mask = torch.zeros(valid.shape, dtype=self.model.dtype).masked_fill_(~valid, -torch.inf)
             mask = mask[:, None, :]
-        start = self._run_start(tables[0], max_len) if len(decodes) == 1 else None
-        return DecodeGroup(len(decodes), slots, start, mask, shared_slots, shared_start)
+        return DecodeGroup(len(decodes), max_len, slots, None, mask, shared_slots, shared_start)
 
     def _run_start(self, table: list[int], length: int) -> int | None:
         """First slot if the first `length` tokens' blocks are consecutive blocks."""

@@ -24,13 +24,17 @@ def test_engine_cascade_over_shared_blocks_equals_plain_attention() -> None:
     padded = torch.stack([torch.cat([p, p.new_zeros(width - len(p))]) for p in private])
     valid = torch.arange(width)[None, :] < torch.tensor([len(p) for p in private])[:, None]
     mask = torch.zeros(valid.shape).masked_fill_(~valid, -torch.inf)[:, None, :]
-    cascade = decode_attention(q, k_cache, v_cache, DecodeGroup(3, padded, None, mask, shared, 10))
+    cascade = decode_attention(
+        q, k_cache, v_cache, DecodeGroup(3, width, padded, None, mask, shared, 10)
+    )
     full = [torch.cat([shared, p]) for p in private]
     full_width = max(len(f) for f in full)
     full_padded = torch.stack([torch.cat([f, f.new_zeros(full_width - len(f))]) for f in full])
     full_valid = torch.arange(full_width)[None, :] < torch.tensor([len(f) for f in full])[:, None]
     full_mask = torch.zeros(full_valid.shape).masked_fill_(~full_valid, -torch.inf)[:, None, :]
-    plain = decode_attention(q, k_cache, v_cache, DecodeGroup(3, full_padded, None, full_mask))
+    plain = decode_attention(
+        q, k_cache, v_cache, DecodeGroup(3, full_width, full_padded, None, full_mask)
+    )
     reference = torch.nn.functional.scaled_dot_product_attention(
         q[:, :, None, :],
         k_cache[:, full[0]].unsqueeze(0),
@@ -53,4 +57,5 @@ def test_engine_decodes_sharing_a_prefix_use_the_cascade(qwen2_path: Path) -> No
     states = [engine.generation(i) for i in range(3)]
     group = engine.runner._decode_group([Chunk(s, s.num_computed, 1) for s in states])
     assert group.shared_slots is not None and group.shared_slots.shape[0] == 40
+    assert group.context_slots is not None
     assert group.context_slots.shape == (3, 3)  # 2 prompt tokens + the new one each

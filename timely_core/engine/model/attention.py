@@ -66,8 +66,9 @@ def paged_attention(
             sk = k[span.start : end].transpose(0, 1).unsqueeze(0)
             sv = v[span.start : end].transpose(0, 1).unsqueeze(0)
         else:
-            sk = gather(k_cache, span.context_slots, span.context_start).unsqueeze(0)
-            sv = gather(v_cache, span.context_slots, span.context_start).unsqueeze(0)
+            context = span.context_slots.shape[0]
+            sk = gather(k_cache, span.context_slots, span.context_start, context).unsqueeze(0)
+            sv = gather(v_cache, span.context_slots, span.context_start, context).unsqueeze(0)
         attn = F.scaled_dot_product_attention(
             sq, sk, sv, attn_mask=span.mask, is_causal=span.context_slots is None, enable_gqa=True
         )

@@ -20,18 +20,24 @@ class DecodeGroup:
     """The first `size` tokens of the batch, one per decoding generation."""
 
     size: int
-    context_slots: torch.Tensor  # [size, max_private] private context slots, padded
+    context_len: int  # longest private context (padded width)
+    context_slots: torch.Tensor | None  # [size, context_len] private slots, padded
     context_start: int | None  # size 1 and the slots are one run: read a view, no gather
     mask: torch.Tensor | None  # [size, 1, max_private] additive (0 / -inf); None: no padding
     shared_slots: torch.Tensor | None = None  # [shared] slots every generation attends first
     shared_start: int | None = None  # the shared slots are one run starting here
 
 
-def gather(cache: torch.Tensor, slots: torch.Tensor, start: int | None) -> torch.Tensor:
-    """[kv_heads, len(slots), d] keys or values: a view when the slots are one run
-    (blocks allocated back to back, the common case), else a gather."""
+def gather(
+    cache: torch.Tensor, slots: torch.Tensor | None, start: int | None, length: int
+) -> torch.Tensor:
+    """[kv_heads, length, d] keys or values: a view when the slots are one run
+    starting at `start` (blocks allocated back to back, the common case), else a
+    gather of `slots`."""
     if start is not None:
-        return cache[:, start : start + slots.shape[0]]
+        return cache[:, start : start + length]
+    if slots is None:
+        raise ValueError("a context needs either its slots or the start of its run")
     return cache.index_select(1, slots)
 
 
@@ -40,12 +46,13 @@ def decode_attention(
 ) -> torch.Tensor:
     """q: [B, heads, d]; caches [kv_heads, slots, d]. Returns [B, heads, d].
     Query heads are grouped by the KV head they share (head h reads h // group)."""
-    batch, length = group.context_slots.shape
+    batch, length = group.size, group.context_len
     kv_heads, _, head_dim = k_cache.shape
     scale = head_dim**-0.5
-    flat = group.context_slots.reshape(-1)
-    keys = gather(k_cache, flat, group.context_start).view(kv_heads * batch, length, head_dim)
-    values = gather(v_cache, flat, group.context_start).view(kv_heads * batch, length, head_dim)
+    flat = None if group.context_slots is None else group.context_slots.reshape(-1)
+    total = batch * length
+    keys = gather(k_cache, flat, group.context_start, total).view(-1, length, head_dim)
+    values = gather(v_cache, flat, group.context_start, total).view(-1, length, head_dim)
     grouped = q.view(batch, kv_heads, -1, head_dim).transpose(0, 1)  # [kv, B, group, d]
     grouped = grouped.reshape(kv_heads * batch, -1, head_dim)
     scores = torch.bmm(grouped, keys.transpose(1, 2)) * scale  # [kv*B, group, L]
@@ -55,11 +62,11 @@ def decode_attention(
         probs = torch.softmax(scores, dim=-1)
         out = torch.bmm(probs, values).view(kv_heads, batch, -1, head_dim)
         return out.transpose(0, 1).reshape(batch, -1, head_dim)
-    shared_k = gather(k_cache, group.shared_slots, group.shared_start)  # [kv, P, d]
-    shared_v = gather(v_cache, group.shared_slots, group.shared_start)
+    shared = group.shared_slots.shape[0]
+    shared_k = gather(k_cache, group.shared_slots, group.shared_start, shared)  # [kv, P, d]
+    shared_v = gather(v_cache, group.shared_slots, group.shared_start, shared)
     per_head = grouped.view(kv_heads, -1, head_dim)  # [kv, B*group, d]
     shared_scores = torch.bmm(per_head, shared_k.transpose(1, 2)) * scale  # [kv, B*group, P]
-    shared = shared_scores.shape[-1]
     both = torch.cat(
         (shared_scores.view(kv_heads, batch, -1, shared), scores.view(kv_heads, batch, -1, length)),
         dim=-1,

@@ -31,7 +31,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 def linear(x: torch.Tensor, weight_t: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """x @ weight_t (+ bias) with weight_t stored [in, out]."""
     if bias is None:
-        return x @ weight_t
+        return torch.mm(x, weight_t)
     return torch.addmm(bias, x, weight_t)
 
 
@@ -95,15 +95,14 @@ class LlamaModel:
             qkv = linear(x, layer.qkv, layer.qkv_bias)
             # q and k are adjacent columns: rotate them in one go
             qk = qkv[:, : self._q_size + self._kv_size].view(tokens, -1, cfg.head_dim)
-            q, k = apply_rotary(qk, cos, sin).split(
-                [cfg.num_attention_heads, cfg.num_key_value_heads], dim=1
-            )
+            rotated = apply_rotary(qk, cos, sin)
+            q, k = rotated[:, : cfg.num_attention_heads], rotated[:, cfg.num_attention_heads :]
             v = qkv[:, self._q_size + self._kv_size :].view(tokens, -1, cfg.head_dim)
             attn = paged_attention(q, k, v, k_cache, v_cache, batch)
-            hidden = hidden + linear(attn.reshape(tokens, self._q_size), layer.o, layer.o_bias)
+            hidden += linear(attn.reshape(tokens, self._q_size), layer.o, layer.o_bias)
             x = rms_norm(hidden, layer.post_norm, cfg.rms_norm_eps)
             gate, up = linear(x, layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
-            hidden = hidden + linear(F.silu(gate) * up, layer.down, layer.down_bias)
+            hidden += linear(F.silu(gate) * up, layer.down, layer.down_bias)
         selected = hidden.index_select(0, logits_index)
         selected = rms_norm(selected, self.weights.norm, cfg.rms_norm_eps)
         return (selected @ self.weights.lm_head).to(torch.float32)

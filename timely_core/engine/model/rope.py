@@ -52,12 +52,15 @@ class RotaryTable:
         freqs = positions[:, None] * self._inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         self._cos = emb.cos().to(self._dtype)
-        self._sin = emb.sin().to(self._dtype)
+        sin = emb.sin().to(self._dtype)
+        half = sin.shape[-1] // 2
+        # rotate_half(x) * sin == cat(x2, x1) * cat(-sin1, sin2): fold the sign in
+        self._sin = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)
 
     def lookup(
         self, positions: torch.Tensor, max_position: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin rows for `positions` ([T] long), each [T, 1, head_dim]."""
+        """cos and sign-folded sin rows for `positions` ([T] long), each [T, 1, head_dim]."""
         if max_position >= self._cos.shape[0]:
             self._grow(max_position + 1)
         return (
@@ -66,8 +69,9 @@ class RotaryTable:
         )
 
 
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate [T, heads, head_dim] by the angles of each token's position."""
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Rotate [T, heads, head_dim] by the angles of each token's position
+    (x * cos + rotate_half(x) * sin, in three kernels)."""
     half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rotated * sin
+    swapped = torch.cat((x[..., half:], x[..., :half]), dim=-1)
+    return torch.addcmul(x * cos, swapped, signed_sin)
