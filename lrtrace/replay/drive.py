@@ -136,6 +136,9 @@ class ServiceDriver:
                 self._push(self._t0 + task.arrival_s, "arrive", task.task_id)
         try:
             self._loop(trace)
+        except KeyboardInterrupt:
+            self._stop.set()
+            raise
         finally:
             self._close()
 
