@@ -70,6 +70,10 @@ def _pick_tasks(run: RunRecord, count: int) -> list[TaskRecord]:
     return done[:count]
 
 
+def _bar(ax: plt.Axes, row: int, start: float, end: float, color: str) -> None:
+    ax.barh(row, end - start, left=start, color=color, height=0.5)
+
+
 def fig6(results: ResultsFile, path: Path, count: int = 4) -> Path:
     runs = [r for r in results.runs if r.max_batch is None] or results.runs
     fig, axes = plt.subplots(
@@ -79,16 +83,16 @@ def fig6(results: ResultsFile, path: Path, count: int = 4) -> Path:
     for ax, run in zip(axes[:, 0], runs, strict=True):
         tasks = [t for t in run.tasks if t.task_id in ids]
         for row, t in enumerate(tasks):
-            prev = t.arrival_s
+            robot_free = t.arrival_s  # the robot waits for the planner from here
             for s in t.segments:
-                ax.barh(row, s.emitted_s - prev, left=prev, color="tab:orange", height=0.5)
-                ax.barh(
-                    row,
-                    s.dispatched_s - s.emitted_s,
-                    left=s.emitted_s,
-                    color="tab:gray",
-                    height=0.5,
-                )
+                if s.exec_start_s > robot_free:  # the robot is idle, waiting for this segment
+                    planned = min(max(s.emitted_s, robot_free), s.exec_start_s)
+                    ax.barh(
+                        row, planned - robot_free, left=robot_free, color="tab:orange", height=0.5
+                    )
+                    ax.barh(
+                        row, s.exec_start_s - planned, left=planned, color="tab:gray", height=0.5
+                    )
                 ax.barh(
                     row,
                     s.exec_end_s - s.exec_start_s,
@@ -96,14 +100,16 @@ def fig6(results: ResultsFile, path: Path, count: int = 4) -> Path:
                     color="tab:green",
                     height=0.5,
                 )
-                prev = max(s.emitted_s, s.exec_start_s)
+                ax.plot([s.emitted_s], [row + 0.33], marker="v", color="black", ms=3, ls="")
+                robot_free = max(robot_free, s.exec_end_s)
             ax.axvline(
                 t.arrival_s + t.tuf.expected_response_time_s, color="tab:red", lw=0.6, ls=":"
             )
         ax.set_yticks(range(len(tasks)), [f"{t.task_id} tr{t.trace_id} {t.urgency}" for t in tasks])
         ax.set_title(run.label, fontsize=9)
     axes[-1, 0].set_xlabel(
-        "time (s): orange = planning/waiting, gray = network, green = execution, red = ERT"
+        "time (s): orange = robot waits for planning, gray = network, green = execution, "
+        "triangle = segment generated, red line = ERT"
     )
     fig.suptitle(_title(results, "timeline of a few tasks (cf. paper Fig. 6)"))
     return _save(fig, path)
