@@ -21,7 +21,9 @@ class EngineConfig(BaseModel):
 
     Budgets are in bytes so the same config fits any checkpoint: the engine turns
     them into block counts from the model's layer count, KV heads and head size.
-    Thread counts apply only inside `step`/`register_prefix` and are restored after.
+    Thread counts apply only inside engine calls and are restored after; block
+    copies (swap, copy-on-write) always run on `small_step_threads`: they are
+    memory-bound, and a second thread only adds a barrier.
     `preemption_strategy` is what `step` does to a running generation when a decode
     needs a block and none is free (swap falls back to discard when the host pool
     is full); it never crashes and never drops tokens.
@@ -30,8 +32,9 @@ class EngineConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     block_size: int = Field(default=16, ge=1, le=1024)
-    device_kv_bytes: int = Field(default=256 * 2**20, gt=0)
-    host_kv_bytes: int = Field(default=256 * 2**20, ge=0)
+    # both pools are allocated (and resident) at construction
+    device_kv_bytes: int = Field(default=128 * 2**20, gt=0)
+    host_kv_bytes: int = Field(default=64 * 2**20, ge=0)
     max_batched_tokens: int = Field(default=2048, ge=1)
     max_generations: int = Field(default=64, ge=1)
     enable_prefix_caching: bool = True  # reuse KV of identical leading blocks by content hash

@@ -24,14 +24,12 @@ class KvCache:
     ) -> None:
         self.block_size = block_size
         self._offsets = torch.arange(block_size)
-        # written once here so that every page is mapped now, not at a first swap or
-        # prefill (torch.zeros may hand out lazily-mapped pages)
-        self.device = torch.empty(
+        self.device = torch.zeros(
             (num_layers, 2, num_kv_heads, num_device_blocks * block_size, head_dim), dtype=dtype
-        ).fill_(0)
-        self.host = torch.empty(
+        )
+        self.host = torch.zeros(
             (num_layers, 2, num_kv_heads, num_host_blocks * block_size, head_dim), dtype=dtype
-        ).fill_(0)
+        )
         self.layer_views: list[tuple[torch.Tensor, torch.Tensor]] = [
             (self.device[i, 0], self.device[i, 1]) for i in range(num_layers)
         ]

@@ -181,7 +181,8 @@ class TorchEngine:
             prefix_id=prefix_id,
             generator=make_generator(params),
         )
-        self.blocks.admit(state, prefix)
+        with self._threads(0):
+            self.blocks.admit(state, prefix)
         self._gens[gen_id] = state
 
     # ---- protocol: lifecycle ---------------------------------------------
@@ -194,7 +195,9 @@ class TorchEngine:
         strategy = HandlingStrategy(strategy)
         state.suspended, state.strategy = True, strategy
         if strategy is HandlingStrategy.SWAP and state.kv is KvLocation.DEVICE:
-            if not self.blocks.swap_out(state):
+            with self._threads(0):
+                swapped = self.blocks.swap_out(state)
+            if not swapped:
                 self.blocks.free(state)
                 state.strategy = HandlingStrategy.DISCARD
         elif strategy is HandlingStrategy.DISCARD:
@@ -204,7 +207,8 @@ class TorchEngine:
         state = self._state(gen_id)
         if not state.suspended:
             raise EngineError(f"generation {gen_id} is not suspended")
-        self._restore(state)
+        with self._threads(0):
+            self._restore(state)
         state.suspended = False
 
     def abort(self, gen_id: int) -> None:
@@ -217,7 +221,8 @@ class TorchEngine:
         if len(set(gen_ids)) != len(gen_ids):
             raise EngineError(f"step lists a generation twice: {gen_ids}")
         states = [self._runnable(g) for g in gen_ids][: self.config.max_generations]
-        chunks = self._schedule(states)
+        with self._threads(0):  # preemption swaps and swap-ins are block copies
+            chunks = self._schedule(states)
         outputs: dict[int, StepOutput] = {}
         if chunks:
             forward_started = time.perf_counter()
