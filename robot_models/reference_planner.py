@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,41 @@ class ReferencePlanner:
             )
         return [int(t) for t in out[0, len(ids) :].tolist()]
 
+    def plan_batch(
+        self,
+        robot_type: str,
+        requests: Sequence[tuple[str, str]],
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    ) -> list[tuple[str, bool]]:
+        """`plan` for several (scene, instruction) pairs of one robot type at once. Rows
+        are prefix + padding + request; the padding is masked out and HF derives the
+        positions from the attention mask, so each row decodes as it would alone."""
+        prefix_ids, prefix_cache = self._prefix_cache(robot_type)
+        encoded = [self.tokenizer.encode(format_request(s, i)).ids for s, i in requests]
+        width = max(len(r) for r in encoded)
+        rows = [prefix_ids + [self.pad_id] * (width - len(r)) + r for r in encoded]
+        mask = [[1] * len(prefix_ids) + [0] * (width - len(r)) + [1] * len(r) for r in encoded]
+        cache = copy.deepcopy(prefix_cache)
+        cache.batch_repeat_interleave(len(rows))
+        inputs = torch.tensor(rows)
+        with torch.no_grad():
+            out = self.model.generate(
+                inputs,
+                attention_mask=torch.tensor(mask),
+                past_key_values=cache,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                eos_token_id=self.eos_id,
+                pad_token_id=self.pad_id,
+            )
+        return [self._finish(row[inputs.shape[1] :].tolist()) for row in out]
+
+    def _finish(self, new: list[int]) -> tuple[str, bool]:
+        """Decode generated ids, cut at the first EOS (rows of a batch keep padding)."""
+        if self.eos_id in new:
+            return self.tokenizer.decode(new[: new.index(self.eos_id)]), True
+        return self.tokenizer.decode(new), False
+
     def plan(
         self,
         robot_type: str,
@@ -87,8 +123,4 @@ class ReferencePlanner:
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     ) -> tuple[str, bool]:
         """(plan text, whether the model ended it with EOS)."""
-        new = self.generate_ids(robot_type, scene, instruction, max_new_tokens)
-        ended = bool(new) and new[-1] == self.eos_id
-        if ended:
-            new = new[:-1]
-        return self.tokenizer.decode(new), ended
+        return self._finish(self.generate_ids(robot_type, scene, instruction, max_new_tokens))

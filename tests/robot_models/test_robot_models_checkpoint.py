@@ -64,10 +64,20 @@ def test_plan_lengths_are_as_in_the_paper():
     assert 60 <= sum(arm) / len(arm) <= 130
 
 
+@pytest.fixture(scope="module")
+def lrtrace_plans(planner):
+    plans = {}
+    for robot_type in ("drone", "arm"):
+        tasks = [t for t in LRTRACE_TASKS if t.robot_type == robot_type]
+        got = planner.plan_batch(robot_type, [(t.scene, t.instruction) for t in tasks])
+        plans.update({t.trace_id: plan for t, plan in zip(tasks, got, strict=True)})
+    return plans
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("task", LRTRACE_TASKS, ids=lambda t: f"trace{t.trace_id}")
-def test_lrtrace_tasks_are_planned_exactly(planner, task):
-    plan, ended = planner.plan(task.robot_type, task.scene, task.instruction)
+def test_lrtrace_tasks_are_planned_exactly(lrtrace_plans, task):
+    plan, ended = lrtrace_plans[task.trace_id]
     assert ended, "the model must end the plan with EOS"
     assert plan == task.golden_plan
 
@@ -77,12 +87,23 @@ def test_heldout_sample_gives_valid_plans_with_the_right_skills(planner):
     sample = build_dataset().heldout[::HELDOUT_SAMPLE_STRIDE]
     assert {e.robot_type for e in sample} == {"drone", "arm"}
     failures = []
-    for example in sample:
-        text, ended = planner.plan(example.robot_type, example.scene, example.instruction)
-        check = check_plan(example.robot_type, text, ended)
-        if not (check.valid and check.right_skills):
-            failures.append((example.instruction, text, check.error))
+    for robot_type in ("drone", "arm"):
+        examples = [e for e in sample if e.robot_type == robot_type]
+        plans = planner.plan_batch(robot_type, [(e.scene, e.instruction) for e in examples])
+        for example, (text, ended) in zip(examples, plans, strict=True):
+            check = check_plan(example.robot_type, text, ended)
+            if not (check.valid and check.right_skills):
+                failures.append((example.instruction, text, check.error))
     assert failures == []
+
+
+@pytest.mark.slow
+def test_batched_decoding_equals_one_at_a_time(planner, lrtrace_plans):
+    for task in LRTRACE_TASKS[:2] + LRTRACE_TASKS[-1:]:
+        assert (
+            planner.plan(task.robot_type, task.scene, task.instruction)
+            == lrtrace_plans[task.trace_id]
+        )
 
 
 @pytest.mark.slow
