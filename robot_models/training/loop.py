@@ -33,7 +33,6 @@ from robot_models.training.tokenizer import (
 )
 
 PREFIX_WEIGHT_IN_TOKENIZER_CORPUS = 50  # the prefix precedes every request
-LRTRACE_REPEATS = 8  # the 11 LRTrace tasks are oversampled so they are learned exactly
 
 
 @dataclass(frozen=True)
@@ -57,6 +56,7 @@ class TrainConfig:
     # Continue from this checkpoint (its weights and tokenizer) instead of starting from
     # scratch; the run's statistics then record both stages.
     init_from: str = ""
+    lrtrace_repeats: int = 8  # the 11 LRTrace tasks are oversampled so they are learned exactly
 
 
 def _lr_at(step: int, config: TrainConfig) -> float:
@@ -84,7 +84,7 @@ def train(
     eos_id, pad_id = special_id(tokenizer, EOS_TOKEN), special_id(tokenizer, PAD_TOKEN)
     prefixes = {t: encode_prefix(tokenizer, t) for t in ("drone", "arm")}
     encoded = [encode_example(tokenizer, e, eos_id) for e in data.train]
-    encoded += [encode_example(tokenizer, e, eos_id) for e in data.lrtrace] * LRTRACE_REPEATS
+    encoded += [encode_example(tokenizer, e, eos_id) for e in data.lrtrace] * config.lrtrace_repeats
     sampler = BatchSampler(encoded, config.batch_size, config.seed)
 
     shape = LlamaShape(
