@@ -27,3 +27,26 @@ def tokenizer(tokenizer_path: Path) -> Any:
     from tokenizers import Tokenizer
 
     return Tokenizer.from_file(str(tokenizer_path))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-weight two-layer Llama in HF format: enough for the real engine to run."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        eos_token_id=0,
+        bos_token_id=1,
+    )
+    path = tmp_path_factory.mktemp("tiny_llama")
+    LlamaForCausalLM(config).save_pretrained(path)
+    return path
