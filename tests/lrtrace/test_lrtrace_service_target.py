@@ -1,0 +1,82 @@
+"""The in-process target on the real TorchEngine and the monotonic clock: the real-time
+event loop, the service thread and the simulated robots together. The model is a
+random-weight Llama, so its "plans" are invalid: every task must still end, with the
+service's error, and nothing may hang. (Valid plans are asserted on the simulator.)"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lrtrace.catalog import load_catalog
+from lrtrace.compose import compose
+from lrtrace.replay.exec_sampler import ExecTimeSampler
+from lrtrace.replay.targets.service import ServiceTarget
+from lrtrace.results_format import TaskRecord
+from lrtrace.workload import WorkloadSpec
+from timely_core.service_config import ServiceConfig
+
+
+@pytest.fixture(scope="module")
+def llama_for_tokenizer(tmp_path_factory: pytest.TempPathFactory, tokenizer: Any) -> Path:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(1)
+    config = LlamaConfig(
+        vocab_size=tokenizer.get_vocab_size(),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=4096,
+        eos_token_id=0,
+        bos_token_id=1,
+    )
+    path = tmp_path_factory.mktemp("llama_tok")
+    LlamaForCausalLM(config).save_pretrained(path)
+    return path
+
+
+def test_real_clock_replay_ends_every_task(llama_for_tokenizer: Path, tokenizer: Any) -> None:
+    from timely_core.engine.config import EngineConfig
+    from timely_core.engine.torch_engine import TorchEngine
+
+    engine = TorchEngine(llama_for_tokenizer, EngineConfig(num_threads=1))
+    config = ServiceConfig(max_tokens=24, max_segment_tokens=8)
+    target = ServiceTarget(engine, tokenizer, ExecTimeSampler(), "torch:tiny", 0.008, config)
+    spec = WorkloadSpec(eps=4.0, max_tpe=3, trace_ids=(1, 6, 9), agents=3, duration_s=1.0, seed=4)
+    trace = compose(spec, load_catalog())
+    assert trace.tasks
+    for policy in ("timely", "fcfs"):
+        records: list[TaskRecord] = []
+        ended: list[str] = []
+        target.run(
+            trace, policy, None, records, lambda r, e=ended: e.append(r.task_id), threading.Event()
+        )
+        assert [r.task_id for r in records] == [t.task_id for t in trace.tasks]
+        assert sorted(ended) == sorted(r.task_id for r in records)
+        for r in records:
+            assert r.finished and not r.success and r.error, r
+        memory = engine.memory()  # every generation's KV was freed
+        assert memory.device_blocks_free == memory.device_blocks_total - memory.pinned_prefix_blocks
+
+
+def test_stop_cancels_open_tasks(llama_for_tokenizer: Path, tokenizer: Any) -> None:
+    from timely_core.engine.config import EngineConfig
+    from timely_core.engine.torch_engine import TorchEngine
+
+    engine = TorchEngine(llama_for_tokenizer, EngineConfig(num_threads=1))
+    target = ServiceTarget(engine, tokenizer, ExecTimeSampler(), "torch:tiny")
+    spec = WorkloadSpec(eps=0.5, max_tpe=1, trace_ids=(1,), agents=1, duration_s=60.0, seed=1)
+    trace = compose(spec, load_catalog())
+    stop = threading.Event()
+    stop.set()  # as if Ctrl-C came at once: nothing is left running
+    records: list[TaskRecord] = []
+    target.run(trace, "timely", None, records, lambda r: None, stop)
+    assert len(records) == len(trace.tasks)
+    assert all(not r.finished and r.error == "interrupted" for r in records)
