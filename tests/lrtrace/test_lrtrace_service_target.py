@@ -6,6 +6,7 @@ service's error, and nothing may hang. (Valid plans are asserted on the simulato
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,10 @@ def llama_for_tokenizer(tmp_path_factory: pytest.TempPathFactory, tokenizer: Any
     return path
 
 
+def ended_by(ended: list[str]) -> Callable[[TaskRecord], None]:
+    return lambda r: ended.append(r.task_id)
+
+
 def test_real_clock_replay_ends_every_task(llama_for_tokenizer: Path, tokenizer: Any) -> None:
     from timely_core.engine.config import EngineConfig
     from timely_core.engine.torch_engine import TorchEngine
@@ -55,9 +60,7 @@ def test_real_clock_replay_ends_every_task(llama_for_tokenizer: Path, tokenizer:
     for policy in ("timely", "fcfs"):
         records: list[TaskRecord] = []
         ended: list[str] = []
-        target.run(
-            trace, policy, None, records, lambda r, e=ended: e.append(r.task_id), threading.Event()
-        )
+        target.run(trace, policy, None, records, ended_by(ended), threading.Event())
         assert [r.task_id for r in records] == [t.task_id for t in trace.tasks]
         assert sorted(ended) == sorted(r.task_id for r in records)
         for r in records:
