@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from timely_core.events import Segment
+from timely_core.events import Segment, TaskResult
 from timely_core.plan_language import PlanLanguage, PlanStatement
 from timely_core.request import TaskRequest
 from timely_core.segmenter import Segmenter
@@ -98,3 +98,32 @@ class Generation:
             else:
                 waits.append(max(record.dispatch_s - ends[k - 1], 0.0))
         return waits
+
+    def result(self, error: str, now_s: float) -> TaskResult:
+        """The task's result (Eq. 1 utility on W(s0), Eq. 3 over all segments).
+        Without any dispatched segment the response time is the time waited so far
+        and the utility is 0."""
+        tuf = self.request.tuf
+        waits = self.segment_waits_s()
+        if waits:
+            response = waits[0]
+            completion = self.completions_s()[-1] - self.arrival_s
+            utility = tuf.utility(response)
+            segment_utility = utility + sum(tuf.resumed_utility(w) for w in waits[1:])
+        else:
+            response = completion = max(now_s - self.arrival_s, 0.0)
+            utility = segment_utility = 0.0
+        return TaskResult(
+            task_id=self.task_id,
+            robot_id=self.robot_id,
+            success=not error,
+            plan_text=self.segmenter.text,
+            segment_count=len(self.records),
+            response_time_s=response,
+            waiting_time_s=sum(waits) if waits else response,
+            utility=utility,
+            error=error,
+            completion_time_s=completion,
+            segment_waits_s=tuple(waits),
+            segment_utility=segment_utility,
+        )

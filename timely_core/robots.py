@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from timely_core.errors import UnknownRobotType
 from timely_core.plan_language import PlanLanguage
 
 _ROBOT_ID = re.compile(r"^[A-Za-z0-9_]{1,64}$")
@@ -52,3 +54,31 @@ def encode_prefix(encoder: Any, prefix_text: str) -> list[int]:
 def encode_request(encoder: Any, request_text: str) -> list[int]:
     """Ids of the per-request part, appended to the prefix ids (never re-joined as text)."""
     return list(encoder.encode(request_text, add_special_tokens=False).ids)
+
+
+def resolve_language(
+    robot_id: str,
+    language: PlanLanguage | None,
+    robot_type: str | None,
+    languages: Mapping[str, PlanLanguage],
+) -> PlanLanguage:
+    """The robot's plan language: given directly, or looked up by robot type."""
+    if language is None:
+        if robot_type is None:
+            raise UnknownRobotType(f"robot {robot_id!r}: give a language or a robot_type")
+        if robot_type not in languages:
+            known = ", ".join(sorted(languages)) or "none"
+            raise UnknownRobotType(
+                f"robot {robot_id!r}: unknown robot type {robot_type!r} (known: {known})"
+            )
+        language = languages[robot_type]
+    if not isinstance(language, PlanLanguage):
+        raise UnknownRobotType(
+            f"robot {robot_id!r}: {type(language).__name__} is not a PlanLanguage"
+        )
+    if robot_type is not None and language.robot_type != robot_type:
+        raise UnknownRobotType(
+            f"robot {robot_id!r}: robot_type {robot_type!r} does not match the "
+            f"language's {language.robot_type!r}"
+        )
+    return language

@@ -34,10 +34,9 @@ from timely_core.errors import (
     ServiceStopped,
     TaskFinished,
     UnknownRobot,
-    UnknownRobotType,
     UnknownTask,
 )
-from timely_core.events import Segment, TaskResult
+from timely_core.events import Segment
 from timely_core.generation import Generation, GenerationState, SegmentRecord
 from timely_core.plan_language import PlanLanguage
 from timely_core.policies import DispatchMode, Policy, make_policy
@@ -49,6 +48,7 @@ from timely_core.robots import (
     encode_prefix,
     encode_request,
     prefix_key,
+    resolve_language,
     validate_robot_id,
 )
 from timely_core.scheduler import Scheduler
@@ -134,24 +134,7 @@ class PlanningService:
         by `robot_type` from the service's `languages`. The prompt prefix (default: the
         language's) is prefilled in the engine once per robot type and text."""
         validate_robot_id(robot_id)
-        if language is None:
-            if robot_type is None:
-                raise UnknownRobotType(f"robot {robot_id!r}: give a language or a robot_type")
-            if robot_type not in self._languages:
-                known = ", ".join(sorted(self._languages)) or "none"
-                raise UnknownRobotType(
-                    f"robot {robot_id!r}: unknown robot type {robot_type!r} (known: {known})"
-                )
-            language = self._languages[robot_type]
-        if not isinstance(language, PlanLanguage):
-            raise UnknownRobotType(
-                f"robot {robot_id!r}: {type(language).__name__} is not a PlanLanguage"
-            )
-        if robot_type is not None and language.robot_type != robot_type:
-            raise UnknownRobotType(
-                f"robot {robot_id!r}: robot_type {robot_type!r} does not match the "
-                f"language's {language.robot_type!r}"
-            )
+        language = resolve_language(robot_id, language, robot_type, self._languages)
         limit = max_segment_tokens or self.config.max_segment_tokens
         if limit < 1:
             raise ValueError(f"max_segment_tokens must be >= 1, got {limit}")
@@ -597,36 +580,9 @@ class PlanningService:
         self._running.pop(generation.gen_id, None)
         self._by_gen_id.pop(generation.gen_id, None)
         generation.state = GenerationState.FINISHED
-        result = self._result(generation, error)
+        result = generation.result(error, self.clock.now())
         handle = self._handles[generation.task_id]
         self._deliveries.append(lambda: handle.deliver_result(result))
-
-    def _result(self, generation: Generation, error: str) -> TaskResult:
-        tuf = generation.request.tuf
-        waits = generation.segment_waits_s()
-        now = self.clock.now()
-        if waits:
-            response = waits[0]
-            completion = generation.completions_s()[-1] - generation.arrival_s
-            utility = tuf.utility(response)
-            segment_utility = utility + sum(tuf.resumed_utility(w) for w in waits[1:])
-        else:
-            response = completion = max(now - generation.arrival_s, 0.0)
-            utility = segment_utility = 0.0
-        return TaskResult(
-            task_id=generation.task_id,
-            robot_id=generation.robot_id,
-            success=not error,
-            plan_text=generation.segmenter.text,
-            segment_count=len(generation.records),
-            response_time_s=response,
-            waiting_time_s=sum(waits) if waits else response,
-            utility=utility,
-            error=error,
-            completion_time_s=completion,
-            segment_waits_s=tuple(waits),
-            segment_utility=segment_utility,
-        )
 
     def _run_deliveries(self) -> None:
         with self._delivery_lock:
