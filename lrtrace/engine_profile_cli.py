@@ -20,6 +20,22 @@ def kv_bytes_per_token(config: dict[str, int], dtype_bytes: int) -> int:
     return int(config["num_hidden_layers"]) * kv_heads * head_dim * 2 * dtype_bytes
 
 
+def copy_bytes_per_s(megabytes: int = 64, repeats: int = 5) -> float:
+    """Host memory copy bandwidth: on a CPU engine, swapping KV out and in is a copy."""
+    import statistics
+    import time
+
+    import torch
+
+    x = torch.empty(megabytes * 2**20 // 4, dtype=torch.float32).fill_(1.0)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        x.clone()
+        times.append(time.perf_counter() - start)
+    return x.numel() * 4 / statistics.median(times)
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     from robot_models.checkpoints import default_planner_path
     from timely_core.engine.config import EngineConfig
@@ -47,7 +63,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         samples,
         capacity,
         engine_config.max_batched_tokens,
-    ).model_copy(update={"kv_bytes_per_token": per_token, "swap_bytes_per_s": 11e9})
+    ).model_copy(update={"kv_bytes_per_token": per_token, "swap_bytes_per_s": copy_bytes_per_s()})
     path = save(profile, args.out)
     console.print(
         f"{path}: fixed {profile.iteration_s * 1e3:.2f} ms, prefill "
