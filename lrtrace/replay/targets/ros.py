@@ -56,11 +56,14 @@ class RosTarget:
     ) -> None:
         if max_batch is not None:
             raise LrtraceError("--max-batch is not supported with --target ros (planner config)")
-        self._module.replay(
-            trace=trace,
-            policy=policy,
-            records=records,
-            on_task_done=on_task_done,
-            stop=stop,
-            network_latency_s=self._latency,
-        )
+        try:
+            self._module.replay(
+                trace=trace,
+                policy=policy,
+                records=records,
+                on_task_done=on_task_done,
+                stop=stop,
+                network_latency_s=self._latency,
+            )
+        except RuntimeError as err:  # no planner answering, or it runs another policy
+            raise LrtraceError(f"ROS 2 replay: {err}") from None

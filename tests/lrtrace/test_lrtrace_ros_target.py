@@ -1,0 +1,50 @@
+"""The ROS 2 target is imported lazily: without ROS 2 it is one clear error, and the
+timely_ros module's failures become one clear error too."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from types import ModuleType
+
+import pytest
+
+from lrtrace.catalog import load_catalog
+from lrtrace.compose import compose
+from lrtrace.errors import LrtraceError
+from lrtrace.replay.targets import make_target
+from lrtrace.replay.targets.ros import RosTarget
+from lrtrace.results_format import TaskRecord
+from lrtrace.workload import preset
+
+
+def test_missing_ros_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.import_module
+
+    def no_ros(name: str, package: str | None = None) -> ModuleType:
+        if name.startswith(("timely_ros", "rclpy")):
+            raise ImportError("No module named 'rclpy'")
+        return real(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", no_ros)
+    with pytest.raises(LrtraceError, match="--target ros needs ROS 2"):
+        make_target("ros", profile="", model=None, threads=None, network_latency_s=0.008)
+
+
+def test_planner_errors_become_lrtrace_errors() -> None:
+    module = ModuleType("fake_replay_target")
+    calls: list[dict[str, object]] = []
+
+    def replay(**kwargs: object) -> None:
+        calls.append(kwargs)
+        raise RuntimeError("no timely planner answered within 30 s")
+
+    module.replay = replay  # type: ignore[attr-defined]
+    target = RosTarget(module, 0.008)
+    trace = compose(preset(1).model_copy(update={"duration_s": 10.0}), load_catalog())
+    records: list[TaskRecord] = []
+    with pytest.raises(LrtraceError, match="ROS 2 replay: no timely planner answered"):
+        target.run(trace, "timely", None, records, lambda r: None, threading.Event())
+    assert calls and calls[0]["policy"] == "timely" and calls[0]["trace"] is trace
+    with pytest.raises(LrtraceError, match="--max-batch is not supported"):
+        target.run(trace, "timely", 4, records, lambda r: None, threading.Event())
