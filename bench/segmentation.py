@@ -80,8 +80,8 @@ def make_jobs(copies: int) -> list[Job]:
     ]
 
 
-def planner_tokenizer(languages: dict[str, PlanLanguage]) -> tuple[Tokenizer, str]:
-    path = default_planner_path() / "tokenizer.json"
+def planner_tokenizer(languages: dict[str, PlanLanguage], model: Path) -> tuple[Tokenizer, str]:
+    path = model / "tokenizer.json"
     if path.exists():
         return Tokenizer.from_file(str(path)), "planner checkpoint"
     corpus = [lang.prompt_prefix() for lang in languages.values()]
@@ -105,8 +105,9 @@ def golden_script(
 
 
 class EngineFactory:
-    def __init__(self, kind: str, tokenizer: Tokenizer, jobs: Sequence[Job]) -> None:
+    def __init__(self, kind: str, tokenizer: Tokenizer, jobs: Sequence[Job], model: Path) -> None:
         self.kind = kind
+        self.model = model
         self.tokenizer = tokenizer
         self.jobs = jobs
 
@@ -116,7 +117,7 @@ class EngineFactory:
             from timely_core.engine.config import EngineConfig
             from timely_core.engine.torch_engine import TorchEngine
 
-            engine: Any = TorchEngine(default_planner_path(), EngineConfig())
+            engine: Any = TorchEngine(self.model, EngineConfig())
             return engine, MonotonicClock(), time.perf_counter
         clock = VirtualClock()
         eos = self.tokenizer.token_to_id("<eos>")
@@ -211,6 +212,7 @@ def run_segmented(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", type=Path, default=default_planner_path())
     has_checkpoint = (default_planner_path() / "model.safetensors").exists()
     default_engine = "torch" if has_checkpoint else "simulated"
     parser.add_argument("--engine", choices=("torch", "simulated"), default=default_engine)
@@ -218,9 +220,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     languages: dict[str, PlanLanguage] = {t: load_language(t) for t in ("drone", "arm")}
-    tokenizer, tokenizer_source = planner_tokenizer(languages)
+    tokenizer, tokenizer_source = planner_tokenizer(languages, args.model)
     jobs = make_jobs(args.copies)
-    factory = EngineFactory(args.engine, tokenizer, jobs)
+    factory = EngineFactory(args.engine, tokenizer, jobs, args.model)
 
     runs: dict[str, list[Run]] = {"unsegmented": [], "segmented-fcfs": [], "timely": []}
     for _ in range(args.repeats):  # interleaved, so machine noise hits all alike
