@@ -160,13 +160,14 @@ def section(
     sweep_spec: WorkloadSpec | None,
     catalog: Catalog,
     console: Console,
+    policies: Sequence[str] = POLICIES,
 ) -> dict[str, Any]:
     """Every experiment on one target; writes stats JSON and figures per workload."""
     out: dict[str, Any] = {"workloads": {}, "wall_s": {}}
     for key, spec in specs.items():
         trace = compose(spec, catalog)
         started = time.perf_counter()
-        results = run_workload(trace, target, POLICIES, [None], console)
+        results = run_workload(trace, target, policies, [None], console)
         out["wall_s"][key] = time.perf_counter() - started
         prefix = f"lrtrace_paper_{name}_{key}"
         (RESULTS / f"{prefix}.json").write_text(json.dumps(stats_json(results), indent=1))
@@ -262,7 +263,11 @@ def summary_rows(name: str, sec: dict[str, Any]) -> list[list[str]]:
 
 
 def real_section(
-    console: Console, catalog: Catalog, duration_s: float, threads: int | None
+    console: Console,
+    catalog: Catalog,
+    duration_s: float,
+    threads: int | None,
+    policies: Sequence[str],
 ) -> dict[str, Any]:
     from lrtrace.replay.targets.service import ServiceTarget
 
@@ -294,13 +299,18 @@ def real_section(
             duration_s=duration_s,
         ),
     }
-    return section("real", target, specs, None, catalog, console)
+    out = section("real", target, specs, None, catalog, console, policies)
+    out["setting"] = {k: v.model_dump(mode="json") for k, v in specs.items()}
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--real", action="store_true", help="also run on the real TorchEngine")
-    p.add_argument("--real-duration", type=float, default=40.0, help="seconds per real workload")
+    p.add_argument("--real-duration", type=float, default=30.0, help="seconds per real workload")
+    p.add_argument(
+        "--real-policies", default="fcfs,stream,timely", help="policies on the real engine"
+    )
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--profile", type=Path, help="a latency profile JSON (default: the paper's)")
     args = p.parse_args(argv)
@@ -325,7 +335,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc["sim"] = section("sim", sim, specs, preset(2), catalog, console)
     rows = summary_rows("sim", doc["sim"])
     if args.real:
-        doc["real"] = real_section(console, catalog, args.real_duration, args.threads)
+        policies = [p for p in args.real_policies.split(",") if p]
+        if "fcfs" not in policies or "timely" not in policies:
+            print("--real-policies must include fcfs and timely", file=sys.stderr)
+            return 2
+        doc["real"] = real_section(console, catalog, args.real_duration, args.threads, policies)
         rows += summary_rows("real", doc["real"])
     (RESULTS / "lrtrace_paper.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     table = Table(title="LRTrace paper reproduction (sim = SIMULATION on the paper profile)")
