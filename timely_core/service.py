@@ -429,7 +429,10 @@ class PlanningService:
         if not len(self._scheduler):
             return
         running = [
-            RunningBudget(g.segment_deadline_s(), g.segment_tokens) for g in self._running.values()
+            RunningBudget(g.segment_deadline_s(), g.segment_tokens)
+            if self.policy.latency_guided_batch
+            else RunningBudget(0.0, 0)  # only counted against the batch cap
+            for g in self._running.values()
         ]
         started = time.perf_counter()
         chosen = self._scheduler.decide(now, running, self._fits)
