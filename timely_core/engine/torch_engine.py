@@ -276,8 +276,9 @@ class TorchEngine:
         """Chunks for this iteration: decodes first, then prefill chunks, in caller
         order within each, until the token budget is spent."""
         budget = self.config.max_batched_tokens
-        order = [s for s in states if s.kv is KvLocation.DEVICE and s.num_pending == 1]
-        order += [s for s in states if s not in order]
+        decoding = [s.kv is KvLocation.DEVICE and s.num_pending == 1 for s in states]
+        order = [s for s, d in zip(states, decoding, strict=True) if d]
+        order += [s for s, d in zip(states, decoding, strict=True) if not d]
         chunks: list[Chunk] = []
         for position, state in enumerate(order):
             if budget == 0:
@@ -286,8 +287,7 @@ class TorchEngine:
                 continue
             length = min(state.num_pending, budget)
             end = state.num_computed + length
-            later = [s for s in order[position + 1 :] if s.kv is KvLocation.DEVICE]
-            if not self._make_room(state, end, later, {c.state.gen_id for c in chunks}):
+            if not self._make_room(state, end, order[position + 1 :], chunks):
                 continue
             self.blocks.grow(state, end)
             chunks.append(Chunk(state, state.num_computed, length))
@@ -295,13 +295,14 @@ class TorchEngine:
         return chunks
 
     def _make_room(
-        self, state: GenerationState, end: int, later: list[GenerationState], scheduled: set[int]
+        self, state: GenerationState, end: int, later: list[GenerationState], chunks: list[Chunk]
     ) -> bool:
         """Preempt until `state` can hold `end` tokens; False if it still cannot.
-        Generations already scheduled in this iteration are never victims."""
+        Generations already scheduled in this iteration (`chunks`) are never victims."""
         if self.blocks.blocks_to_grow(state, end) <= self.blocks.num_free_device:
             return True
-        in_step = {s.gen_id for s in later} | scheduled
+        later = [s for s in later if s.kv is KvLocation.DEVICE]
+        in_step = {s.gen_id for s in later} | {c.state.gen_id for c in chunks}
         outside = sorted(
             (
                 s
