@@ -38,6 +38,7 @@ from lrtrace.profiles import PAPER_PROFILE, LatencyProfile
 from lrtrace.replay.exec_sampler import ExecTimeSampler
 from lrtrace.replay.runner import replay
 from lrtrace.replay.target import ReplayTarget
+from lrtrace.replay.targets.common import planner_tokenizer
 from lrtrace.replay.targets.sim import SimTarget
 from lrtrace.report import stats_json
 from lrtrace.results_format import ResultsFile
@@ -47,29 +48,6 @@ from lrtrace.workload import WorkloadSpec, preset
 POLICIES = ("fcfs", "stream", "segmented-fcfs", "edf", "timely")
 BATCH_SWEEP = (1, 2, 4, 6, 8, 12, 16, 24)
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def planner_tokenizer() -> tuple[Any, str]:
-    """The planner checkpoint's tokenizer; if the checkpoint is not there yet, the same
-    tokenizer rebuilt with robot_models' own recipe (deterministic BPE training on the
-    training corpus), so token counts match the planner's either way."""
-    from tokenizers import Tokenizer
-
-    from robot_models.checkpoints import default_planner_path
-
-    path = default_planner_path() / "tokenizer.json"
-    if path.is_file():
-        return Tokenizer.from_file(str(path)), f"planner checkpoint ({path})"
-    from robot_models.dataset import DEFAULT_SEED, build_dataset
-    from robot_models.prompts import format_request, prompt_prefix
-    from robot_models.training.loop import PREFIX_WEIGHT_IN_TOKENIZER_CORPUS
-    from robot_models.training.tokenizer import VOCAB_SIZE, train_tokenizer
-
-    data = build_dataset(DEFAULT_SEED)
-    seen = (*data.train, *data.lrtrace)
-    corpus = [prompt_prefix(t) for t in ("drone", "arm")] * PREFIX_WEIGHT_IN_TOKENIZER_CORPUS
-    corpus += [format_request(e.scene, e.instruction) for e in seen] + [e.plan for e in seen]
-    return train_tokenizer(corpus, VOCAB_SIZE), "rebuilt with robot_models' training recipe"
 
 
 def group(results: ResultsFile, label: str, name: str) -> GroupStats:

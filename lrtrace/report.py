@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from lrtrace.metrics import GroupStats, run_stats
+from lrtrace.metrics import GroupStats, Summary, run_stats
 from lrtrace.results_format import ResultsFile
 
 SIMULATION_NOTE = (
@@ -29,17 +29,23 @@ def _fmt(x: float, ms: bool = False) -> str:
     return f"{x * 1000:.0f}" if ms else f"{x:.2f}"
 
 
+def _cell(s: Summary, ms: bool = False) -> str:
+    return " / ".join(_fmt(x, ms) for x in (s.mean, s.p50, s.p95, s.p99))
+
+
 def table(results: ResultsFile, groups: str = "all") -> Table:
     """groups: "traces" (per trace id), "classes" (per task class), or "all"."""
-    title = f"LRTrace {results.workload.name}"
+    title = f"LRTrace {results.workload.name}: mean / p50 / p95 / p99"
     sims = {r.profile for r in results.runs if r.simulated}
     if sims:
         title += f" — SIMULATION on profile {', '.join(sorted(sims))}"
     t = Table(title=title, caption=SIMULATION_NOTE if sims else None)
-    for col in ("run", "group", "done/n", "util mean", "util p50", "util p95", "% max"):
-        t.add_column(col, justify="left" if col in ("run", "group") else "right")
-    for col in ("resp mean ms", "resp p95", "resp p99", "wait mean ms", "wait p95", "compl mean s"):
-        t.add_column(col, justify="right")
+    t.add_column("run", no_wrap=True)
+    t.add_column("group", no_wrap=True)
+    t.add_column("done/n", justify="right", no_wrap=True)
+    t.add_column("% max util", justify="right")
+    for col in ("time utility", "response ms", "waiting ms", "completion s"):
+        t.add_column(col, justify="right", no_wrap=True)
     for g in all_stats(results):
         is_trace = g.group.startswith("trace")
         if (groups == "traces" and not is_trace) or (groups == "classes" and is_trace):
@@ -48,16 +54,11 @@ def table(results: ResultsFile, groups: str = "all") -> Table:
             g.run,
             g.group,
             f"{g.completed}/{g.tasks}",
-            _fmt(g.utility.mean),
-            _fmt(g.utility.p50),
-            _fmt(g.utility.p95),
             "-" if math.isnan(g.utility_of_max) else f"{100 * g.utility_of_max:.1f}",
-            _fmt(g.response_s.mean, ms=True),
-            _fmt(g.response_s.p95, ms=True),
-            _fmt(g.response_s.p99, ms=True),
-            _fmt(g.waiting_s.mean, ms=True),
-            _fmt(g.waiting_s.p95, ms=True),
-            _fmt(g.completion_s.mean),
+            _cell(g.utility),
+            _cell(g.response_s, ms=True),
+            _cell(g.waiting_s, ms=True),
+            _cell(g.completion_s),
         )
     return t
 

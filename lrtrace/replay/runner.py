@@ -40,7 +40,8 @@ def replay(
     if target.simulated:
         console.print(
             f"[bold yellow]SIMULATION[/]: virtual-time replay on latency profile "
-            f"{target.profile!r}; figures are modelled, not measured."
+            f"{target.profile!r}; figures are modelled, not measured "
+            f"(tokenizer: {getattr(target, 'tokenizer_source', 'given')})."
         )
     columns = (
         TextColumn("{task.description}"),

@@ -17,8 +17,8 @@ from lrtrace.replay.drive import VirtualPacer
 from lrtrace.replay.fleet import NETWORK_LATENCY_S, ExecutionSampler
 from lrtrace.replay.targets.common import (
     languages_for,
-    load_tokenizer,
     load_tokenizer_file,
+    planner_tokenizer,
     run_policy,
 )
 from lrtrace.results_format import Target, TaskRecord
@@ -109,6 +109,7 @@ class SimTarget:
         self._languages: dict[str, PlanLanguage] = {}
         self.last_engine: SimulatedEngine | None = None
         self.last_service: PlanningService | None = None
+        self.tokenizer_source = "given"
 
     @classmethod
     def from_profile(
@@ -118,8 +119,13 @@ class SimTarget:
         from lrtrace.replay.exec_sampler import ExecTimeSampler
 
         profile = load(name)
-        tok = load_tokenizer_file(tokenizer) if tokenizer else load_tokenizer(None)
-        return cls(profile, tok, ExecTimeSampler(), load_catalog(), network_latency_s)
+        if tokenizer is not None:
+            tok, source = load_tokenizer_file(tokenizer), str(tokenizer)
+        else:
+            tok, source = planner_tokenizer()
+        target = cls(profile, tok, ExecTimeSampler(), load_catalog(), network_latency_s)
+        target.tokenizer_source = source
+        return target
 
     def run(
         self,
