@@ -91,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    console = Console(width=max(Console().width, 140))  # the report table needs the room
+    console = Console(width=max(Console().width, 180))  # the report table needs the room
     try:
         from lrtrace import commands
 
