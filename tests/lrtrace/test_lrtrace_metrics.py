@@ -83,3 +83,22 @@ def test_groups_per_trace_class_and_all() -> None:
     assert stats["trace 6"].utility.mean == pytest.approx(0.0, abs=1e-9)
     assert stats["trace 1"].utility.mean == 1.0
     assert stats["all"].utility_of_max == pytest.approx(0.5 / 1.5)  # mean 0.5 of mean max 1.5
+
+
+def test_report_json_has_null_for_groups_without_completed_tasks() -> None:
+    import json
+
+    from lrtrace.report import stats_json
+    from lrtrace.results_format import ResultsFile
+    from lrtrace.workload import preset
+
+    failed = record("a", 6, "urgent", 0.0, []).model_copy(update={"success": False, "error": "x"})
+    run = RunRecord(
+        label="p", policy="p", target="service", engine="torch:x", simulated=False, tasks=[failed]
+    )
+    doc = stats_json(ResultsFile(workload=preset(1), runs=[run]))
+    text = json.dumps(doc, allow_nan=False)  # strict JSON: no NaN anywhere
+    assert doc["simulated"] is False and "measured" in doc["note"]
+    cell = next(s for s in doc["stats"] if s["group"] == "trace 6")
+    assert cell["tasks"] == 1 and cell["completed"] == 0 and cell["utility"]["mean"] is None
+    assert "NaN" not in text
