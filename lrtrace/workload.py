@@ -86,7 +86,10 @@ def load_yaml(path: Path) -> WorkloadSpec:
     except yaml.YAMLError as err:
         raise LrtraceError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
     if isinstance(data, dict) and "wid" in data:
-        base = preset(int(data.pop("wid"))).model_dump()
+        wid = data.pop("wid")
+        if not isinstance(wid, int) or isinstance(wid, bool):
+            raise LrtraceError(f"{path}: wid must be 1, 2 or 3, got {wid!r}")
+        base = preset(wid).model_dump()
         base.update(data)
         data = base
     return parse_spec(data, str(path))

@@ -112,6 +112,8 @@ def test_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "eps: 1\nmax_tpe: 1\ntrace_ids: [1]\nagents: 1\nduration_s: 5\ncolour: red\n"
     )
     bad(capsys, ["compose", "--yaml", str(tmp_path / "w2.yaml"), "-o", out], "colour")
+    (tmp_path / "w3.yaml").write_text("wid: three\n")
+    bad(capsys, ["compose", "--yaml", str(tmp_path / "w3.yaml"), "-o", out], "wid must be")
     bad(capsys, ["replay", str(trace), "--profile", "nope", "-o", out], "unknown latency profile")
     (tmp_path / "r.json").write_text('{"format": "lrtrace-results", "version": 1, "runs": [')
     bad(capsys, ["report", str(tmp_path / "r.json")], "truncated or malformed")
