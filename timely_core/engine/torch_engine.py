@@ -1,15 +1,12 @@
 """`TorchEngine`: the embedded paged-KV, continuous-batching `Engine` backend.
 
-Memory policy (never a crash):
-- `add`, `resume` and `register_prefix` reserve device blocks for every known
-  token up front and raise `OutOfKvMemory` (changing nothing) when they do not fit.
-- During `step`, a decode that crosses into a new block and finds no free block
-  preempts, most recently admitted first, runnable generations not in this step,
-  then the lowest-ranked ones of this step (callers list `gen_ids` by priority),
-  with `EngineConfig.preemption_strategy` (swap; discard when the host pool is
-  full). Suspended `preserve` generations and pinned prefixes are never touched.
-  A preempted generation stays runnable: the next step that lists it swaps it in
-  or re-prefills it once memory allows; until then it produces no token.
+Memory policy (never a crash): `add`, `resume` and `register_prefix` reserve device
+blocks for every known token up front and raise `OutOfKvMemory` (changing
+nothing) when they do not fit; `suspend(SWAP)` falls back to discard when the host
+pool is full; inside `step`, a decode short of a block preempts by the configured
+strategy (see iteration_scheduler.py). A preempted generation stays runnable: the
+next step that lists it swaps it back in or re-prefills it once memory allows;
+until then it produces no token.
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ import torch
 from timely_core.engine.block_manager import BlockManager, PinnedPrefix
 from timely_core.engine.config import EngineConfig
 from timely_core.engine.generation import GenerationState, KvLocation
+from timely_core.engine.iteration_scheduler import IterationScheduler
 from timely_core.engine.kv_cache import KvCache
 from timely_core.engine.loader import load_model
 from timely_core.engine.model_runner import Chunk, ModelRunner
@@ -34,7 +32,6 @@ from timely_core.engine.protocol import (
     EngineError,
     HandlingStrategy,
     MemoryReport,
-    OutOfKvMemory,
     SamplingParams,
     StepOutput,
     UnknownGeneration,
@@ -99,6 +96,7 @@ class TorchEngine:
             size, num_device, num_host, self.cache, self.config.enable_prefix_caching
         )
         self.runner = ModelRunner(self.model, self.cache, size)
+        self.scheduler = IterationScheduler(self.config, self.blocks)
         self.timings = StepTimings()
         self._gens: dict[int, GenerationState] = {}
         self._admissions = itertools.count()
@@ -208,7 +206,7 @@ class TorchEngine:
         if not state.suspended:
             raise EngineError(f"generation {gen_id} is not suspended")
         with self._threads(0):
-            self._restore(state)
+            self.scheduler.restore(state)
         state.suspended = False
 
     def abort(self, gen_id: int) -> None:
@@ -222,7 +220,7 @@ class TorchEngine:
             raise EngineError(f"step lists a generation twice: {gen_ids}")
         states = [self._runnable(g) for g in gen_ids][: self.config.max_generations]
         with self._threads(0):  # preemption swaps and swap-ins are block copies
-            chunks = self._schedule(states)
+            chunks = self.scheduler.schedule(states, self._gens.values())
         outputs: dict[int, StepOutput] = {}
         if chunks:
             forward_started = time.perf_counter()
@@ -271,83 +269,6 @@ class TorchEngine:
             self.blocks.free(state)
             del self._gens[state.gen_id]
         return StepOutput(gen_id=state.gen_id, token_id=token, finished=finished)
-
-    def _schedule(self, states: list[GenerationState]) -> list[Chunk]:
-        """Chunks for this iteration: decodes first, then prefill chunks, in caller
-        order within each, until the token budget is spent."""
-        budget = self.config.max_batched_tokens
-        decoding = [s.kv is KvLocation.DEVICE and s.num_pending == 1 for s in states]
-        order = [s for s, d in zip(states, decoding, strict=True) if d]
-        order += [s for s, d in zip(states, decoding, strict=True) if not d]
-        chunks: list[Chunk] = []
-        for position, state in enumerate(order):
-            if budget == 0:
-                break
-            if state.kv is not KvLocation.DEVICE and not self._try_restore(state):
-                continue
-            length = min(state.num_pending, budget)
-            end = state.num_computed + length
-            if not self._make_room(state, end, order[position + 1 :], chunks):
-                continue
-            self.blocks.grow(state, end)
-            chunks.append(Chunk(state, state.num_computed, length))
-            budget -= length
-        return chunks
-
-    def _make_room(
-        self, state: GenerationState, end: int, later: list[GenerationState], chunks: list[Chunk]
-    ) -> bool:
-        """Preempt until `state` can hold `end` tokens; False if it still cannot.
-        Generations already scheduled in this iteration (`chunks`) are never victims."""
-        if self.blocks.blocks_to_grow(state, end) <= self.blocks.num_free_device:
-            return True
-        later = [s for s in later if s.kv is KvLocation.DEVICE]
-        in_step = {s.gen_id for s in later} | {c.state.gen_id for c in chunks}
-        outside = sorted(
-            (
-                s
-                for s in self._gens.values()
-                if not s.suspended
-                and s.kv is KvLocation.DEVICE
-                and s is not state
-                and s.gen_id not in in_step
-            ),
-            key=lambda s: -s.admitted_seq,
-        )
-        victims = outside + later[::-1]
-        while self.blocks.blocks_to_grow(state, end) > self.blocks.num_free_device:
-            if not victims:
-                return False
-            self._preempt(victims.pop(0))
-        return True
-
-    def _preempt(self, state: GenerationState) -> None:
-        if state.kv is not KvLocation.DEVICE:
-            return
-        strategy = HandlingStrategy(self.config.preemption_strategy)
-        if strategy is HandlingStrategy.SWAP and self.blocks.swap_out(state):
-            state.strategy = HandlingStrategy.SWAP
-            return
-        self.blocks.free(state)
-        state.strategy = HandlingStrategy.DISCARD
-
-    def _restore(self, state: GenerationState) -> None:
-        """Bring a generation's KV back to device (swap-in or re-admission for a
-        re-prefill). Raises OutOfKvMemory, changing nothing."""
-        if state.kv is KvLocation.HOST:
-            self.blocks.swap_in(state)
-        elif state.kv is KvLocation.NONE:
-            prefix = self.blocks.prefixes.get(state.prefix_id or "")
-            if prefix is not None and state.token_ids[: len(prefix.token_ids)] != prefix.token_ids:
-                prefix = None
-            self.blocks.admit(state, prefix)
-
-    def _try_restore(self, state: GenerationState) -> bool:
-        try:
-            self._restore(state)
-        except OutOfKvMemory:
-            return False
-        return True
 
     def _state(self, gen_id: int) -> GenerationState:
         state = self._gens.get(gen_id)
