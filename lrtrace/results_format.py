@@ -89,8 +89,11 @@ class ResultsFile(BaseModel):
 def write(results: ResultsFile, path: Path) -> None:
     """Atomic write (a Ctrl-C during the write leaves the previous file intact)."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(results.model_dump_json(indent=1), encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(results.model_dump_json(indent=1), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as err:
+        raise LrtraceError(f"cannot write results {path}: {err.strerror}") from None
 
 
 def read(path: Path) -> ResultsFile:

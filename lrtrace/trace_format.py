@@ -93,8 +93,11 @@ def dumps(trace: TraceFile) -> bytes:
 def write(trace: TraceFile, path: Path) -> None:
     """Write atomically, so an interrupted write never leaves a half trace behind."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(dumps(trace))
-    tmp.replace(path)
+    try:
+        tmp.write_bytes(dumps(trace))
+        tmp.replace(path)
+    except OSError as err:
+        raise LrtraceError(f"cannot write trace {path}: {err.strerror}") from None
 
 
 def loads(data: bytes, source: str = "trace") -> TraceFile:

@@ -87,6 +87,7 @@ def test_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     )
     bad(capsys, ["compose", "--wid", "2", "--agents", "10", "-o", out], "16 tasks per event")
     bad(capsys, ["compose", "--wid", "4", "-o", out], "unknown workload id 4")
+    bad(capsys, ["compose", "--wid", "1", "-o", str(tmp_path / "no" / "t.lrt")], "cannot write")
     bad(
         capsys,
         [
