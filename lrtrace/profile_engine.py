@@ -36,7 +36,7 @@ class StepSample:
 class ProfilePlan:
     prefill_lengths: tuple[int, ...] = (32, 128, 256, 512)
     batch_sizes: tuple[int, ...] = (1, 2, 4, 8)
-    contexts: tuple[int, ...] = (64, 384)
+    contexts: tuple[int, ...] = (256, 1280)  # the robots' prompts are ~1k tokens
     repeats: int = 3
     decode_steps: int = 3
 
