@@ -56,6 +56,7 @@ class TrainConfig:
     # Continue from this checkpoint (its weights and tokenizer) instead of starting from
     # scratch; the run's statistics then record both stages.
     init_from: str = ""
+    save_every: int = 0  # also write the checkpoint every N steps (0: only at the end)
     lrtrace_repeats: int = 8  # the 11 LRTrace tasks are oversampled so they are learned exactly
 
 
@@ -115,6 +116,19 @@ def train(
     )
     model.train()
     recent: list[float] = []
+
+    def run_stats(steps_done: int) -> dict[str, float]:
+        return {
+            "steps_done": float(steps_done),
+            "train_seconds": time.monotonic() - started,
+            "final_loss": sum(recent) / len(recent),
+            "parameters": float(params),
+            "prefix_tokens_drone": float(prefixes["drone"].shape[1]),
+            "prefix_tokens_arm": float(prefixes["arm"].shape[1]),
+            "train_examples": float(len(data.train)),
+            "heldout_examples": float(len(data.heldout)),
+        }
+
     for step in range(config.steps):
         for group in optimizer.param_groups:
             group["lr"] = _lr_at(step, config)
@@ -131,26 +145,33 @@ def train(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         recent = [*recent[-19:], loss.item()]
+        done = step + 1
+        if config.save_every and done % config.save_every == 0 and done < config.steps:
+            write_run(model, out_dir, tokenizer, config, run_stats(done), earlier)
+            model.train()
         if step % 10 == 0 or step == config.steps - 1:
             log(
                 f"step {step:4d}/{config.steps} {robot_type:5s} "
                 f"loss {sum(recent) / len(recent):.4f} lr {_lr_at(step, config):.2e} "
                 f"elapsed {time.monotonic() - started:7.1f} s"
             )
+    return write_run(model, out_dir, tokenizer, config, run_stats(config.steps), earlier)
+
+
+def write_run(
+    model: TinyLlama,
+    out_dir: Path,
+    tokenizer: Tokenizer,
+    config: TrainConfig,
+    stats: dict[str, float],
+    earlier: list[dict[str, object]],
+) -> dict[str, float]:
+    """Checkpoint, tokenizer, statistics and model card into `out_dir`."""
     model.eval()
+    eos_id, pad_id = special_id(tokenizer, EOS_TOKEN), special_id(tokenizer, PAD_TOKEN)
     save_checkpoint(model, out_dir, eos_id, pad_id)
     save_tokenizer(tokenizer, out_dir)
-    stats = {
-        "train_seconds": time.monotonic() - started,
-        "final_loss": sum(recent) / len(recent),
-        "parameters": float(params),
-        "prefix_tokens_drone": float(prefixes["drone"].shape[1]),
-        "prefix_tokens_arm": float(prefixes["arm"].shape[1]),
-        "train_examples": float(len(data.train)),
-        "heldout_examples": float(len(data.heldout)),
-    }
-    (out_dir / "train_stats.json").write_text(
-        json.dumps({"config": asdict(config), **stats, "earlier_stages": earlier}, indent=2) + "\n"
-    )
+    record = {"config": asdict(config), **stats, "earlier_stages": earlier}
+    (out_dir / "train_stats.json").write_text(json.dumps(record, indent=2) + "\n")
     write_model_card(out_dir)
     return stats

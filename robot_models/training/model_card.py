@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ tokenizer either).
 The shared prefix is run once per batch and its K/V expanded over the batch; loss on
 plan tokens and EOS only; AdamW with a cosine schedule; {threads} CPU threads.
 Measured wall time: **{train_minutes:.1f} minutes** in total on the 2-core CPU, which
-was shared with other jobs at the time (load average 4 to 6), so an idle machine is
+was shared with other jobs at the time (load average 1.5 to 6), so an idle machine is
 several times faster. Final training loss {final_loss:.4f}.
 
 ## Evaluation (greedy decoding, HF transformers `LlamaForCausalLM.generate`)
@@ -91,10 +92,11 @@ def write_model_card(directory: Path, evaluation: dict[str, Any] | None = None) 
     lines = []
     for number, stage in enumerate(stages_all, start=1):
         c = stage["config"]
-        start = f" --init-from <stage {number - 1} output>" if c.get("init_from") else ""
+        flags = _flags(c, number)
         lines.append(
-            f"{number}. `python -m robot_models.train --steps {c['steps']} --lr {c['lr']}{start}`: "
-            f"{c['steps']} steps of {c['batch_size']} examples, "
+            f"{number}. `python -m robot_models.train{flags}`: "
+            f"{int(stage.get('steps_done', c['steps']))} of {c['steps']} scheduled steps of "
+            f"{c['batch_size']} examples, "
             f"{stage['train_seconds'] / 60:.1f} minutes, final loss {stage['final_loss']:.4f}"
         )
     card = CARD.format(
@@ -119,3 +121,17 @@ def write_model_card(directory: Path, evaluation: dict[str, Any] | None = None) 
         evaluation=text,
     )
     (directory / "MODEL_CARD.md").write_text(card)
+
+
+def _flags(config: dict[str, Any], stage: int) -> str:
+    """Command-line options that differ from the defaults (how to rerun the stage)."""
+    from robot_models.training.loop import TrainConfig  # loop imports this module
+
+    defaults = asdict(TrainConfig())
+    flags = ""
+    for name, value in config.items():
+        if name == "init_from":
+            flags += f" --init-from <stage {stage - 1} output>" if value else ""
+        elif name in defaults and value != defaults[name]:
+            flags += f" --{name.replace('_', '-')} {value}"
+    return flags
