@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     pe.add_argument("--name", default="measured-torch-planner-cpu")
     pe.add_argument("--out", type=Path, help="profile file (default: lrtrace/profiles/NAME.json)")
     pe.add_argument("--threads", type=int)
-    pe.add_argument("--repeats", type=int, default=3)
+    pe.add_argument("--repeats", type=int, default=5)
 
     rec = sub.add_parser("record", help="collect executor reports into an executions file")
     rec.add_argument("reports", type=Path, help="JSON lines from executors ('-' for stdin)")

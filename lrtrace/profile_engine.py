@@ -37,7 +37,7 @@ class ProfilePlan:
     prefill_lengths: tuple[int, ...] = (32, 128, 256, 512)
     batch_sizes: tuple[int, ...] = (1, 2, 4, 8)
     contexts: tuple[int, ...] = (256, 1280)  # the robots' prompts are ~1k tokens
-    repeats: int = 3
+    repeats: int = 5
     decode_steps: int = 3
 
 
