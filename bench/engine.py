@@ -17,7 +17,7 @@ robot prompts when it exists, else a random-weight Llama of the planner's shape
 with random prompts of the same lengths (the JSON says which). The machine is
 shared: expect noise; every time is the median of several repeats.
 
-    PYTHONPATH=. .venv/bin/python bench/engine.py [--threads 2] [--repeats 3]
+    PYTHONPATH=. .venv/bin/python bench/engine.py [--threads 2] [--repeats 3] [--model DIR]
 """
 
 from __future__ import annotations
@@ -65,12 +65,12 @@ class Workload:
         return self.prefixes[robot] + tail
 
 
-def planner_workload() -> Workload:
+def planner_workload(path: Path) -> Workload:
     from robot_models.dataset import LRTRACE_TASKS
     from robot_models.language import load_language
     from timely_core.engine.loader import load_tokenizer
 
-    tokenizer = load_tokenizer(CHECKPOINT)
+    tokenizer = load_tokenizer(path)
 
     def encode(text: str) -> list[int]:
         return list(tokenizer.encode(text, add_special_tokens=False).ids)
@@ -80,7 +80,7 @@ def planner_workload() -> Workload:
         (t.robot_type, encode(load_language(t.robot_type).format_request(t.scene, t.instruction)))
         for t in LRTRACE_TASKS
     ]
-    return Workload(CHECKPOINT, "planner checkpoint", prefixes, tails)
+    return Workload(path, f"planner checkpoint {path}", prefixes, tails)
 
 
 def stand_in_workload(folder: Path) -> Workload:
@@ -352,10 +352,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--model", type=Path, default=None, help=f"planner checkpoint folder (default {CHECKPOINT})"
+    )
     args = parser.parse_args()
     console = Console()
+    model = args.model or (CHECKPOINT if (CHECKPOINT / "config.json").is_file() else None)
     with tempfile.TemporaryDirectory() as tmp:
-        work = planner_workload() if CHECKPOINT.is_dir() else stand_in_workload(Path(tmp))
+        work = planner_workload(model) if model else stand_in_workload(Path(tmp))
         results = run(work, args.threads, args.repeats, console)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
