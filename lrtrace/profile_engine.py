@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lrtrace.profiles import LatencyProfile
-from timely_core.engine.protocol import Engine, SamplingParams, StepOutput
+from timely_core.engine.protocol import Engine, SamplingParams, StepOutput, UnknownGeneration
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,14 @@ class _Ids:
         return self._next_gen
 
 
+def _discard(engine: Engine, gen_id: int) -> None:
+    """Abort a generation unless it already finished (the engine freed it then)."""
+    try:
+        engine.abort(gen_id)
+    except UnknownGeneration:
+        return
+
+
 def _timed_step(engine: Engine, gen_ids: list[int]) -> tuple[float, list[StepOutput]]:
     start = time.perf_counter()
     outputs = engine.step(gen_ids)
@@ -83,7 +91,7 @@ def measure(
             g = ids.gen_id()
             engine.add(g, ids.prompt(length), params)
             times.append(_timed_step(engine, [g])[0])
-            engine.abort(g)
+            _discard(engine, g)
         samples.append(StepSample(length, 0, length, statistics.median(times)))
 
     for ctx in plan.contexts:
@@ -107,22 +115,37 @@ def _decode_samples(
             pending.discard(o.gen_id)
             if o.finished:
                 live.discard(o.gen_id)
-    for _ in range(plan.decode_steps):
+    # Consecutive decode steps differ by one token of context each: their median is one
+    # sample (single steps are noisy on a shared CPU, the first after prefill most).
+    times: list[float] = []
+    contexts: list[int] = []
+    sizes: list[int] = []
+    for _ in range(max(plan.decode_steps, plan.repeats)):
         if not live:
             break
-        context = sum(len(engine.token_ids(g)) for g in live)
+        contexts.append(sum(len(engine.token_ids(g)) for g in live))
+        sizes.append(len(live))
         seconds, outs = _timed_step(engine, sorted(live))
-        out.append(StepSample(0, len(live), context, seconds))
+        times.append(seconds)
         live -= {o.gen_id for o in outs if o.finished}
+    if times:
+        out.append(
+            StepSample(
+                0,
+                int(statistics.median(sizes)),
+                int(statistics.median(contexts)),
+                statistics.median(times),
+            )
+        )
     if live:  # mixed: the same decodes plus one new prompt of 128 tokens
         context = sum(len(engine.token_ids(g)) for g in live) + 128
         new = ids.gen_id()
         engine.add(new, ids.prompt(128), params)
         seconds, _ = _timed_step(engine, [*sorted(live), new])
         out.append(StepSample(128, len(live), context, seconds))
-        engine.abort(new)
+        _discard(engine, new)
     for g in live:
-        engine.abort(g)
+        _discard(engine, g)
     return out
 
 
