@@ -240,27 +240,17 @@ def summary_rows(name: str, sec: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def real_section(
-    console: Console,
-    catalog: Catalog,
-    duration_s: float,
-    threads: int | None,
-    policies: Sequence[str],
-    model: Path | None,
-) -> dict[str, Any]:
-    from lrtrace.replay.targets.service import ServiceTarget
-    from robot_models.checkpoints import default_planner_path
-
-    target = ServiceTarget.from_checkpoint(model, threads)
-    # Contended on this CPU (the planner is a few million parameters: the paper's event
-    # rates leave it idle). Measured beforehand with one torch thread: at eps 5 and up to
-    # 16 tasks per event, fcfs gives urgent tasks ~74% of their maximum utility.
-    specs = {
+def real_specs(duration_s: float) -> dict[str, WorkloadSpec]:
+    """Contended on this CPU (the planner is a few million parameters: the paper's event
+    rates leave it idle). Measured beforehand with one torch thread: at eps 5 and up to
+    16 tasks per event, fcfs gives urgent tasks well under their maximum utility."""
+    drones = tuple(range(1, 9))
+    return {
         "wid1": WorkloadSpec(
             name="WID1-like low load (CPU)",
-            eps=2.0,
+            eps=3.0,
             max_tpe=8,
-            trace_ids=tuple(range(1, 9)),
+            trace_ids=drones,
             agents=25,
             duration_s=duration_s,
         ),
@@ -268,7 +258,7 @@ def real_section(
             name="WID2-like high load (CPU)",
             eps=5.0,
             max_tpe=16,
-            trace_ids=tuple(range(1, 9)),
+            trace_ids=drones,
             agents=42,
             duration_s=duration_s,
         ),
@@ -281,6 +271,21 @@ def real_section(
             duration_s=duration_s,
         ),
     }
+
+
+def real_section(
+    console: Console,
+    catalog: Catalog,
+    duration_s: float,
+    threads: int | None,
+    policies: Sequence[str],
+    model: Path | None,
+) -> dict[str, Any]:
+    from lrtrace.replay.targets.service import ServiceTarget
+    from robot_models.checkpoints import default_planner_path
+
+    target = ServiceTarget.from_checkpoint(model, threads)
+    specs = real_specs(duration_s)
     out = section("real", target, specs, None, catalog, console, policies)
     out["setting"] = {k: v.model_dump(mode="json") for k, v in specs.items()}
     out["model"] = str(model or default_planner_path())
@@ -328,6 +333,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             console, catalog, args.real_duration, args.threads, policies, args.model
         )
         rows += summary_rows("real", doc["real"])
+        # The same contended workloads on the simulator with the profile measured on this
+        # engine: how far the capacity planner is from the measurement.
+        from lrtrace.profiles import load as load_profile
+
+        measured = load_profile("measured-torch-planner-cpu")
+        sim_cpu = SimTarget(measured, tokenizer, ExecTimeSampler(), catalog)
+        doc["sim_cpu"] = section(
+            "simcpu", sim_cpu, real_specs(args.real_duration), None, catalog, console, policies
+        )
+        doc["sim_cpu"]["profile"] = measured.model_dump(mode="json")
+        rows += summary_rows("sim, measured CPU profile", doc["sim_cpu"])
     (RESULTS / "lrtrace_paper.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     table = Table(title="LRTrace paper reproduction (sim = SIMULATION on the paper profile)")
     for col in ("target", "measure", "result", "goal", "status"):
