@@ -12,7 +12,7 @@ from tokenizers import Tokenizer
 from robot_models.checkpoints import default_planner_path
 from robot_models.dataset import LRTRACE_TASKS, build_dataset
 from robot_models.plan_check import check_plan
-from robot_models.prompts import prompt_prefix
+from robot_models.prompts import format_request, prompt_prefix
 
 PATH = default_planner_path()
 HELDOUT_SAMPLE_STRIDE = 7  # every 7th held-out example: 20 of 140
@@ -46,12 +46,17 @@ def test_checkpoint_files_and_config():
     assert config["vocab_size"] == tokenizer.get_vocab_size()
 
 
-def test_prefixes_are_at_least_1000_tokens_and_prompts_fit():
+def test_prefixes_are_at_least_1000_tokens_and_every_example_fits():
     tokenizer = Tokenizer.from_file(str(PATH / "tokenizer.json"))
     config = json.loads((PATH / "config.json").read_text())
-    for robot_type in ("drone", "arm"):
-        n = len(tokenizer.encode(prompt_prefix(robot_type)).ids)
-        assert 1000 <= n <= config["max_position_embeddings"] - 400
+    prefix = {t: len(tokenizer.encode(prompt_prefix(t)).ids) for t in ("drone", "arm")}
+    assert min(prefix.values()) >= 1000
+    data = build_dataset()
+    for example in (*data.train, *data.heldout, *data.lrtrace):
+        request = tokenizer.encode(format_request(example.scene, example.instruction)).ids
+        plan = tokenizer.encode(example.plan).ids
+        total = prefix[example.robot_type] + len(request) + len(plan) + 1
+        assert total <= config["max_position_embeddings"], example
 
 
 def test_plan_lengths_are_as_in_the_paper():
