@@ -42,7 +42,7 @@ def test_cancel_mid_plan_stops_generation_and_robot(
     client = PlanClient(ros_client.node)
     assert client.wait_for_server(60), planner_proc.output()
     robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
-    wait_until(lambda: len(statuses) >= 1, 10, "a status message")
+    wait_until(lambda: len(statuses) >= 1, 30, "a status message")
     idle_kv = statuses[-1].kv_device_used_fraction  # the pinned robot prompt only
 
     task = lrtrace_goal_fields(10)  # desk cleaning: many segments, seconds each
@@ -97,7 +97,7 @@ def test_cancel_mid_plan_stops_generation_and_robot(
             and abs(s.kv_device_used_fraction - idle_kv) < 1e-9
         )
 
-    wait_until(freed, 5, "KV freed in /timely/status")
+    wait_until(freed, 30, "KV freed in /timely/status")
 
 
 def test_robot_going_away_mid_plan_ends_the_task(

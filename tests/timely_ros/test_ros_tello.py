@@ -130,7 +130,7 @@ def test_tello_command_sequence_errors_timeouts_and_cancel(
         client.send_goal_async(
             _goal("long", [("move_forward", ["500"]), ("land", [])])
         ).add_done_callback(on_accept)
-        wait_until(lambda: "forward 500" in fake.received()[before:], 10, "the long move")
+        wait_until(lambda: "forward 500" in fake.received()[before:], 30, "the long move")
         out["handle"].cancel_goal_async()
         assert done.wait(15)
         assert out["status"] == GoalStatus.STATUS_CANCELED

@@ -67,7 +67,7 @@ def test_torch_planner_end_to_end(node_processes: StartNodes, ros_client: RosCli
 
     # the robots executed exactly the segments the planner wrote for them
     total = sum(len(c.segments) for c in calls.values())
-    wait_until(lambda: robots.output().count("event=segment_executed") >= total, 10, "robot logs")
+    wait_until(lambda: robots.output().count("event=segment_executed") >= total, 30, "robot logs")
     pattern = r"event=segment_executed robot=(\w+) task=\S+ segment=(\d+) skills=(\[.*\])"
     executed: dict[str, list[list[str]]] = {}
     for m in re.finditer(pattern, robots.output()):
