@@ -143,7 +143,7 @@ def test_ten_robots_mixed_urgency(
     # a robot that aborts: the PlanTask ends with the robot's reason
     assert mismatch.status == GoalStatus.STATUS_ABORTED
     assert "robot mismatch1 aborted segment 0" in mismatch.final_result().error
-    assert "sweep" in mismatch.final_result().error
+    assert "skill 'sw': unknown skill for a arm" in mismatch.final_result().error
     # an invalid field is rejected at goal time, with its reason published
     assert invalid.accepted is False
     assert "urgency 'asap'" in client.rejection_reason(invalid_goal)

@@ -79,7 +79,10 @@ class RobotLink:
 
     def execute(self, segment: SegmentMsg, run: SegmentRun, on_feedback: FeedbackFn) -> Outcome:
         goal = ExecuteSkill.Goal(
-            task_id=segment.task_id, segment_index=segment.index, skills=segment.skills
+            task_id=segment.task_id,
+            segment_index=segment.index,
+            skills=segment.skills,
+            text=segment.text,
         )
         send = self._client.send_goal_async(
             goal, feedback_callback=lambda m: on_feedback(m.feedback)

@@ -1,8 +1,10 @@
 """`timely_skill_executor`: the ExecuteSkill action server of one robot.
 
-Modelled on rclpy's minimal action server. A goal is one segment (a list of skill
-calls); every call is checked against the robot's skill set before anything moves,
-so an unknown skill or a bad argument ends the goal with a result naming it.
+Modelled on rclpy's minimal action server. A goal is one segment: plan text, run
+with the plan's semantics by a `SegmentRunner` (variables kept per task), or a bare
+list of skill calls. Statements and calls are checked against the robot's skill set
+before anything moves, so an unknown skill or a bad argument ends the goal with a
+result naming it.
 Segments of one robot run one at a time, in arrival order.
 """
 
@@ -28,6 +30,7 @@ from timely_ros.backends import Backend, SkillFailed, make_backend
 from timely_ros.config import EXECUTOR_NODE, ExecutorParams, executor_params, unflatten
 from timely_ros.goal_state import end_cancelled
 from timely_ros.qos import action_server_qos
+from timely_ros.segment_runner import CallProgress, SegmentRunner, SegmentStopped
 from timely_ros.skill_text import ArgumentError, parse_arg
 
 _ROS_BUILTIN_PARAMS = {"use_sim_time", "start_type_description_service"}
@@ -50,6 +53,7 @@ class SkillExecutorNode(Node):
         robot_id = str(raw.pop("robot_id", "") or self.get_namespace().strip("/"))
         self.params: ExecutorParams = executor_params(robot_id, raw)
         self.backend = backend or make_backend(self.params)
+        self._runner = SegmentRunner(self.backend, self.params.robot_type)
         self._run_lock = threading.Lock()
         self._active: dict[bytes, threading.Event] = {}
         self._server = ActionServer(
@@ -108,37 +112,32 @@ class SkillExecutorNode(Node):
         self, goal_handle: ServerGoalHandle, goal: ExecuteSkill.Goal, stop: threading.Event
     ) -> ExecuteSkill.Result:
         robot = self.params.robot_id
+        total = max(len(goal.skills), 1)
+
+        def progress(index: int, fraction: float, status: str) -> None:
+            done = min((index + min(max(fraction, 0.0), 1.0)) / total, 1.0)
+            goal_handle.publish_feedback(ExecuteSkill.Feedback(progress=done, current_skill=status))
+
         try:
-            calls = self.check(goal)
-        except ValueError as err:
+            with self._run_lock:
+                if goal.text:
+                    value = self._runner.run(goal.task_id, goal.text, stop, progress).value
+                else:
+                    value = self._run_calls(self.check(goal), stop, progress)
+        except SegmentStopped:
+            pass
+        except ValueError as err:  # syntax, unknown skill, bad argument, runtime error
             goal_handle.abort()
             return ExecuteSkill.Result(success=False, message=f"robot {robot}: {err}")
-        value = ""
-        with self._run_lock:
-            for i, (skill, args) in enumerate(calls):
-                if stop.is_set() or goal_handle.is_cancel_requested:
-                    break
-
-                def progress(fraction: float, status: str, i: int = i) -> None:
-                    done = (i + min(max(fraction, 0.0), 1.0)) / len(calls)
-                    goal_handle.publish_feedback(
-                        ExecuteSkill.Feedback(progress=done, current_skill=status)
-                    )
-
-                try:
-                    value = self.backend.run(skill, args, stop, progress) or value
-                except SkillFailed as err:
-                    goal_handle.abort()
-                    return ExecuteSkill.Result(
-                        success=False, message=f"robot {robot}, {skill.name}: {err}"
-                    )
-                except Exception as err:  # a backend bug must still end the goal clearly
-                    self.get_logger().error(f"{skill.name} failed: {err!r}")
-                    goal_handle.abort()
-                    return ExecuteSkill.Result(
-                        success=False,
-                        message=f"robot {robot}, {skill.name}: {type(err).__name__}: {err}",
-                    )
+        except SkillFailed as err:
+            goal_handle.abort()
+            return ExecuteSkill.Result(success=False, message=f"robot {robot}, {err}")
+        except Exception as err:  # a backend bug must still end the goal clearly
+            self.get_logger().error(f"segment {goal.segment_index} failed: {err!r}")
+            goal_handle.abort()
+            return ExecuteSkill.Result(
+                success=False, message=f"robot {robot}: {type(err).__name__}: {err}"
+            )
         if stop.is_set() or goal_handle.is_cancel_requested:
             end_cancelled(goal_handle)
             self.get_logger().info(
@@ -152,6 +151,27 @@ class SkillExecutorNode(Node):
             f"segment={goal.segment_index} skills={json.dumps([s.raw_text for s in goal.skills])}"
         )
         return ExecuteSkill.Result(success=True, return_value=value)
+
+    def _run_calls(
+        self,
+        calls: list[tuple[Skill, tuple[SkillValue, ...]]],
+        stop: threading.Event,
+        progress: CallProgress,
+    ) -> str:
+        """A goal without plan text: its calls in order (literal arguments only)."""
+        value = ""
+        for i, (skill, args) in enumerate(calls):
+            if stop.is_set():
+                raise SegmentStopped
+
+            def call_progress(fraction: float, status: str, i: int = i) -> None:
+                progress(i, fraction, status)
+
+            try:
+                value = self.backend.run(skill, args, stop, call_progress) or value
+            except SkillFailed as err:
+                raise SkillFailed(f"{skill.name}: {err}") from None
+        return value
 
     def destroy_node(self) -> None:
         self.backend.close()
