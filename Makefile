@@ -3,6 +3,7 @@
 # into the venv) and do no install work when nothing changed.
 
 SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -26,7 +27,7 @@ $(STAMP): pyproject.toml ros2_ws/src/timely_ros/setup.py
 	  || { echo "error: $(PYTHON) is not Python 3.10-3.13 (the ROS 2 wheels need one of those)" >&2; exit 1; }
 	@if [ ! -x "$(PY)" ]; then echo "==> creating $(VENV) with $(PYTHON)"; "$(PYTHON)" -m venv $(VENV); fi
 	@echo "==> installing timely and its dependencies into $(VENV) (first time: a few minutes)"
-	@$(PY) -m pip install --quiet -e ".[ros,tello,dev]"
+	@$(PY) -m pip install --quiet -e ".[ros,tello,dev]" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 	@$(PY) -m pip install --quiet --no-deps -e ros2_ws/src/timely_ros
 	@touch $(STAMP)
 	@echo "==> Python packages installed"

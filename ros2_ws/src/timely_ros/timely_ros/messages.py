@@ -15,8 +15,8 @@ from timely_ros.skill_text import call_text, expr_text
 def skill_msgs(segment: Segment) -> list[SkillMsg]:
     """Every skill call of the segment's statements, in source order.
 
-    Control flow (conditionals, loops) is flattened: the robot receives the calls
-    in the order they appear in the plan text.
+    For display and up-front checks: the robot runs the segment's text, which keeps
+    the control flow (see `segment_runner`).
     """
     out: list[SkillMsg] = []
     for statement in segment.statements:
