@@ -149,7 +149,14 @@ def test_ten_robots_mixed_urgency(
     assert "urgency 'asap'" in client.rejection_reason(invalid_goal)
 
     # /timely/status at least once a second, counting what happened
-    wait_until(lambda: len(statuses) >= 3 and statuses[-1].tasks_completed >= 10, 30, "status")
+    def settled() -> bool:  # every goal has ended, so the service is idle again
+        return (
+            len(statuses) >= 3
+            and statuses[-1].tasks_completed >= 10
+            and statuses[-1].running_generations == 0
+        )
+
+    wait_until(settled, 30, "status of an idle service")
     stamps = [s.stamp.sec + s.stamp.nanosec * 1e-9 for s in statuses]
     # configured at 2 Hz: on average at least 1 Hz, no gap long enough to matter even
     # on a loaded 2-core machine

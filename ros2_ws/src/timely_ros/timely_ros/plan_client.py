@@ -73,6 +73,12 @@ class PlanCall:
 
 SegmentFn = Callable[[PlanCall, SegmentMsg], None]
 
+# Feedback travels on a topic and the result on a service, and rclpy's action client
+# handles a ready result before ready feedback: the last segment can arrive just
+# after the result. A call is done once it holds every segment the result counts,
+# or this long after the result.
+LATE_FEEDBACK_GRACE_S = 2.0
+
 
 class PlanClient:
     def __init__(self, node: Node, action_name: str = PLAN_TASK_ACTION) -> None:
@@ -105,20 +111,33 @@ class PlanClient:
     def send(self, goal: PlanTask.Goal, on_segment: SegmentFn | None = None) -> PlanCall:
         """Send a goal; the returned PlanCall fills in as the executor spins."""
         call = PlanCall(goal=goal, sent_at=time.monotonic())
+        lock = threading.Lock()
+
+        def complete_if_all_segments() -> None:  # holding `lock`
+            if call.result is not None and len(call.segments) >= call.result.segment_count:
+                call.done.set()
 
         def feedback(msg: Any) -> None:
             segment: SegmentMsg = msg.feedback.segment
-            call.segments.append(segment)
-            call.segment_times.append(time.monotonic())
+            with lock:
+                call.segments.append(segment)
+                call.segment_times.append(time.monotonic())
             if on_segment is not None:
                 on_segment(call, segment)
+            with lock:
+                complete_if_all_segments()
 
         def result(future: Any) -> None:
             response = future.result()
-            call.result = response.result
-            call.status = response.status
-            call.finished_at = time.monotonic()
-            call.done.set()
+            with lock:
+                call.result = response.result
+                call.status = response.status
+                call.finished_at = time.monotonic()
+                complete_if_all_segments()
+            if not call.done.is_set():
+                timer = threading.Timer(LATE_FEEDBACK_GRACE_S, call.done.set)
+                timer.daemon = True
+                timer.start()
 
         def accepted(future: Any) -> None:
             handle = future.result()
