@@ -157,7 +157,7 @@ def _finish(item: _Open, count_statements: Callable[[str, str], int]) -> None:
         record.error = "the robot's end of a segment was not reported"
 
 
-END_EVENT_GRACE_S = 1.0  # progress events travel on a topic, results on a service
+END_EVENT_GRACE_S = 5.0  # progress events travel on a topic, results on a service
 
 
 def _settled(item: _Open) -> bool:
