@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml ros2_ws/src/timely_ros/setup.py
 	@echo "==> Python packages installed"
 
 run: setup
-	@echo "==> demo: planner + simulated fleet over ROS 2, short WID 1-style workload"
+	@echo "==> demo: the embedded planner (torch engine) and a simulated fleet over ROS 2, a short WID 1-style workload"
 	@$(VENV)/bin/timely demo
 
 lint: setup
