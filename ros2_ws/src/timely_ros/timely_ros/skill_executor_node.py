@@ -174,6 +174,12 @@ class SkillExecutorNode(Node):
         return value
 
     def destroy_node(self) -> None:
+        """Shutting down stops the robot: running segments end at once (Tello: hover),
+        so the process exits promptly instead of finishing the segment first."""
+        for stop in list(self._active.values()):
+            stop.set()
+        if self._active:
+            self.backend.halt()
         self.backend.close()
         super().destroy_node()
 
