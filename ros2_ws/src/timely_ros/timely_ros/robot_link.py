@@ -40,7 +40,7 @@ class SegmentRun:
         self.cancelled = threading.Event()
         self._lock = threading.Lock()
         self._goal_handle: Any = None
-        self._done = threading.Event()
+        self._waking: threading.Event | None = None  # the event `wait` sleeps on now
 
     def attach(self, goal_handle: Any) -> None:
         with self._lock:
@@ -53,17 +53,24 @@ class SegmentRun:
         with self._lock:
             self.cancelled.set()
             handle = self._goal_handle
+            waking = self._waking
         if handle is not None:
             handle.cancel_goal_async()
-        self._done.set()
+        if waking is not None:
+            waking.set()
 
     def wait(self, future: Future, timeout_s: float | None = None) -> bool:
-        """Wait for `future`; False if cancelled first or timed out."""
-        self._done.clear()
-        future.add_done_callback(lambda _f: self._done.set())
-        if self.cancelled.is_set():
-            return False
-        self._done.wait(timeout_s)
+        """Wait for `future`; False if cancelled first or timed out.
+
+        Each wait has its own event: a done-callback left on an earlier future of
+        this run (they fire on executor threads, possibly late) must not wake it,
+        or a segment would be reported cancelled before the robot started."""
+        done = threading.Event()
+        with self._lock:
+            self._waking = done
+        future.add_done_callback(lambda _f: done.set())
+        if not self.cancelled.is_set():
+            done.wait(timeout_s)
         return future.done() and not self.cancelled.is_set()
 
 
