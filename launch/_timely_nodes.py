@@ -13,7 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from launch import LaunchContext, LaunchDescription  # type: ignore[attr-defined]
 
 EXECUTOR_KEY = re.compile(r"^/?([A-Za-z][A-Za-z0-9_]*)/timely_skill_executor$")
 
@@ -56,3 +60,21 @@ def default_config(name: str) -> str:
     from ament_index_python.packages import get_package_share_directory
 
     return str(Path(get_package_share_directory("timely_ros")) / "config" / name)
+
+
+def launch_description(default_config_name: str, which: str) -> LaunchDescription:
+    """A `config:=` argument (default: the shipped config NAME) and the nodes of `which`."""
+
+    def nodes(context: LaunchContext) -> list[Any]:
+        return nodes_from_config(LaunchConfiguration("config").perform(context), which)
+
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument(
+                "config",
+                default_value=default_config(default_config_name),
+                description="Timely bring-up YAML (ROS 2 parameter-file format)",
+            ),
+            OpaqueFunction(function=nodes),
+        ]
+    )

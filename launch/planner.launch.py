@@ -10,29 +10,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.substitutions import LaunchConfiguration
-
-from launch import LaunchContext, LaunchDescription  # type: ignore[attr-defined]
+from launch import LaunchDescription  # type: ignore[attr-defined]
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timely_nodes import default_config, nodes_from_config
-
-
-def _nodes(context: LaunchContext) -> list[Any]:
-    return nodes_from_config(LaunchConfiguration("config").perform(context), "planner")
+from _timely_nodes import launch_description
 
 
 def generate_launch_description() -> LaunchDescription:
-    return LaunchDescription(
-        [
-            DeclareLaunchArgument(
-                "config",
-                default_value=default_config("sim_fleet.yaml"),
-                description="Timely bring-up YAML (ROS 2 parameter-file format)",
-            ),
-            OpaqueFunction(function=_nodes),
-        ]
-    )
+    return launch_description("sim_fleet.yaml", "planner")

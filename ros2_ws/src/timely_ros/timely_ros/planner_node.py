@@ -14,12 +14,10 @@ import sys
 import threading
 from typing import Any
 
-import rclpy
 from builtin_interfaces.msg import Time
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from std_msgs.msg import String
 from timely_interfaces.action import PlanTask
@@ -37,6 +35,7 @@ from timely_ros.config import (
     planner_params,
 )
 from timely_ros.goals import CheckedGoal, GoalError, check_goal
+from timely_ros.node_main import run_node
 from timely_ros.plan_job import JobHooks, PlanJob
 from timely_ros.qos import TOPIC, action_server_qos
 from timely_ros.robot_link import RobotLink
@@ -194,20 +193,7 @@ class PlannerNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Console entry: `timely_planner --ros-args --params-file CONFIG.yaml`."""
-    rclpy.init(args=args if args is not None else sys.argv)
-    node: PlannerNode | None = None
-    try:
-        node = PlannerNode()
-        executor = MultiThreadedExecutor(num_threads=node.executor_threads)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(PlannerNode, lambda node: node.executor_threads, args)
 
 
 if __name__ == "__main__":

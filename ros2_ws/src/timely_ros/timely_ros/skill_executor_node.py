@@ -16,11 +16,9 @@ import threading
 import time
 from typing import Any
 
-import rclpy
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from timely_interfaces.action import ExecuteSkill
 
@@ -29,6 +27,7 @@ from robot_models.skills import Skill, SkillValue
 from timely_ros.backends import Backend, SkillFailed, make_backend
 from timely_ros.config import EXECUTOR_NODE, ExecutorParams, executor_params, unflatten
 from timely_ros.goal_state import end_cancelled
+from timely_ros.node_main import run_node
 from timely_ros.qos import action_server_qos
 from timely_ros.segment_runner import CallProgress, SegmentRunner, SegmentStopped
 from timely_ros.skill_text import ArgumentError, parse_arg
@@ -186,20 +185,7 @@ class SkillExecutorNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Console entry: `timely_skill_executor --ros-args -r __ns:=/drone1 --params-file F`."""
-    rclpy.init(args=args if args is not None else sys.argv)
-    node: SkillExecutorNode | None = None
-    try:
-        node = SkillExecutorNode()
-        executor = MultiThreadedExecutor(num_threads=4)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(SkillExecutorNode, lambda _node: 4, args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,33 @@
+"""The console entry of a single-node process: init, spin on a MultiThreadedExecutor,
+and shut down cleanly on Ctrl-C or an external shutdown."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+
+N = TypeVar("N", bound=Node)
+
+
+def run_node(
+    make_node: Callable[[], N], threads: Callable[[N], int], args: list[str] | None
+) -> int:
+    rclpy.init(args=args if args is not None else sys.argv)
+    node: N | None = None
+    try:
+        node = make_node()
+        executor = MultiThreadedExecutor(num_threads=threads(node))
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
