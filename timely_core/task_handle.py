@@ -21,7 +21,7 @@ SegmentCallback = Callable[[Segment], None]
 ResultCallback = Callable[[TaskResult], None]
 
 
-class _TaskControl(Protocol):
+class TaskControl(Protocol):
     """The service operations a handle forwards to."""
 
     def segment_done(self, task_id: str, index: int, finished_at_s: float | None) -> None: ...
@@ -30,7 +30,7 @@ class _TaskControl(Protocol):
 
 
 class TaskHandle:
-    def __init__(self, control: _TaskControl, task_id: str, robot_id: str) -> None:
+    def __init__(self, control: TaskControl, task_id: str, robot_id: str) -> None:
         self._control = control
         self.task_id = task_id
         self.robot_id = robot_id

@@ -1,0 +1,83 @@
+"""The service loop: engine iterations run by a background thread on a real clock
+(`start`/`stop`), or stepped by the caller in virtual time (`run`), where the
+clock jumps to the next arrival when nothing else can happen. Deliveries run after
+each iteration, outside the lock."""
+
+from __future__ import annotations
+
+import threading
+
+from timely_core.engine_iteration import EngineIteration
+from timely_core.service_state import ServiceState
+
+
+class ServiceLoop:
+    def __init__(self, state: ServiceState) -> None:
+        self._state = state
+        self._iteration = EngineIteration(state)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Run the loop in a background thread (no-op if it runs already)."""
+        state = self._state
+        with state.lock:
+            if self._thread is not None:
+                return
+            state.stopping = False
+            self._thread = threading.Thread(
+                target=self._serve, name="planning-service", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, timeout_s: float) -> None:
+        """Stop the background thread; unfinished tasks stay as they are."""
+        state = self._state
+        with state.wake:
+            state.stopping = True
+            state.wake.notify_all()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout_s)
+
+    def _serve(self) -> None:
+        state = self._state
+        while True:
+            with state.wake:
+                if state.stopping:
+                    return
+                worked = self._iteration.run_guarded()
+                if not worked and not state.deliveries:
+                    state.wake.wait(self._idle_wait_s())
+            state.run_deliveries()
+
+    def _idle_wait_s(self) -> float:
+        state = self._state
+        next_arrival = state.next_arrival_s()
+        if next_arrival is None:
+            return state.config.idle_wait_s
+        return min(max(next_arrival - state.clock.now(), 0.0), state.config.idle_wait_s)
+
+    def run(self, until_s: float | None, max_iterations: int) -> None:
+        """Step until the clock reaches `until_s` (None: until idle), sleeping the
+        clock to the next arrival when nothing else can happen."""
+        state = self._state
+        for _ in range(max_iterations):
+            with state.lock:
+                if until_s is not None and state.clock.now() >= until_s:
+                    worked, next_arrival = True, None
+                    done = True
+                else:
+                    done = False
+                    worked = self._iteration.run_guarded()
+                    next_arrival = state.next_arrival_s()
+            state.run_deliveries()
+            if done:
+                return
+            if worked:
+                continue
+            if next_arrival is None or (until_s is not None and next_arrival > until_s):
+                if until_s is not None:
+                    state.clock.sleep_until(until_s)
+                return
+            state.clock.sleep_until(next_arrival)
+        raise RuntimeError(f"the service did not become idle within {max_iterations} iterations")
