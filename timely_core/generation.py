@@ -9,7 +9,7 @@ from enum import Enum
 from timely_core.events import Segment, TaskResult
 from timely_core.plan_language import PlanLanguage, PlanStatement
 from timely_core.request import TaskRequest
-from timely_core.segmenter import Segmenter
+from timely_core.segmenter import SegmentCut, Segmenter
 
 
 class GenerationState(str, Enum):
@@ -45,6 +45,8 @@ class Generation:
     suspended: bool = False  # suspended in the engine, waiting to be resumed
     segment_tokens: int = 0  # tokens generated in the segment being generated
     records: list[SegmentRecord] = field(default_factory=list)
+    # a completed segment kept for one more token, to learn whether the plan ends with it
+    awaiting_next_token: SegmentCut | None = None
     held_statements: list[PlanStatement] = field(default_factory=list)  # whole-plan mode
     held_text: str = ""
     held_ids: list[int] = field(default_factory=list)

@@ -82,6 +82,11 @@ class Segmenter:
         return None
 
     @property
+    def pending_tokens(self) -> int:
+        """Ids decoded since the last cut (the segment being generated)."""
+        return len(self._pending_ids)
+
+    @property
     def trailing_text(self) -> str:
         """Decoded text after the last cut (whitespace at the end of a plan)."""
         return self._pending_text

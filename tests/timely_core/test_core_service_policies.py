@@ -36,7 +36,7 @@ def test_every_policy_delivers_the_whole_plan_in_order(policy: str) -> None:
         assert result.success, result.error
         assert "".join(s.text for s in segments) == PLANS[task] == result.plan_text
         assert [s.index for s in segments] == list(range(len(segments)))
-        assert segments[-1].final or policy in SEGMENTED
+        assert segments[-1].final and not any(s.final for s in segments[:-1])
         expected = PLANS[task].count(";") if policy in SEGMENTED else 1
         assert len(segments) == result.segment_count == expected
         assert len(result.segment_waits_s) == expected
@@ -53,8 +53,9 @@ def test_timely_resumes_with_kept_ids_and_kv() -> None:
     handle = service.submit(TaskRequest(robot_id="drone1", instruction="look for the cat"))
     service.run_until_idle()
     assert handle.result(timeout_s=0).segment_count == 4
-    # suspended after each of the 4 segments, resumed each time (the last one finds EOS)
-    assert engine.stats.suspensions == 4 and engine.stats.resumptions == 4
+    # suspended after each of the first 3 segments and resumed; the robot is still
+    # busy when the last one is decoded, so it waits for the next token: EOS, no suspension
+    assert engine.stats.suspensions == 3 and engine.stats.resumptions == 3
     assert engine.stats.recomputed_tokens == 0 and engine.stats.swapped_out_blocks == 0
 
 
@@ -66,6 +67,33 @@ def test_segments_carry_the_execution_estimate_and_ids() -> None:
     assert [s.estimated_execution_s for s in segments] == pytest.approx([1.0, 1.0, 2.0, 0.5])
     assert all(s.token_ids and s.statements for s in segments)
     assert [s.emitted_at_s for s in segments] == sorted(s.emitted_at_s for s in segments)
+
+
+@pytest.mark.parametrize("policy", sorted(SEGMENTED))
+def test_the_last_segment_is_final_when_the_robot_is_still_busy(policy: str) -> None:
+    """Segments after the first wait for one more token while the robot still
+    executes earlier ones (so waiting costs it nothing): the last one learns that
+    the plan ends with it, and the robot never waits for a segment."""
+    service, _, _ = make_service(PLANS, policy=policy)
+    handle = service.submit(TaskRequest(robot_id="drone1", instruction="look for the cat"))
+    service.run_until_idle()
+    segments = list(handle.segments())
+    assert len(segments) == 4
+    assert [s.final for s in segments] == [False, False, False, True]
+    result = handle.result(timeout_s=0)
+    assert result.success and result.segment_waits_s[1:] == (0.0, 0.0, 0.0)
+
+
+def test_a_segment_the_robot_waits_for_is_sent_at_once() -> None:
+    """A robot that reports each segment done at once waits for the next: nothing is
+    held back to learn whether it is the last one, so `final` stays False."""
+    service, _, _ = make_service(PLANS)
+    handle = service.submit(TaskRequest(robot_id="drone1", instruction="evade"))
+    handle.on_segment(lambda s: handle.segment_done(s.index, finished_at_s=s.emitted_at_s))
+    service.run_until_idle()
+    segments = list(handle.segments())
+    assert len(segments) == 3 and not any(s.final for s in segments)
+    assert handle.result(timeout_s=0).success
 
 
 def test_segment_done_corrects_the_estimate() -> None:
