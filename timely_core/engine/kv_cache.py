@@ -30,9 +30,7 @@ class KvCache:
         self.host = torch.zeros(
             (num_layers, 2, num_kv_heads, num_host_blocks * block_size, head_dim), dtype=dtype
         )
-        self.layer_views: list[tuple[torch.Tensor, torch.Tensor]] = [
-            (self.device[i, 0], self.device[i, 1]) for i in range(num_layers)
-        ]
+        self.layer_views: list[torch.Tensor] = list(self.device)  # [2, kv_heads, slots, d]
 
     @staticmethod
     def bytes_per_block(

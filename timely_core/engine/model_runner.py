@@ -80,7 +80,7 @@ class ModelRunner:
         first = table[0]
         if table[blocks - 1] - first != blocks - 1:
             return None
-        if any(block != first + i for i, block in enumerate(table[:blocks])):
+        if table[:blocks] != list(range(first, first + blocks)):  # compared in C
             return None
         return first * self.block_size
 
@@ -88,12 +88,14 @@ class ModelRunner:
         """Forward over `chunks`; returns the chunks that sample and their float32
         logits, row for row (one-token chunks after cached context go first: they
         share one padded attention call)."""
+        decodes = [c for c in chunks if _is_decode(c)]
+        if len(decodes) == len(chunks):
+            return decodes, self._run_decodes(decodes)
         ids: list[int] = []
         positions: list[torch.Tensor] = []
         slot_parts: list[torch.Tensor] = []
         logits_rows: list[int] = []
         spans: list[PrefillSpan] = []
-        decodes = [c for c in chunks if _is_decode(c)]
         prefills = [c for c in chunks if not _is_decode(c)]
         group = self._decode_group(decodes) if decodes else None
         if group is not None:
@@ -131,6 +133,23 @@ class ModelRunner:
             torch.tensor(logits_rows, dtype=torch.long),
         )
         return decodes + [c for c in prefills if c.sample], logits
+
+    def _run_decodes(self, decodes: list[Chunk]) -> torch.Tensor:
+        """The usual iteration, decodes only: token ids, positions and cache slots in
+        one small tensor, and every row samples (no logits selection)."""
+        size = self.block_size
+        positions = [c.start for c in decodes]
+        inputs = torch.tensor(
+            [
+                [c.state.token_ids[c.start] for c in decodes],
+                positions,
+                [c.state.block_table[c.start // size] * size + c.start % size for c in decodes],
+            ]
+        )
+        batch = AttentionBatch(slot_mapping=inputs[2], decode=self._decode_group(decodes), spans=())
+        return self.model.forward(
+            inputs[0], inputs[1], max(positions), batch, self.cache.layer_views, None
+        )
 
 
 def _common_blocks(tables: list[list[int]], limit: int) -> int:

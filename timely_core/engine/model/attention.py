@@ -39,20 +39,15 @@ class AttentionBatch:
 
 
 def paged_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    batch: AttentionBatch,
+    q: torch.Tensor, kv: torch.Tensor, cache: torch.Tensor, batch: AttentionBatch
 ) -> torch.Tensor:
-    """Store this iteration's k/v in the cache, then attend.
+    """Store this iteration's k/v in the cache (one copy for both), then attend.
 
-    q: [T, heads, d]; k, v: [T, kv_heads, d]; caches: [kv_heads, slots, d].
+    q: [T, heads, d]; kv: [T, 2 (k, v), kv_heads, d]; cache: [2, kv_heads, slots, d].
     Returns [T, heads, d].
     """
-    k_cache.index_copy_(1, batch.slot_mapping, k.transpose(0, 1))
-    v_cache.index_copy_(1, batch.slot_mapping, v.transpose(0, 1))
+    cache.index_copy_(2, batch.slot_mapping, kv.permute(1, 2, 0, 3))
+    k_cache, v_cache = cache  # views
     group = batch.decode
     if group is not None and not batch.spans:
         return decode_attention(q, k_cache, v_cache, group)
@@ -63,8 +58,8 @@ def paged_attention(
         end = span.start + span.length
         sq = q[span.start : end].transpose(0, 1).unsqueeze(0)  # [1, heads, len, d]
         if span.context_slots is None:
-            sk = k[span.start : end].transpose(0, 1).unsqueeze(0)
-            sv = v[span.start : end].transpose(0, 1).unsqueeze(0)
+            sk = kv[span.start : end, 0].transpose(0, 1).unsqueeze(0)
+            sv = kv[span.start : end, 1].transpose(0, 1).unsqueeze(0)
         else:
             context = span.context_slots.shape[0]
             sk = gather(k_cache, span.context_slots, span.context_start, context).unsqueeze(0)

@@ -14,6 +14,14 @@ from dataclasses import dataclass
 
 import torch
 
+_NOTHING: dict[torch.dtype, torch.Tensor] = {}  # baddbmm's ignored input (beta=0), per dtype
+
+
+def _nothing(dtype: torch.dtype) -> torch.Tensor:
+    if dtype not in _NOTHING:
+        _NOTHING[dtype] = torch.zeros((), dtype=dtype)
+    return _NOTHING[dtype]
+
 
 @dataclass(frozen=True)
 class DecodeGroup:
@@ -55,7 +63,8 @@ def decode_attention(
     values = gather(v_cache, flat, group.context_start, total).view(-1, length, head_dim)
     grouped = q.view(batch, kv_heads, -1, head_dim).transpose(0, 1)  # [kv, B, group, d]
     grouped = grouped.reshape(kv_heads * batch, -1, head_dim)
-    scores = torch.bmm(grouped, keys.transpose(1, 2)) * scale  # [kv*B, group, L]
+    # scaled in the matmul (alpha): one kernel, no pass over the scores
+    scores = torch.baddbmm(_nothing(q.dtype), grouped, keys.transpose(1, 2), beta=0, alpha=scale)
     if group.mask is not None:
         scores = (scores.view(kv_heads, batch, -1, length) + group.mask).view_as(scores)
     if group.shared_slots is None:
@@ -66,7 +75,9 @@ def decode_attention(
     shared_k = gather(k_cache, group.shared_slots, group.shared_start, shared)  # [kv, P, d]
     shared_v = gather(v_cache, group.shared_slots, group.shared_start, shared)
     per_head = grouped.view(kv_heads, -1, head_dim)  # [kv, B*group, d]
-    shared_scores = torch.bmm(per_head, shared_k.transpose(1, 2)) * scale  # [kv, B*group, P]
+    shared_scores = torch.baddbmm(  # [kv, B*group, P]
+        _nothing(q.dtype), per_head, shared_k.transpose(1, 2), beta=0, alpha=scale
+    )
     both = torch.cat(
         (shared_scores.view(kv_heads, batch, -1, shared), scores.view(kv_heads, batch, -1, length)),
         dim=-1,

@@ -18,14 +18,27 @@ from timely_core.engine.model.config import ModelConfig
 from timely_core.engine.model.rope import RotaryTable, apply_rotary
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm computed in float32 like Hugging Face, then cast back (the fused
-    kernel gives bit-identical results in float32)."""
-    if x.dtype == torch.float32:
-        return F.rms_norm(x, weight.shape, weight, eps)
-    x32 = x.to(torch.float32)
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * x32.to(x.dtype)
+class RmsNorm:
+    """RMSNorm exactly as Hugging Face computes it (float32 mean of squares, rsqrt,
+    cast back, times the weight), bit for bit.
+
+    In float32 it runs as sum, then eps + sum / width in one `addcdiv` (the very
+    division `mean` does): about 2.5x faster than `F.rms_norm` on the one-row
+    inputs of decoding, whose `mean` kernel dominates a step's norms.
+    """
+
+    def __init__(self, eps: float, width: int) -> None:
+        self.eps = eps
+        self._eps = torch.tensor(eps, dtype=torch.float32)
+        self._width = torch.tensor(float(width), dtype=torch.float32)
+
+    def __call__(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:
+            squares = torch.sum(x * x, dim=-1, keepdim=True)
+            return weight * (x * torch.addcdiv(self._eps, squares, self._width).rsqrt_())
+        x32 = x.to(torch.float32)
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return weight * x32.to(x.dtype)
 
 
 def linear(x: torch.Tensor, weight_t: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -33,6 +46,17 @@ def linear(x: torch.Tensor, weight_t: torch.Tensor, bias: torch.Tensor | None) -
     if bias is None:
         return torch.mm(x, weight_t)
     return torch.addmm(bias, x, weight_t)
+
+
+def add_linear(
+    hidden: torch.Tensor, x: torch.Tensor, weight_t: torch.Tensor, bias: torch.Tensor | None
+) -> None:
+    """hidden += x @ weight_t (+ bias), in place: one kernel instead of a matmul and
+    an add when there is no bias (the residual adds of every layer)."""
+    if bias is None:
+        hidden.addmm_(x, weight_t)
+    else:
+        hidden += torch.addmm(bias, x, weight_t)
 
 
 @dataclass
@@ -70,6 +94,7 @@ class LlamaModel:
         self.weights = weights
         self.dtype = dtype
         self.rotary = RotaryTable(config.rope, config.head_dim, dtype)
+        self.norm = RmsNorm(config.rms_norm_eps, config.hidden_size)
         self._q_size = config.num_attention_heads * config.head_dim
         self._kv_size = config.num_key_value_heads * config.head_dim
 
@@ -79,30 +104,32 @@ class LlamaModel:
         positions: torch.Tensor,
         max_position: int,
         batch: AttentionBatch,
-        kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
-        logits_index: torch.Tensor,
+        kv_caches: list[torch.Tensor],
+        logits_index: torch.Tensor | None,
     ) -> torch.Tensor:
-        """Logits ([len(logits_index), vocab], float32) of the selected tokens.
+        """Logits ([len(logits_index), vocab], float32) of the selected tokens (of
+        every token when `logits_index` is None).
 
-        kv_caches: per layer, (k, v) flat views [slots, kv_heads, head_dim].
+        kv_caches: per layer, the [2 (k, v), kv_heads, slots, head_dim] view.
         """
         cfg = self.config
         cos, sin = self.rotary.lookup(positions, max_position)
         hidden = F.embedding(input_ids, self.weights.embed)
         tokens = input_ids.shape[0]
-        for layer, (k_cache, v_cache) in zip(self.weights.layers, kv_caches, strict=True):
-            x = rms_norm(hidden, layer.input_norm, cfg.rms_norm_eps)
+        for layer, cache in zip(self.weights.layers, kv_caches, strict=True):
+            x = self.norm(hidden, layer.input_norm)
             qkv = linear(x, layer.qkv, layer.qkv_bias)
-            # q and k are adjacent columns: rotate them in one go
+            # q and k are adjacent columns: rotate them in one go, in place, so the
+            # rotated k sits next to v and both enter the cache in one copy
             qk = qkv[:, : self._q_size + self._kv_size].view(tokens, -1, cfg.head_dim)
-            rotated = apply_rotary(qk, cos, sin)
-            q, k = rotated[:, : cfg.num_attention_heads], rotated[:, cfg.num_attention_heads :]
-            v = qkv[:, self._q_size + self._kv_size :].view(tokens, -1, cfg.head_dim)
-            attn = paged_attention(q, k, v, k_cache, v_cache, batch)
-            hidden += linear(attn.reshape(tokens, self._q_size), layer.o, layer.o_bias)
-            x = rms_norm(hidden, layer.post_norm, cfg.rms_norm_eps)
+            apply_rotary(qk, cos, sin, out=qk)
+            q = qk[:, : cfg.num_attention_heads]
+            kv = qkv[:, self._q_size :].view(tokens, 2, -1, cfg.head_dim)
+            attn = paged_attention(q, kv, cache, batch)
+            add_linear(hidden, attn.reshape(tokens, self._q_size), layer.o, layer.o_bias)
+            x = self.norm(hidden, layer.post_norm)
             gate, up = linear(x, layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
-            hidden += linear(F.silu(gate) * up, layer.down, layer.down_bias)
-        selected = hidden.index_select(0, logits_index)
-        selected = rms_norm(selected, self.weights.norm, cfg.rms_norm_eps)
+            add_linear(hidden, F.silu(gate, inplace=True).mul_(up), layer.down, layer.down_bias)
+        selected = hidden if logits_index is None else hidden.index_select(0, logits_index)
+        selected = self.norm(selected, self.weights.norm)
         return (selected @ self.weights.lm_head).to(torch.float32)

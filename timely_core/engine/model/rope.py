@@ -43,35 +43,35 @@ class RotaryTable:
     def __init__(self, rope: RopeConfig, head_dim: int, dtype: torch.dtype) -> None:
         self._inv_freq = inverse_frequencies(rope, head_dim)
         self._dtype = dtype
-        self._cos = torch.empty(0, head_dim, dtype=dtype)
-        self._sin = torch.empty(0, head_dim, dtype=dtype)
+        self._table = torch.empty(0, 2, head_dim, dtype=dtype)  # [position, (cos, sin), d]
 
     def _grow(self, length: int) -> None:
-        size = max(length, 2 * self._cos.shape[0], 1024)
+        size = max(length, 2 * self._table.shape[0], 1024)
         positions = torch.arange(size, dtype=torch.float)
         freqs = positions[:, None] * self._inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
-        self._cos = emb.cos().to(self._dtype)
+        cos = emb.cos().to(self._dtype)
         sin = emb.sin().to(self._dtype)
         half = sin.shape[-1] // 2
         # rotate_half(x) * sin == cat(x2, x1) * cat(-sin1, sin2): fold the sign in
-        self._sin = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)
+        signed_sin = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)
+        self._table = torch.stack((cos, signed_sin), dim=1)  # one row gather per step
 
     def lookup(
         self, positions: torch.Tensor, max_position: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sign-folded sin rows for `positions` ([T] long), each [T, 1, head_dim]."""
-        if max_position >= self._cos.shape[0]:
+        if max_position >= self._table.shape[0]:
             self._grow(max_position + 1)
-        return (
-            self._cos.index_select(0, positions).unsqueeze(1),
-            self._sin.index_select(0, positions).unsqueeze(1),
-        )
+        rows = self._table.index_select(0, positions)
+        return rows[:, :1], rows[:, 1:]
 
 
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+def apply_rotary(
+    x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """Rotate [T, heads, head_dim] by the angles of each token's position
-    (x * cos + rotate_half(x) * sin, in three kernels)."""
+    (x * cos + rotate_half(x) * sin, in three kernels); `out` may be `x` itself."""
     half = x.shape[-1] // 2
     swapped = torch.cat((x[..., half:], x[..., :half]), dim=-1)
-    return torch.addcmul(x * cos, swapped, signed_sin)
+    return torch.addcmul(x * cos, swapped, signed_sin, out=out)
