@@ -7,7 +7,8 @@
 SimulatedEngine's `LinearLatencyModel`, so the simulator runs the service's real
 scheduling code in virtual time on a cost model measured on a real engine
 (`lrtrace profile-engine`) or derived from a published one (the paper's Table 1).
-Profiles are JSON files in `lrtrace/profiles/`, validated on load.
+Measured profiles are JSON files in `lrtrace/profiles/`, validated on load; the
+paper's is built from its one definition in `timely_core.engine.simulated`.
 """
 
 from __future__ import annotations
@@ -59,11 +60,13 @@ def path_of(name: str) -> Path:
 
 
 def available() -> list[str]:
-    return sorted(p.stem for p in PROFILE_DIR.glob("*.json"))
+    return sorted({*BUILTIN, *(p.stem for p in PROFILE_DIR.glob("*.json"))})
 
 
 def load(name_or_path: str) -> LatencyProfile:
-    """A profile by name (from lrtrace/profiles/) or by file path."""
+    """A profile by name (built in, or from lrtrace/profiles/) or by file path."""
+    if name_or_path in BUILTIN:
+        return BUILTIN[name_or_path]
     path = Path(name_or_path)
     if not path.suffix:
         path = path_of(name_or_path)
@@ -92,29 +95,33 @@ def save(profile: LatencyProfile, path: Path | None = None) -> Path:
     return path
 
 
-# Llama3-8B fp16 on an RTX 4090, TimelyLLM Table 1: prefill of 2884 tokens 328 ms, then
-# about 22 ms per decoded token. The split into coefficients uses the model's shape:
-# KV per token = 32 layers x 8 KV heads x 128 dims x 2 (K, V) x 2 bytes = 128 KiB, read
-# once per decode at the card's 1008 GB/s -> 1.3e-7 s per context token; a decode step of
-# one sequence at ~2.9k context is then 21.5 ms fixed (weights streamed once per
-# iteration) + one token's compute; the per-token compute is what prefill costs per
-# token beyond that fixed part: (328 - 21.5) ms / 2884 = 0.1063 ms. KV capacity: 24 GiB
-# minus 16 GB of weights minus ~1.5 GB activations/runtime -> ~6.5 GB / 128 KiB.
-PAPER_PROFILE = LatencyProfile(
-    name="paper-llama3-8b-rtx4090",
-    description="TimelyLLM paper setting: Llama3-8B fp16 on an RTX 4090 (Table 1)",
-    source="paper",
-    iteration_s=0.0215,
-    prefill_token_s=(0.328 - 0.0215) / 2884,
-    decode_s=(0.328 - 0.0215) / 2884,
-    context_token_s=131072 / 1008e9,
-    kv_capacity_tokens=int(6.5e9 / 131072),
-    max_batched_tokens=4096,
-    kv_bytes_per_token=131072,
-    swap_bytes_per_s=170e6 / 9.5e-3,  # §4.1: 170 MB restored in 9.5 ms
-    derivation=(
-        "Table 1: prefill 2884 tokens = 328 ms, decode ~22 ms/token; context cost from "
-        "KV bytes/token (128 KiB) over 1008 GB/s; decode per-sequence compute = prefill "
-        "per-token compute; fixed part 21.5 ms so a batch-1 decode at 2.9k context is 22 ms"
-    ),
-)
+def _paper_profile() -> LatencyProfile:
+    """The paper's setting, from its one definition in timely_core (the simulated
+    engine's `PAPER_LLAMA3_8B_RTX4090`, where the derivation is written down)."""
+    from timely_core.engine import simulated as sim
+
+    model = sim.PAPER_LLAMA3_8B_RTX4090
+    return LatencyProfile(
+        name="paper-llama3-8b-rtx4090",
+        description="TimelyLLM paper setting: Llama3-8B fp16 on an RTX 4090 (Table 1)",
+        source="paper",
+        iteration_s=model.fixed_s,
+        prefill_token_s=model.per_prefill_token_s,
+        decode_s=model.per_decode_s,
+        context_token_s=model.per_context_token_s,
+        kv_capacity_tokens=sim.PAPER_KV_CAPACITY_TOKENS,
+        max_batched_tokens=sim.PAPER_MAX_BATCHED_TOKENS,
+        kv_bytes_per_token=sim.PAPER_KV_BYTES_PER_TOKEN,
+        swap_bytes_per_s=sim.PAPER_SWAP_BYTES_PER_S,
+        derivation=(
+            "Table 1: prefill 2884 tokens = 328 ms, decode ~22 ms/token; context cost from "
+            "KV bytes/token (128 KiB) over 1008 GB/s; decode per-sequence compute = prefill "
+            "per-token compute; fixed part 21.5 ms so a batch-1 decode at 2.9k context is "
+            "22 ms (timely_core.engine.simulated.PAPER_LLAMA3_8B_RTX4090)"
+        ),
+    )
+
+
+PAPER_PROFILE = _paper_profile()
+BUILTIN: dict[str, LatencyProfile] = {PAPER_PROFILE.name: PAPER_PROFILE}
+"""Profiles defined in code rather than measured into a file."""

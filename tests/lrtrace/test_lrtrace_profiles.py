@@ -11,16 +11,18 @@ import pytest
 from lrtrace.cli import main
 from lrtrace.errors import LrtraceError
 from lrtrace.profile_engine import ProfilePlan, StepSample, fit, measure, profile_from
-from lrtrace.profiles import PAPER_PROFILE, LatencyProfile, available, load
+from lrtrace.profiles import PAPER_PROFILE, PROFILE_DIR, LatencyProfile, available, load
 from lrtrace.replay.targets.sim import latency_model
+from timely_core.engine.simulated import LinearLatencyModel
 
 
 def test_paper_profile_reproduces_table_1() -> None:
     assert PAPER_PROFILE.iteration_seconds(2884, 0, 0) == pytest.approx(0.328, rel=1e-3)
     assert PAPER_PROFILE.iteration_seconds(0, 1, 2900) == pytest.approx(0.022, rel=0.01)
-    assert load(PAPER_PROFILE.name) == PAPER_PROFILE  # the shipped file is the derivation
-    model = latency_model(PAPER_PROFILE)
-    assert model.iteration_s(2884, 0, 0) == pytest.approx(0.328, rel=1e-3)
+    assert load(PAPER_PROFILE.name) == PAPER_PROFILE
+    # One definition: the profile is the simulated engine's paper model, not a copy.
+    assert latency_model(PAPER_PROFILE) == LinearLatencyModel.paper_llama3_8b_rtx4090()
+    assert not (PROFILE_DIR / f"{PAPER_PROFILE.name}.json").exists()
 
 
 def test_fit_recovers_coefficients() -> None:

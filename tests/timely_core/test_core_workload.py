@@ -21,7 +21,10 @@ from timely_core.task_handle import TaskHandle
 from timely_core.tuf import Tuf
 
 EVENTS = 12
-EVENTS_PER_S = 1.0
+# Two events a second: on Table 1's profile a batch member costs 0.1 ms of compute per
+# decode, so at one event a second a batch of 8 is hardly contended (edf kept 99.9%
+# of the urgent maximum) and the comparison would not be "under contention".
+EVENTS_PER_S = 2.0
 MAX_TASKS_PER_EVENT = 8
 
 

@@ -198,7 +198,7 @@ def test_abort_frees_at_once_and_unknown_ids_are_errors() -> None:
 def test_paper_profile_matches_table_1() -> None:
     model = LinearLatencyModel.paper_llama3_8b_rtx4090()
     assert model.iteration_s(2884, 0, 0) == pytest.approx(0.328, rel=1e-6)
-    assert model.iteration_s(0, 1, 2900) == pytest.approx(0.022)
+    assert model.iteration_s(0, 1, 2900) == pytest.approx(0.022, rel=0.01)
     assert model.iteration_s(0, 0, 0) == 0.0
 
 
