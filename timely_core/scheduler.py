@@ -57,11 +57,12 @@ class Scheduler:
         for slot in order:
             if len(budgets) >= self.max_batch_size:
                 break
-            if guided and not self.batch.may_admit(now_s, budgets, len(chosen)):
+            deadline = float(table.ref_s[slot] + table.ert_s[slot])
+            if guided and not self.batch.may_admit(now_s, budgets, len(chosen), deadline):
                 break
             gen_id = int(table.gen_id[slot])
             if not fits(gen_id):
                 break
             chosen.append(gen_id)
-            budgets.append(RunningBudget(float(table.ref_s[slot] + table.ert_s[slot]), 0))
+            budgets.append(RunningBudget(deadline, 0))
         return chosen

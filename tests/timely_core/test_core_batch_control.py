@@ -94,3 +94,35 @@ def test_queue_table_swap_remove_keeps_rows_consistent() -> None:
     assert order == sorted(range(1, 100, 2), reverse=True)  # earliest deadline first
     with pytest.raises(ValueError, match="already queued"):
         scheduler.enqueue(entry(1))
+
+
+def test_a_late_generation_holds_back_only_candidates_that_can_wait_for_it() -> None:
+    batch = LatencyGuidedBatch(wcet_segment_tokens=10)
+    batch.record_iteration(0.05, batch_size=1)
+    batch.record_iteration(0.06, batch_size=2)  # 0.04 s + 0.01 s per generation
+    # An urgent segment due at 0.2 s needs 10 x 0.05 s: late by the bound already.
+    urgent = RunningBudget(deadline_s=0.2, segment_tokens=0)
+    # A normal candidate due at 1.0 s still makes it if admitted at 0.2 s (+0.5 s).
+    assert not batch.may_admit(0.0, [urgent], admitted=0, candidate_deadline_s=1.0)
+    # Another urgent one cannot wait: holding it back would not save the first.
+    assert batch.may_admit(0.0, [urgent], admitted=0, candidate_deadline_s=0.21)
+    assert batch.may_admit(0.0, [urgent], admitted=0, candidate_deadline_s=0.69)
+    assert batch.may_admit(0.0, [urgent], admitted=0)  # candidate unknown: not held
+    # Past its deadline it is protected no more (an overload must not shrink the batch).
+    assert batch.may_admit(0.25, [urgent], admitted=0, candidate_deadline_s=1.0)
+
+
+def test_timely_admits_an_urgent_burst_and_defers_normal_first_segments() -> None:
+    batch = LatencyGuidedBatch()
+    for size in (1, 2):
+        batch.record_iteration(0.020 + 0.002 * size, batch_size=size)
+    scheduler = Scheduler(make_policy("timely"), batch, max_batch_size=8)
+    for i in range(3):
+        scheduler.enqueue(entry(i, ert_s=1.0, beta=1.0))  # normal
+    for i in range(3, 6):
+        scheduler.enqueue(entry(i, ert_s=0.2, beta=2.0))  # urgent, same arrival
+    assert scheduler.decide(0.0, [], lambda g: True) == [3, 4, 5]
+    fcfs = Scheduler(make_policy("fcfs"), batch, max_batch_size=8)
+    for i in range(6):
+        fcfs.enqueue(entry(i, ert_s=0.2 if i >= 3 else 1.0, beta=2.0 if i >= 3 else 1.0))
+    assert fcfs.decide(0.0, [], lambda g: True) == [0, 1, 2, 3, 4, 5]
