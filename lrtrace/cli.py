@@ -79,8 +79,15 @@ def _parser() -> argparse.ArgumentParser:
     pe.add_argument("--threads", type=int)
     pe.add_argument("--repeats", type=int, default=5)
 
-    rec = sub.add_parser("record", help="collect executor reports into an executions file")
-    rec.add_argument("reports", type=Path, help="JSON lines from executors ('-' for stdin)")
+    rec = sub.add_parser(
+        "record", help="collect executor reports or a replay's results into an executions file"
+    )
+    rec.add_argument(
+        "reports",
+        type=Path,
+        help="JSON lines from executors ('-' for stdin), or an lrtrace results file",
+    )
+    rec.add_argument("--run", help="results file: only the run with this label (e.g. timely)")
     rec.add_argument("-o", "--out", type=Path, required=True, help="executions file (.lrx)")
 
     f = sub.add_parser("fit", help="refit execution-time models from recorded executions")

@@ -129,8 +129,9 @@ def profile_engine(args: argparse.Namespace, console: Console) -> int:
 def record(args: argparse.Namespace, console: Console) -> int:
     from lrtrace.executions import record_reports
 
-    count = record_reports(args.reports, args.out)
-    console.print(f"{args.out}: {count} executions recorded")
+    count, skipped = record_reports(args.reports, args.out, args.run)
+    note = f" ({skipped} segments skipped: not one skill call)" if skipped else ""
+    console.print(f"{args.out}: {count} executions recorded{note}")
     return 0
 
 

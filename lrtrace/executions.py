@@ -6,6 +6,12 @@ line, e.g. `{"robot_type": "drone", "skill": "mf", "args": [100], "duration_s": 
 and appends them to a versioned msgpack executions file; `fit` refits the
 execution-time models (`ExecTimeModel.refit`) from one or more such files and writes
 the refitted skill-set files, which the simulator and the scheduler then use.
+
+`record` also takes an lrtrace results file (a replay, e.g. through the ROS 2 planner
+on real robots): each segment carries its execution start and end, so a segment that
+is exactly one skill call with literal arguments becomes one execution. Segments
+with several calls or control flow are skipped (their time cannot be split between
+the calls), and so is everything after a `->` return (it never ran).
 """
 
 from __future__ import annotations
@@ -15,12 +21,14 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import msgpack
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from lrtrace import results_format
 from lrtrace.errors import LrtraceError
+from lrtrace.results_format import ResultsFile
 from lrtrace.trace_format import one_line
 
 EXECUTIONS_FORMAT: Final = "lrtrace-executions"
@@ -95,9 +103,80 @@ def write(doc: ExecutionsFile, path: Path) -> None:
     tmp.replace(path)
 
 
-def record_reports(reports: Path, out: Path) -> int:
-    """Append the reports (a JSON-lines file, or stdin for '-') to `out`."""
-    if str(reports) == "-":
+def executions_from_results(
+    results: ResultsFile, source: str, run_label: str | None = None
+) -> tuple[list[Execution], int]:
+    """(the single-call segments of every finished task as executions, the number of
+    executed segments skipped because they are not one skill call). `run_label`: only
+    that run (default: every run of the file)."""
+    from robot_models.language import load_language
+    from robot_models.plan_ast import CallStmt, Return
+
+    runs = [r for r in results.runs if run_label is None or r.label == run_label]
+    if not runs:
+        labels = ", ".join(r.label for r in results.runs) or "none"
+        raise LrtraceError(f"{source}: no run labelled {run_label!r} (runs: {labels})")
+    out: list[Execution] = []
+    skipped = 0
+    languages: dict[str, Any] = {}
+    for run in runs:
+        for task in run.tasks:
+            if not (task.finished and task.success):
+                continue
+            if task.robot_type not in languages:
+                try:
+                    languages[task.robot_type] = load_language(task.robot_type)
+                except (KeyError, ValueError) as err:
+                    raise LrtraceError(f"{source}: task {task.task_id}: {err}") from None
+            language = languages[task.robot_type]
+            for seg in task.segments:
+                where = f"{source}: task {task.task_id} segment {seg.index}"
+                try:
+                    nodes = [st.node for st in language.parse(seg.text)]
+                except ValueError as err:
+                    raise LrtraceError(f"{where}: not a plan segment ({err})") from None
+                call = nodes[0].call if len(nodes) == 1 and isinstance(nodes[0], CallStmt) else None
+                args = call.literal_args() if call is not None else None
+                if call is None or args is None:  # several calls, control flow, variables
+                    skipped += 1
+                else:
+                    e = Execution(
+                        robot_type=task.robot_type,
+                        skill=call.name,
+                        args=tuple(args),
+                        duration_s=seg.exec_end_s - seg.exec_start_s,
+                        robot_id=task.agent_id,
+                        started_at_s=seg.exec_start_s,
+                    )
+                    _check_skill(e, where)
+                    out.append(e)
+                if any(isinstance(n, Return) for n in nodes):
+                    break  # the plan returned: later segments never ran
+    return out, skipped
+
+
+def _read_results(path: Path) -> ResultsFile | None:
+    """The file as an lrtrace results file, or None if it is not one (JSON lines)."""
+    try:
+        head = path.read_bytes()[:4096].lstrip()
+    except OSError as err:
+        raise LrtraceError(f"cannot read reports {path}: {err.strerror}") from None
+    if not head.startswith(b"{") or b'"lrtrace-results"' not in head:
+        return None
+    return results_format.read(path)
+
+
+def record_reports(reports: Path, out: Path, run_label: str | None = None) -> tuple[int, int]:
+    """Append the executions of `reports` to `out`: executor reports (a JSON-lines
+    file, or stdin for '-') or an lrtrace results file. Returns (executions recorded,
+    segments skipped; always 0 for reports)."""
+    skipped = 0
+    results = None if str(reports) == "-" else _read_results(reports)
+    if results is not None:
+        new, skipped = executions_from_results(results, str(reports), run_label)
+    elif run_label is not None:
+        raise LrtraceError(f"{reports}: --run applies to a results file only")
+    elif str(reports) == "-":
         new = parse_reports(sys.stdin, "stdin")
     else:
         try:
@@ -108,7 +187,7 @@ def record_reports(reports: Path, out: Path) -> int:
     doc = read(out) if out.exists() else ExecutionsFile()
     doc.executions.extend(new)
     write(doc, out)
-    return len(new)
+    return len(new), skipped
 
 
 def fit_models(paths: list[Path], out_dir: Path) -> list[str]:

@@ -12,7 +12,7 @@ import msgpack
 import pytest
 from rich.console import Console
 
-from lrtrace import results_format, trace_format
+from lrtrace import executions, results_format, trace_format
 from lrtrace.catalog import load_catalog
 from lrtrace.cli import main
 from lrtrace.compose import compose
@@ -44,6 +44,12 @@ def test_compose_replay_report(tmp_path: Path, tokenizer_path: Path) -> None:
     assert [r.label for r in results.runs] == ["timely@2", "timely@8", "fcfs@2", "fcfs@8"]
     assert all(r.simulated and r.engine == f"simulated:{PAPER_PROFILE.name}" for r in results.runs)
     assert all(t.finished for r in results.runs for t in r.tasks)
+    # The replay's segment executions feed `record` (and so `fit`) directly.
+    lrx = tmp_path / "x.lrx"
+    assert main(["record", str(res), "--run", "timely@8", "-o", str(lrx)]) == 0
+    recorded = executions.read(lrx).executions
+    assert recorded and all(e.robot_type == "drone" and e.duration_s > 0 for e in recorded)
+    assert len(recorded) < sum(len(t.segments) for t in results.runs[1].tasks)
     stats, plots = tmp_path / "s.json", tmp_path / "plots"
     assert main(["report", str(res), "--json", str(stats), "--plots", str(plots)]) == 0
     doc = json.loads(stats.read_text())
