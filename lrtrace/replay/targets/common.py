@@ -1,5 +1,5 @@
-"""What the in-process targets share: the planner's tokenizer and plan languages,
-the robot fleet's execution-time models, and one policy run through a service."""
+"""What the in-process targets share: the planner's tokenizer and plan languages, and
+one policy run through an in-process service (`InProcessTarget`)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from lrtrace.errors import LrtraceError
-from lrtrace.replay.drive import Pacer, ServiceDriver
+from lrtrace.replay.drive import Pacer, RealPacer, ServiceDriver, VirtualPacer
 from lrtrace.replay.fleet import ExecutionSampler
 from lrtrace.results_format import TaskRecord
 from lrtrace.trace_format import TraceFile
 from timely_core.plan_language import PlanLanguage
+from timely_core.service import PlanningService
+from timely_core.service_config import ServiceConfig
 
 
 def load_tokenizer(checkpoint: Path | None) -> Any:
@@ -70,24 +72,70 @@ def load_languages(robot_types: set[str]) -> dict[str, PlanLanguage]:
         raise LrtraceError(f"no plan language for a robot type of the trace: {err}") from None
 
 
-def run_policy(
-    service: Any,
-    pacer: Pacer,
-    trace: TraceFile,
-    sampler: ExecutionSampler,
-    network_latency_s: float,
-    records: list[TaskRecord],
-    on_task_done: Callable[[TaskRecord], None],
-    stop: threading.Event,
-    presubmit: bool,
-) -> None:
-    """Register the trace's agents with `service` and replay the trace through it."""
-    for agent in trace.agents:
-        service.register_robot(agent.agent_id, robot_type=agent.robot_type)
-    driver = ServiceDriver(
-        service, pacer, sampler, network_latency_s, on_task_done, stop, presubmit=presubmit
-    )
-    driver.run(trace, records)
+class InProcessTarget:
+    """A `PlanningService` in this process, driven through a trace with simulated
+    robots: what the `service` (real engine, monotonic clock) and `sim` (simulated
+    engine, virtual clock) targets share. A subclass builds the service for one policy
+    run (`_new_service`); `real_clock` says whether it runs on its own thread (arrivals
+    submitted as their time comes) or is stepped in virtual time (all handed over up
+    front with `submit_at`, so arrivals are exact)."""
+
+    real_clock: bool
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        sampler: ExecutionSampler,
+        network_latency_s: float,
+        service_config: ServiceConfig | None,
+    ) -> None:
+        self._tokenizer = tokenizer
+        self._sampler = sampler
+        self._latency = network_latency_s
+        self._config = service_config or ServiceConfig()
+        self._languages: dict[str, PlanLanguage] = {}
+
+    def _new_service(self, trace: TraceFile, policy: str, config: ServiceConfig) -> PlanningService:
+        raise NotImplementedError
+
+    def _config_update(self, trace: TraceFile) -> dict[str, object]:
+        """Service settings this target needs for `trace`, beyond the shared ones."""
+        return {}
+
+    def run(
+        self,
+        trace: TraceFile,
+        policy: str,
+        max_batch: int | None,
+        records: list[TaskRecord],
+        on_task_done: Callable[[TaskRecord], None],
+        stop: threading.Event,
+    ) -> None:
+        self._languages = languages_for(trace, self._languages)
+        update: dict[str, object] = {"dispatch_latency_s": self._latency}
+        update.update(self._config_update(trace))
+        if max_batch is not None:
+            update["max_batch_size"] = max_batch
+        service = self._new_service(trace, policy, self._config.model_copy(update=update))
+        for agent in trace.agents:  # prefixes are prefilled before the replay clock starts
+            service.register_robot(agent.agent_id, robot_type=agent.robot_type)
+        pacer: Pacer = RealPacer(service) if self.real_clock else VirtualPacer(service)
+        driver = ServiceDriver(
+            service,
+            pacer,
+            self._sampler,
+            self._latency,
+            on_task_done,
+            stop,
+            presubmit=not self.real_clock,
+        )
+        if self.real_clock:
+            service.start()
+        try:
+            driver.run(trace, records)
+        finally:
+            if self.real_clock:
+                service.stop()
 
 
 def robot_types(trace: TraceFile) -> set[str]:

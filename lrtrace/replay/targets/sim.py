@@ -6,22 +6,15 @@ It is a capacity planner, and every output says it is a simulation."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from lrtrace.catalog import Catalog, load_catalog
 from lrtrace.profiles import LatencyProfile, load
-from lrtrace.replay.drive import VirtualPacer
 from lrtrace.replay.fleet import NETWORK_LATENCY_S, ExecutionSampler
-from lrtrace.replay.targets.common import (
-    languages_for,
-    load_tokenizer_file,
-    planner_tokenizer,
-    run_policy,
-)
-from lrtrace.results_format import Target, TaskRecord
+from lrtrace.replay.targets.common import InProcessTarget, load_tokenizer_file, planner_tokenizer
+from lrtrace.results_format import Target
 from lrtrace.trace_format import TraceFile
 from timely_core.clock import VirtualClock
 from timely_core.engine.simulated import (
@@ -85,9 +78,10 @@ class PlanScript:
         raise ValueError("the simulator has no plan for this prompt (not an LRTrace task)")
 
 
-class SimTarget:
+class SimTarget(InProcessTarget):
     kind: Target = "sim"
     simulated = True
+    real_clock = False
 
     def __init__(
         self,
@@ -98,15 +92,11 @@ class SimTarget:
         network_latency_s: float = NETWORK_LATENCY_S,
         service_config: ServiceConfig | None = None,
     ) -> None:
+        super().__init__(tokenizer, sampler, network_latency_s, service_config)
         self.profile_model = profile
         self.profile = profile.name
         self.engine = f"simulated:{profile.name}"
-        self._tokenizer = tokenizer
-        self._sampler = sampler
         self._catalog = catalog
-        self._latency = network_latency_s
-        self._config = service_config or ServiceConfig()
-        self._languages: dict[str, PlanLanguage] = {}
         self.last_engine: SimulatedEngine | None = None
         self.last_service: PlanningService | None = None
         self.tokenizer_source = "given"
@@ -127,16 +117,12 @@ class SimTarget:
         target.tokenizer_source = source
         return target
 
-    def run(
-        self,
-        trace: TraceFile,
-        policy: str,
-        max_batch: int | None,
-        records: list[TaskRecord],
-        on_task_done: Callable[[TaskRecord], None],
-        stop: threading.Event,
-    ) -> None:
-        self._languages = languages_for(trace, self._languages)
+    def _config_update(self, trace: TraceFile) -> dict[str, object]:
+        # every arrival is handed over up front (submit_at), so the bound on waiting
+        # tasks must hold the whole trace; it is not what is being measured here
+        return {"max_queue": max(self._config.max_queue, len(trace.tasks) + 1)}
+
+    def _new_service(self, trace: TraceFile, policy: str, config: ServiceConfig) -> PlanningService:
         clock = VirtualClock()
         eos = self._tokenizer.token_to_id("<eos>")
         engine = SimulatedEngine(
@@ -145,28 +131,8 @@ class SimTarget:
             PlanScript(self._tokenizer, self._catalog, self._languages),
             engine_config(self.profile_model, 0 if eos is None else int(eos)),
         )
-        self.last_engine = engine
-        update: dict[str, object] = {
-            "dispatch_latency_s": self._latency,
-            # every arrival is handed over up front (submit_at), so the bound on waiting
-            # tasks must hold the whole trace; it is not what is being measured here
-            "max_queue": max(self._config.max_queue, len(trace.tasks) + 1),
-        }
-        if max_batch is not None:
-            update["max_batch_size"] = max_batch
-        config = self._config.model_copy(update=update)
         service = PlanningService(
             engine, self._tokenizer, policy, clock=clock, config=config, languages=self._languages
         )
-        self.last_service = service
-        run_policy(
-            service,
-            VirtualPacer(service),
-            trace,
-            self._sampler,
-            self._latency,
-            records,
-            on_task_done,
-            stop,
-            presubmit=True,
-        )
+        self.last_engine, self.last_service = engine, service
+        return service
