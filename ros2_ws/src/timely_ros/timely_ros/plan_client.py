@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from std_msgs.msg import String
 from timely_interfaces.action import PlanTask
 from timely_interfaces.msg import Segment as SegmentMsg
 from timely_interfaces.msg import Tuf as TufMsg
+from unique_identifier_msgs.msg import UUID
 
 from timely_ros.config import PLAN_TASK_ACTION, REJECTIONS_TOPIC
 from timely_ros.qos import TOPIC, action_client_qos
@@ -74,9 +76,10 @@ class PlanCall:
 SegmentFn = Callable[[PlanCall, SegmentMsg], None]
 
 # Feedback travels on a topic and the result on a service, and rclpy's action client
-# handles a ready result before ready feedback: the last segment can arrive just
-# after the result. A call is done once it holds every segment the result counts,
-# or this long after the result.
+# handles a ready result before ready feedback, then forgets the goal's feedback
+# callback: a last segment published just before the result would be dropped. So
+# the client subscribes to the action's feedback topic itself, and a call is done
+# once it holds every segment the result counts, or this long after the result.
 LATE_FEEDBACK_GRACE_S = 2.0
 
 
@@ -88,7 +91,14 @@ class PlanClient:
         )
         self._lock = threading.Lock()
         self._rejections: list[dict[str, str]] = []
+        self._feedback_fns: dict[bytes, tuple[PlanCall, Callable[[Any], None]]] = {}
         node.create_subscription(String, REJECTIONS_TOPIC, self._on_rejection, TOPIC)
+        node.create_subscription(
+            PlanTask.Impl.FeedbackMessage,
+            f"{action_name}/_action/feedback",
+            self._on_feedback,
+            action_client_qos()["feedback_sub_qos_profile"],
+        )
 
     def wait_for_server(self, timeout_s: float) -> bool:
         return bool(self._client.wait_for_server(timeout_sec=timeout_s))
@@ -96,6 +106,12 @@ class PlanClient:
     def _on_rejection(self, msg: String) -> None:
         with self._lock:
             self._rejections.append(json.loads(msg.data))
+
+    def _on_feedback(self, msg: Any) -> None:
+        with self._lock:
+            entry = self._feedback_fns.get(bytes(msg.goal_id.uuid))
+        if entry is not None:
+            entry[1](msg)
 
     def rejection_reason(self, goal: PlanTask.Goal, wait_s: float = 1.0) -> str:
         """The planner's reason for rejecting `goal` (published on /timely/rejections)."""
@@ -149,7 +165,14 @@ class PlanClient:
                 return
             handle.get_result_async().add_done_callback(result)
 
-        self._client.send_goal_async(goal, feedback_callback=feedback).add_done_callback(accepted)
+        goal_id = uuid.uuid4().bytes
+        with self._lock:
+            for done in [k for k, (c, _) in self._feedback_fns.items() if c.done.is_set()]:
+                del self._feedback_fns[done]
+            self._feedback_fns[goal_id] = (call, feedback)
+        self._client.send_goal_async(goal, goal_uuid=UUID(uuid=list(goal_id))).add_done_callback(
+            accepted
+        )
         return call
 
     def cancel(self, call: PlanCall) -> None:
