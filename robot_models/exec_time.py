@@ -1,5 +1,6 @@
 """Execution-time models of skills: (min, mean) for scheduling, samples for
-simulation, refitting from recorded executions, and saving back to the data file.
+simulation, refitting from recorded executions (all at once, or online as robots
+report them: `OnlineRefit`, `split_duration`), and saving back to the data file.
 
 Model kinds (parameters live in `data/<robot>.yaml`, see the comments there):
 - linear: mean = overhead_s + |arg| / rate (moves by distance, turns by angle);
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections import defaultdict
+import threading
+from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,8 @@ from robot_models.skills import (
 )
 
 MAX_EMPIRICAL_SAMPLES = 500
+ONLINE_WINDOW = 50  # newest reported executions per skill an online refit uses
+ONLINE_MIN_RECORDS = 3  # reported executions of a skill before it is refit online
 IF_BODY_MEAN_WEIGHT = 0.5  # a branch with an unknown outcome counts half in the mean
 
 
@@ -175,6 +179,75 @@ class ExecTimeModel:
             skill = self._skills.get(name)
             skill.exec_time = _refit_one(skill, group)
         return {name: len(group) for name, group in by_skill.items()}
+
+
+class OnlineRefit:
+    """Refines an `ExecTimeModel` from executions reported one at a time (a robot's
+    measured segment durations). The newest `window` records of each linear or
+    constant skill are kept, and the skill is refit from them once it has
+    `min_records` (so one odd execution does not swing it); an empirical skill's
+    profile takes each record as it comes. Thread-safe."""
+
+    def __init__(
+        self,
+        model: ExecTimeModel,
+        window: int = ONLINE_WINDOW,
+        min_records: int = ONLINE_MIN_RECORDS,
+    ) -> None:
+        if not 1 <= min_records <= window:
+            raise ValueError(f"need 1 <= min_records <= window, got {min_records}, {window}")
+        self._model = model
+        self._window = window
+        self._min_records = min_records
+        self._recent: dict[str, deque[ExecutionRecord]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, records: Iterable[ExecutionRecord]) -> list[str]:
+        """Take new records; returns the skills refit now."""
+        refit: list[str] = []
+        touched: list[str] = []
+        with self._lock:
+            for record in records:
+                skill = self._model.skill_set.get(record.call.name)
+                if isinstance(skill.exec_time, EmpiricalTime):
+                    self._model.refit([record])
+                    refit.append(skill.name)
+                    continue
+                recent = self._recent.setdefault(skill.name, deque(maxlen=self._window))
+                recent.append(record)
+                if skill.name not in touched:
+                    touched.append(skill.name)
+            for name in touched:
+                if len(self._recent[name]) >= self._min_records:
+                    self._model.refit(self._recent[name])
+                    refit.append(name)
+        return refit
+
+
+def split_duration(
+    model: ExecTimeModel, nodes: Sequence[Stmt], duration_s: float
+) -> list[ExecutionRecord]:
+    """Records of the calls of straight-line statements that ran in `duration_s`
+    together, the time shared in proportion to each call's mean estimate. Empty
+    when what ran is not known: a conditional or a loop, or an argument that is
+    not a literal."""
+    calls: list[BoundCall] = []
+    for node in nodes:
+        if isinstance(node, (If, Loop)):
+            return []
+        for call in calls_in(node):
+            args = call.literal_args()
+            if args is None:
+                return []
+            calls.append(BoundCall(call.name, call.short, args))
+    if not calls:
+        return []
+    means = [model.estimate(call)[1] for call in calls]
+    total = sum(means)
+    shares = [m / total for m in means] if total > 0 else [1 / len(calls)] * len(calls)
+    return [
+        ExecutionRecord(call, duration_s * share) for call, share in zip(calls, shares, strict=True)
+    ]
 
 
 def _lower(mean: float, cv: float) -> float:

@@ -1,12 +1,13 @@
 """`RobotPlanLanguage`: one robot type's prompt, parser and execution-time model,
-shaped to satisfy `timely_core.plan_language.PlanLanguage` (structurally: this
+shaped to satisfy `timely_core.plan_language.PlanLanguage` and, when it learns from
+executions, `timely_core.execution_feedback.ExecutionFeedback` (structurally: this
 package never imports timely_core)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from robot_models.exec_time import ExecTimeModel
+from robot_models.exec_time import ExecTimeModel, OnlineRefit, split_duration
 from robot_models.parser import PlanParser
 from robot_models.plan_ast import PlanStatement, Stmt
 from robot_models.prompts import format_request, prompt_prefix
@@ -16,10 +17,18 @@ from robot_models.skills import ROBOT_TYPES, SkillSet, check_robot_type
 class RobotPlanLanguage:
     """Plan language of one robot type."""
 
-    def __init__(self, robot_type: str, exec_time: ExecTimeModel | None = None) -> None:
+    def __init__(
+        self,
+        robot_type: str,
+        exec_time: ExecTimeModel | None = None,
+        learn_from_executions: bool = False,
+    ) -> None:
+        """`learn_from_executions`: measured segment durations (`observe_execution`,
+        called by the planning service on `segment_done`) refine `exec_time`."""
         self._robot_type = check_robot_type(robot_type)
         self._exec_time = exec_time or ExecTimeModel.for_robot(robot_type)
         self._skills = self._exec_time.skill_set
+        self._learner = OnlineRefit(self._exec_time) if learn_from_executions else None
 
     @property
     def robot_type(self) -> str:
@@ -50,6 +59,19 @@ class RobotPlanLanguage:
     def estimate_execution_s(self, statements: Sequence[object]) -> tuple[float, float]:
         """(min_s, mean_s) of the statements. Accepts this package's `PlanStatement`s
         or anything with the statement's `.text` (re-parsed on its own)."""
+        return self._exec_time.estimate_statements(self._nodes(statements))
+
+    def observe_execution(self, statements: Sequence[object], duration_s: float) -> None:
+        """The robot executed `statements` (one segment) in `duration_s`. With
+        `learn_from_executions`, straight-line segments refine the execution-time
+        model (`split_duration`, `OnlineRefit`); otherwise nothing happens."""
+        if self._learner is None:
+            return
+        records = split_duration(self._exec_time, self._nodes(statements), duration_s)
+        if records:
+            self._learner.add(records)
+
+    def _nodes(self, statements: Sequence[object]) -> list[Stmt]:
         nodes: list[Stmt] = []
         for statement in statements:
             node = getattr(statement, "node", None)
@@ -60,11 +82,11 @@ class RobotPlanLanguage:
                 nodes.extend(s.node for s in self.parse(text))
             else:
                 nodes.append(node)
-        return self._exec_time.estimate_statements(nodes)
+        return nodes
 
 
-def load_language(robot_type: str) -> RobotPlanLanguage:
+def load_language(robot_type: str, learn_from_executions: bool = False) -> RobotPlanLanguage:
     """The plan language of "drone" or "arm"; ValueError listing the known types otherwise."""
     if robot_type not in ROBOT_TYPES:
         check_robot_type(robot_type)
-    return RobotPlanLanguage(robot_type)
+    return RobotPlanLanguage(robot_type, learn_from_executions=learn_from_executions)

@@ -74,6 +74,22 @@ class Generation:
             previous_end = end
         return ends
 
+    def measured_execution_s(self, index: int) -> float | None:
+        """How long the robot took for segment `index`, from its start (dispatch, or
+        the reported end of the previous segment if later) to its reported end;
+        None unless both ends were reported (an estimated start would bias it)."""
+        record = self.records[index]
+        if record.finished_at_s is None:
+            return None
+        start = record.dispatch_s
+        if index > 0:
+            previous_end = self.records[index - 1].finished_at_s
+            if previous_end is None:
+                return None
+            start = max(start, previous_end)
+        duration = record.finished_at_s - start
+        return duration if duration >= 0 else None
+
     def segment_ref_s(self) -> float:
         """Eq. 4's reference time of the next segment: arrival for k = 0, else the
         (estimated or reported) completion of the previous segment's execution."""

@@ -24,6 +24,7 @@ from timely_core.admission import admit
 from timely_core.clock import Clock, MonotonicClock
 from timely_core.engine.protocol import Engine
 from timely_core.errors import TaskFinished, UnknownTask
+from timely_core.execution_feedback import report_execution
 from timely_core.generation import GenerationState
 from timely_core.plan_language import PlanLanguage
 from timely_core.policies import Policy, make_policy
@@ -132,7 +133,10 @@ class PlanningService:
             return self._state.handles[task_id]
 
     def segment_done(self, task_id: str, index: int, finished_at_s: float | None = None) -> None:
-        """The robot finished segment `index` of `task_id` at `finished_at_s`."""
+        """The robot finished segment `index` of `task_id` at `finished_at_s` (service
+        clock; now if omitted). Corrects the timing of the task's next segment and,
+        on the first report of a segment, refines the robot's execution-time model
+        when its language learns (`execution_feedback`), also after the result."""
         state = self._state
         with state.lock:
             generation = state.generations.get(task_id)
@@ -143,10 +147,15 @@ class PlanningService:
                     f"task {task_id!r} has no dispatched segment {index} "
                     f"({len(generation.records)} dispatched)"
                 )
-            finished = state.clock.now() if finished_at_s is None else float(finished_at_s)
-            generation.records[index].finished_at_s = finished
+            record = generation.records[index]
+            first_report = record.finished_at_s is None
+            record.finished_at_s = (
+                state.clock.now() if finished_at_s is None else float(finished_at_s)
+            )
             if generation.gen_id in state.scheduler:
                 state.scheduler.set_ref(generation.gen_id, generation.segment_ref_s())
+            if first_report:
+                report_execution(generation, index)
 
     def cancel(self, task_id: str) -> None:
         """Stop a task and free its KV at once; its result says 'cancelled'."""

@@ -77,8 +77,11 @@ def build_service(params: PlannerParams) -> PlanningService:
     sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL_S))
     path = resolve_model_path(params.model_path)
     tokenizer = load_tokenizer(path)
-    # Any: RobotPlanLanguage satisfies PlanLanguage at run time (runtime_checkable)
-    languages: dict[str, Any] = {t: load_language(t) for t in {r.type for r in params.robots}}
+    # Any: RobotPlanLanguage satisfies PlanLanguage at run time (runtime_checkable). The
+    # robots' measured segment times (segment_done) refine the execution-time models.
+    languages: dict[str, Any] = {
+        t: load_language(t, learn_from_executions=True) for t in {r.type for r in params.robots}
+    }
     engine = build_engine(params, path, tokenizer, languages)
     service = PlanningService(
         engine,
