@@ -44,6 +44,9 @@ lint: setup
 typecheck: setup
 	@echo "==> mypy"
 	@$(VENV)/bin/mypy timely_core robot_models lrtrace ros2_ws/src/timely_ros/timely_ros bench
+	@# tests/ has no __init__.py (pytest's importlib mode): name its modules from the
+	@# repository root (tests.timely_core.core_support), as the tests import them
+	@$(VENV)/bin/mypy --explicit-package-bases tests
 
 unit: setup
 	@echo "==> pytest"

@@ -9,12 +9,15 @@ from tokenizers import Tokenizer
 from tests.timely_core.core_support import StatementParser, make_tokenizer
 from timely_core.chat_language import ChatLanguage, SentenceParser, reading_time_s
 from timely_core.detokenizer import IncrementalDetokenizer
+from timely_core.plan_language import StreamingStatementParser
 from timely_core.segmenter import SegmentationError, SegmentCut, Segmenter
 
 PLAN = "mf(50); tl(90); search('cat'); say('猫 found');"
 
 
-def segment(text: str, max_segment_tokens: int = 64, parser=None):
+def segment(
+    text: str, max_segment_tokens: int = 64, parser: StreamingStatementParser | None = None
+) -> tuple[list[SegmentCut], Segmenter, list[int]]:
     tokenizer = make_tokenizer()
     ids = tokenizer.encode(text, add_special_tokens=False).ids
     segmenter = Segmenter(

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
 from tests.timely_core.core_support import TinyLanguage, make_service
+from timely_core.clock import VirtualClock
+from timely_core.engine.simulated import SimulatedEngine
 from timely_core.errors import (
     DuplicateTask,
     PromptTooLong,
@@ -16,9 +21,11 @@ from timely_core.errors import (
     UnknownRobotType,
     UnknownTask,
 )
+from timely_core.plan_language import PlanStatement
 from timely_core.request import MAX_INSTRUCTION_CHARS, TaskRequest
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
+from timely_core.task_handle import TaskHandle
 
 GOOD = "mf(50); tl(90); search('cat');"
 PLANS = {
@@ -29,13 +36,15 @@ PLANS = {
 }
 
 
-def service_with_good_task(**kwargs):
+def service_with_good_task(
+    **kwargs: Any,
+) -> tuple[PlanningService, VirtualClock, SimulatedEngine, TaskHandle]:
     service, clock, engine = make_service(PLANS, robots=("d1", "d2"), **kwargs)
     good = service.submit(TaskRequest(robot_id="d1", instruction="look for the cat"))
     return service, clock, engine, good
 
 
-def assert_good_task_unharmed(service: PlanningService, good) -> None:
+def assert_good_task_unharmed(service: PlanningService, good: TaskHandle) -> None:
     service.run_until_idle()
     result = good.result(timeout_s=0)
     assert result.success, result.error
@@ -54,7 +63,7 @@ def test_unknown_robot_type_and_bad_robot_id() -> None:
     with pytest.raises(UnknownRobotType, match="'boat'"):
         service.register_robot("b1", robot_type="boat")
     with pytest.raises(UnknownRobotType, match="not a PlanLanguage"):
-        service.register_robot("b1", language=object())
+        service.register_robot("b1", language=object())  # type: ignore[arg-type]
     with pytest.raises(UnknownRobotType, match="does not match"):
         service.register_robot("b1", language=TinyLanguage(), robot_type="arm")
     with pytest.raises(ValueError, match="invalid robot id"):
@@ -190,7 +199,7 @@ def test_queue_bound_applies_when_a_future_task_arrives() -> None:
 
 
 class ExplodingEstimates(TinyLanguage):
-    def estimate_execution_s(self, statements):
+    def estimate_execution_s(self, statements: Sequence[PlanStatement]) -> tuple[float, float]:
         raise RuntimeError("execution-time model broke")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from typing import Any
 
 import rclpy
 from rclpy.action import ActionClient, ActionServer
@@ -27,7 +28,7 @@ class PlannerPeer(Node):
     def __init__(self) -> None:
         super().__init__("roundtrip_planner")
         group = ReentrantCallbackGroup()
-        self._skill_client = ActionClient(
+        self._skill_client: ActionClient[Any, Any, Any] = ActionClient(
             self, ExecuteSkill, "/robot1/execute_skill", callback_group=group
         )
         self._server = ActionServer(
@@ -89,7 +90,9 @@ class RobotPeer(Node):
         self._server = ActionServer(
             self, ExecuteSkill, "/robot1/execute_skill", self._execute, callback_group=group
         )
-        self.client = ActionClient(self, PlanTask, "/timely/plan_task", callback_group=group)
+        self.client: ActionClient[Any, Any, Any] = ActionClient(
+            self, PlanTask, "/timely/plan_task", callback_group=group
+        )
 
     def _execute(self, goal_handle: ServerGoalHandle) -> ExecuteSkill.Result:
         skills = goal_handle.request.skills
@@ -150,13 +153,16 @@ def run_robot() -> None:
         if not done.wait(30.0):
             raise SystemExit("goal not answered")
         handle = send.result()
+        assert handle is not None
         report["accepted"] = handle.accepted
         result_future = handle.get_result_async()
         finished = threading.Event()
         result_future.add_done_callback(lambda _f: finished.set())
         if not finished.wait(30.0):
             raise SystemExit("no result")
-        result = result_future.result().result
+        response = result_future.result()
+        assert response is not None
+        result = response.result
         report.update(
             success=result.success,
             plan=result.plan,
