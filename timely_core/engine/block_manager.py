@@ -194,10 +194,14 @@ class BlockManager:
         state.block_table.extend(self._allocate(self.blocks_to_grow(state, num_tokens)))
 
     def free(self, state: GenerationState) -> None:
-        """Drop all of `state`'s KV (finish, abort, discard)."""
-        for index, block in enumerate(state.block_table):
+        """Drop all of `state`'s KV (finish, abort, discard). Last block first, as
+        vLLM does: a table's tail is evicted from the prefix cache before its head
+        (which other prompts are likelier to share), and the free stack hands the
+        blocks out again in ascending order, back to back (decode reads them as
+        views instead of gathering them)."""
+        for index in range(len(state.block_table) - 1, -1, -1):
             if index not in state.host_blocks:
-                self._release(block)
+                self._release(state.block_table[index])
         self._free_host.extend(state.host_blocks.values())
         state.block_table, state.block_hashes, state.host_blocks = [], [], {}
         state.num_computed, state.kv = 0, KvLocation.NONE

@@ -30,7 +30,10 @@ class KvCache:
         self.host = torch.zeros(
             (num_layers, 2, num_kv_heads, num_host_blocks * block_size, head_dim), dtype=dtype
         )
-        self.layer_views: list[torch.Tensor] = list(self.device)  # [2, kv_heads, slots, d]
+        # per layer: [2, kv_heads, slots, d] (written in one copy), and its k and v
+        self.layer_views: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = [
+            (layer, layer[0], layer[1]) for layer in self.device
+        ]
 
     @staticmethod
     def bytes_per_block(

@@ -18,6 +18,7 @@ from timely_core.engine.model.decode_attention import DecodeGroup
 from timely_core.engine.model.llama import LlamaModel
 
 MIN_SHARED_BLOCKS = 2  # below this, reading shared blocks per generation is as cheap
+MAX_RUNS = 4  # a lone decode attends piecewise over at most this many runs, else gathers
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,10 @@ class ModelRunner:
             shared_blocks = 0
         max_len = max(lengths)
         if len(decodes) == 1 and shared_slots is None:
-            start = self._run_start(tables[0], max_len)
-            if start is not None:  # one generation, blocks back to back: a view
-                return DecodeGroup(1, max_len, None, start, None)
+            runs = self._runs(tables[0], max_len)
+            if runs is not None:  # one generation, a few runs of blocks: views, no gather
+                start = runs[0][0] if len(runs) == 1 else None
+                return DecodeGroup(1, max_len, None, start, None, runs=tuple(runs))
         width = -(-max_len // size)
         padded = torch.tensor([t[:width] + [0] * (width - len(t[:width])) for t in tables])
         slots = (padded[:, :, None] * size + self._offsets).view(len(decodes), -1)[:, :max_len]
@@ -73,6 +75,24 @@ class ModelRunner:
             mask = torch.zeros(valid.shape, dtype=self.model.dtype).masked_fill_(~valid, -torch.inf)
             mask = mask[:, None, :]
         return DecodeGroup(len(decodes), max_len, slots, None, mask, shared_slots, shared_start)
+
+    def _runs(self, table: list[int], length: int) -> list[tuple[int, int]] | None:
+        """The first `length` tokens as runs of back-to-back blocks, (first slot,
+        tokens) each; None if more than MAX_RUNS. A prefix-cache hit or a swap-in
+        usually leaves two or three runs (shared blocks, then private ones)."""
+        start = self._run_start(table, length)
+        if start is not None:
+            return [(start, length)]
+        size, blocks = self.block_size, -(-length // self.block_size)
+        runs: list[tuple[int, int]] = []
+        begin = 0
+        for i in range(1, blocks + 1):
+            if i == blocks or table[i] != table[i - 1] + 1:
+                runs.append((table[begin] * size, min(i * size, length) - begin * size))
+                if len(runs) > MAX_RUNS:
+                    return None
+                begin = i
+        return runs
 
     def _run_start(self, table: list[int], length: int) -> int | None:
         """First slot if the first `length` tokens' blocks are consecutive blocks."""

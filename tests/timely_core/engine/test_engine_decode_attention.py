@@ -59,3 +59,47 @@ def test_engine_decodes_sharing_a_prefix_use_the_cascade(qwen2_path: Path) -> No
     assert group.shared_slots is not None and group.shared_slots.shape[0] == 40
     assert group.context_slots is not None
     assert group.context_slots.shape == (3, 3)  # 2 prompt tokens + the new one each
+
+
+def test_engine_lone_decode_over_runs_equals_gathered_attention() -> None:
+    """A lone decode reads a context of several runs of blocks as views, one softmax
+    over all of them: the same attention as gathering every slot."""
+    torch.manual_seed(1)
+    kv_heads, heads, dim = 2, 6, 16
+    k_cache, v_cache = torch.randn(kv_heads, 200, dim), torch.randn(kv_heads, 200, dim)
+    q = torch.randn(1, heads, dim)
+    runs = ((0, 32), (96, 16), (48, 5))  # a shared prefix, then private blocks
+    slots = torch.cat([torch.arange(s, s + n) for s, n in runs])
+    length = slots.shape[0]
+    pieces = decode_attention(
+        q, k_cache, v_cache, DecodeGroup(1, length, None, None, None, runs=runs)
+    )
+    gathered = decode_attention(
+        q, k_cache, v_cache, DecodeGroup(1, length, slots[None, :], None, None)
+    )
+    assert torch.allclose(pieces, gathered, atol=1e-6)
+
+
+def test_engine_freed_blocks_come_back_in_order(qwen2_path: Path) -> None:
+    """Blocks are freed last first, so the next generation's blocks are back to back
+    again and its decode reads one run; after a prefix-cache hit, at most two."""
+    engine = TorchEngine(
+        qwen2_path, EngineConfig(block_size=4, device_kv_bytes=2**22, host_kv_bytes=2**22)
+    )
+    groups: list[DecodeGroup] = []
+    decode_group = engine.runner._decode_group
+
+    def recording(decodes: list[Chunk]) -> DecodeGroup:
+        groups.append(decode_group(decodes))
+        return groups[-1]
+
+    engine.runner._decode_group = recording  # type: ignore[method-assign]
+    prompt = [(7 * i) % 300 + 4 for i in range(30)]
+    for gen_id, tokens in enumerate((prompt, [t + 1 for t in prompt], prompt)):
+        engine.add(gen_id, tokens, SamplingParams(max_tokens=12))
+        for _ in range(9):
+            engine.step([gen_id])
+        engine.abort(gen_id)
+        runs = [len(g.runs) if g.runs is not None else None for g in groups]
+        assert runs and all(n is not None and n <= (2 if gen_id == 2 else 1) for n in runs), runs
+        groups.clear()

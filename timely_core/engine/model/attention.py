@@ -39,15 +39,18 @@ class AttentionBatch:
 
 
 def paged_attention(
-    q: torch.Tensor, kv: torch.Tensor, cache: torch.Tensor, batch: AttentionBatch
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    cache: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    batch: AttentionBatch,
 ) -> torch.Tensor:
     """Store this iteration's k/v in the cache (one copy for both), then attend.
 
-    q: [T, heads, d]; kv: [T, 2 (k, v), kv_heads, d]; cache: [2, kv_heads, slots, d].
-    Returns [T, heads, d].
+    q: [T, heads, d]; kv: [T, 2 (k, v), kv_heads, d]; cache: the layer's
+    [2, kv_heads, slots, d] and its k and v views. Returns [T, heads, d].
     """
-    cache.index_copy_(2, batch.slot_mapping, kv.permute(1, 2, 0, 3))
-    k_cache, v_cache = cache  # views
+    both, k_cache, v_cache = cache
+    both.index_copy_(2, batch.slot_mapping, kv.permute(1, 2, 0, 3))
     group = batch.decode
     if group is not None and not batch.spans:
         return decode_attention(q, k_cache, v_cache, group)

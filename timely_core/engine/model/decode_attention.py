@@ -34,6 +34,9 @@ class DecodeGroup:
     mask: torch.Tensor | None  # [size, 1, max_private] additive (0 / -inf); None: no padding
     shared_slots: torch.Tensor | None = None  # [shared] slots every generation attends first
     shared_start: int | None = None  # the shared slots are one run starting here
+    # size 1: the context as runs of back-to-back slots (first slot, length), each
+    # read as a view; None: gather `context_slots`
+    runs: tuple[tuple[int, int], ...] | None = None
 
 
 def gather(
@@ -49,6 +52,34 @@ def gather(
     return cache.index_select(1, slots)
 
 
+def _single(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    runs: tuple[tuple[int, int], ...],
+    scale: float,
+) -> torch.Tensor:
+    """One generation whose context is a few runs of slots (the usual batch-1
+    decode): every run read as a view, no gather, and as few tensor views as
+    possible (each costs about a microsecond). Several runs share one softmax."""
+    grouped = q.view(k_cache.shape[0], -1, k_cache.shape[2])  # [kv, group, d]
+    nothing = _nothing(q.dtype)
+    parts = [
+        torch.baddbmm(nothing, grouped, k_cache[:, s : s + n].mT, beta=0, alpha=scale)
+        for s, n in runs
+    ]
+    probs = torch.softmax(parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1), dim=-1)
+    if len(runs) == 1:
+        return torch.bmm(probs, v_cache[:, runs[0][0] : runs[0][0] + runs[0][1]]).view(q.shape)
+    out, offset = None, 0
+    for s, n in runs:
+        part, values = probs[..., offset : offset + n], v_cache[:, s : s + n]
+        out = torch.bmm(part, values) if out is None else out.baddbmm_(part, values)
+        offset += n
+    assert out is not None
+    return out.view(q.shape)
+
+
 def decode_attention(
     q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, group: DecodeGroup
 ) -> torch.Tensor:
@@ -57,6 +88,8 @@ def decode_attention(
     batch, length = group.size, group.context_len
     kv_heads, _, head_dim = k_cache.shape
     scale = head_dim**-0.5
+    if batch == 1 and group.runs is not None:
+        return _single(q, k_cache, v_cache, group.runs, scale)
     flat = None if group.context_slots is None else group.context_slots.reshape(-1)
     total = batch * length
     keys = gather(k_cache, flat, group.context_start, total).view(-1, length, head_dim)

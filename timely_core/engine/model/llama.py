@@ -104,13 +104,14 @@ class LlamaModel:
         positions: torch.Tensor,
         max_position: int,
         batch: AttentionBatch,
-        kv_caches: list[torch.Tensor],
+        kv_caches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
         logits_index: torch.Tensor | None,
     ) -> torch.Tensor:
         """Logits ([len(logits_index), vocab], float32) of the selected tokens (of
         every token when `logits_index` is None).
 
-        kv_caches: per layer, the [2 (k, v), kv_heads, slots, head_dim] view.
+        kv_caches: per layer, the [2 (k, v), kv_heads, slots, head_dim] view and its
+        k and v views.
         """
         cfg = self.config
         cos, sin = self.rotary.lookup(positions, max_position)
