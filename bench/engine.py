@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT = ROOT / "robot_models" / "checkpoints" / "planner"
 RESULTS = ROOT / "bench" / "results" / "engine.json"
 NEW_TOKENS = 32
+DECODE_ROUNDS = 7  # at least; paired rounds of batch-1 decode, engine vs HF
 REQUESTS = 32
 ARRIVAL_GAP_S = 0.05
 STATIC_BATCH = 8
@@ -162,18 +163,18 @@ def run_to_first_token(engine: TorchEngine, gen_id: int, prompt: list[int], **kw
         pass
 
 
-def engine_decode_s_per_token(engine: TorchEngine, prompt: list[int], repeats: int) -> float:
-    per_token = []
-    for rep in range(repeats):
-        run_to_first_token(engine, 1000 + rep, prompt)
-        produced, started = 0, time.perf_counter()
-        while True:
-            out = engine.step([1000 + rep])
-            produced += 1
-            if out[0].finished:
-                break
-        per_token.append((time.perf_counter() - started) / produced)
-    return statistics.median(per_token)
+def engine_decode(engine: TorchEngine, prompt: list[int]) -> tuple[float, list[int]]:
+    """Seconds per decode step over the NEW_TOKENS steps after the first token (the
+    steps `HfBaseline.decode` times), and every token generated."""
+    engine.add(1000, prompt, SamplingParams(max_tokens=NEW_TOKENS + 1))
+    while not (out := engine.step([1000])):
+        pass
+    tokens = [out[0].token_id]
+    started = time.perf_counter()
+    while not out[0].finished:
+        out = engine.step([1000])
+        tokens.append(out[0].token_id)
+    return (time.perf_counter() - started) / max(1, len(tokens) - 1), tokens
 
 
 def engine_staggered(engine: TorchEngine, work: Workload, reuse_prefix: bool) -> dict[str, float]:
@@ -293,10 +294,30 @@ class HfBaseline:
         finished = (new == self.eos).int().cumsum(1)
         return int(((finished == 0) | ((finished == 1) & (new == self.eos))).sum())
 
-    def decode_s_per_token(self, prompt: list[int], repeats: int) -> float:
+    def greedy(
+        self, prompt: list[int], max_new: int, processors: list[Any] | None = None
+    ) -> list[int]:
+        """The new token ids of a greedy `generate` (with extra logits processors)."""
+        from transformers import LogitsProcessorList
+
+        ids = torch.tensor([prompt])
+        with torch.inference_mode():
+            out = self.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=max_new,
+                do_sample=False,
+                pad_token_id=0,
+                logits_processor=LogitsProcessorList(processors or []),
+            )
+        return [int(t) for t in out[0, len(prompt) :]]
+
+    def decode(self, prompt: list[int]) -> tuple[float, list[int]]:
         """Time between successive tokens inside `generate` (a logits processor
-        stamps each step), with EOS suppressed so every run decodes NEW_TOKENS."""
-        from transformers import LogitsProcessor, LogitsProcessorList
+        stamps each step) over NEW_TOKENS decode steps, and the tokens generated.
+        Nothing suppresses EOS (that would add work to every HF step): the prompt
+        is one whose greedy continuation has none (`decode_prompt`)."""
+        from transformers import LogitsProcessor
 
         class StepClock(LogitsProcessor):
             def __init__(self) -> None:
@@ -306,22 +327,9 @@ class HfBaseline:
                 self.stamps.append(time.perf_counter())
                 return scores
 
-        per_token = []
-        ids = torch.tensor([prompt])
-        for _ in range(repeats):
-            clock = StepClock()
-            with torch.inference_mode():
-                self.model.generate(
-                    ids,
-                    attention_mask=torch.ones_like(ids),
-                    max_new_tokens=NEW_TOKENS + 1,
-                    min_new_tokens=NEW_TOKENS + 1,
-                    do_sample=False,
-                    pad_token_id=0,
-                    logits_processor=LogitsProcessorList([clock]),
-                )
-            per_token.append((clock.stamps[-1] - clock.stamps[0]) / (len(clock.stamps) - 1))
-        return statistics.median(per_token)
+        clock = StepClock()
+        tokens = self.greedy(prompt, NEW_TOKENS + 1, [clock])
+        return (clock.stamps[-1] - clock.stamps[0]) / max(1, len(clock.stamps) - 1), tokens
 
     def prefill_s(self, prompt: list[int], repeats: int) -> float:
         ids = torch.tensor([prompt])
@@ -366,6 +374,58 @@ def main() -> None:
     console.print(f"wrote {RESULTS}")
 
 
+def decode_prompt(work: Workload, hf: HfBaseline) -> list[int]:
+    """The longest start (at most 1,000 tokens) of a robot prompt whose greedy
+    continuation runs NEW_TOKENS + 1 tokens without EOS: both sides then decode the
+    same NEW_TOKENS steps, and neither needs EOS suppressed."""
+    prompt = work.prompt(0)
+    torch.set_num_threads(1)  # untimed; one thread is never slow
+    for length in range(min(1000, len(prompt)), 0, -1):
+        if hf.eos not in hf.greedy(prompt[:length], NEW_TOKENS + 1):
+            return prompt[:length]
+    raise RuntimeError("every start of the prompt reaches EOS within NEW_TOKENS tokens")
+
+
+def decode_rounds(
+    work: Workload, hf: HfBaseline, prompt: list[int], threads: int, counts: list[int], rounds: int
+) -> dict[str, Any]:
+    """Batch-1 decode, engine vs HF generate, each side at each thread count of
+    `counts` (the engine's for its small steps). After a warm-up run of each, the
+    two sides alternate in `rounds` rounds (who goes first alternates too), so load
+    drift on a shared machine hits both alike; a round's ratio is its best HF over
+    its best engine, and the median over rounds is the figure."""
+    decoders = {t: engine_for(work, threads, small_threads=t) for t in counts}
+    hf_runs: dict[int, list[float]] = {t: [] for t in counts}
+    engine_runs: dict[int, list[float]] = {t: [] for t in counts}
+    tokens: dict[str, list[int]] = {}
+
+    def hf_side(t: int) -> float:
+        torch.set_num_threads(t)
+        seconds, tokens["hf"] = hf.decode(prompt)
+        return seconds
+
+    def engine_side(t: int) -> float:
+        torch.set_num_threads(threads)
+        seconds, tokens["engine"] = engine_decode(decoders[t], prompt)
+        return seconds
+
+    for t in counts:  # warm-up
+        hf_side(t)
+        engine_side(t)
+    ratios = []
+    for round_ in range(rounds):
+        for t in counts:
+            sides = [(hf_runs, hf_side), (engine_runs, engine_side)]
+            for runs, side in sides[:: 1 if round_ % 2 == 0 else -1]:
+                runs[t].append(side(t))
+        best_hf = min(hf_runs[t][-1] for t in counts)
+        ratios.append(best_hf / min(engine_runs[t][-1] for t in counts))
+    torch.set_num_threads(threads)
+    if tokens["engine"] != tokens["hf"]:
+        raise RuntimeError(f"engine and HF decoded different tokens: {tokens}")
+    return {"prompt_tokens": len(prompt), "hf": hf_runs, "engine": engine_runs, "ratios": ratios}
+
+
 def engine_prefill_s(work: Workload, threads: int, prompt: list[int], repeats: int) -> float:
     """Cold prefill (no cache hits) to the first token, median of `repeats`."""
     cold = engine_for(work, threads, caching=False)
@@ -396,24 +456,14 @@ def run(work: Workload, threads: int, repeats: int, console: Console) -> dict[st
 
     engine_prefill = {t: engine_prefill_s(work, t, prompt_1000, repeats) for t in counts}
     hf_prefill: dict[int, float] = {}
-    hf_decode: dict[int, list[float]] = {}
     for t in counts:
         torch.set_num_threads(t)
         hf_prefill[t] = hf.prefill_s(prompt_1000, repeats)
-    decoders = {t: engine_for(work, threads, small_threads=t) for t in counts}
-    engine_decode: dict[int, list[float]] = {}
-    ratios = []
-    for _ in range(repeats):  # alternate the two sides
-        for t in counts:
-            torch.set_num_threads(t)
-            hf_decode.setdefault(t, []).append(hf.decode_s_per_token(prompt_1000, 1))
-        torch.set_num_threads(threads)
-        for t, decoder in decoders.items():
-            engine_decode.setdefault(t, []).append(
-                engine_decode_s_per_token(decoder, prompt_1000, 1)
-            )
-        best_engine = min(engine_decode[t][-1] for t in counts)
-        ratios.append(min(hf_decode[t][-1] for t in counts) / best_engine)
+    decode = decode_rounds(
+        work, hf, decode_prompt(work, hf), threads, counts, max(DECODE_ROUNDS, repeats)
+    )
+    ratios = decode["ratios"]
+    engine_decode, hf_decode = decode["engine"], decode["hf"]
     engine_decode_median = {t: statistics.median(v) for t, v in engine_decode.items()}
     small_threads = min(counts, key=lambda t: engine_decode_median[t])
     hf_decode_median = {t: statistics.median(v) for t, v in hf_decode.items()}
@@ -456,6 +506,8 @@ def run(work: Workload, threads: int, repeats: int, console: Console) -> dict[st
             "hf_fraction_of_peak": flops / min(hf_prefill.values()) / 1e9 / peak,
         },
         "decode_batch1": {
+            "prompt_tokens": decode["prompt_tokens"],
+            "new_tokens": NEW_TOKENS,
             "engine_s_per_token": engine_decode_median[small_threads],
             "engine_s_per_token_by_small_step_threads": engine_decode_median,
             "hf_s_per_token_by_threads": hf_decode_median,
