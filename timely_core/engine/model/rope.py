@@ -72,6 +72,5 @@ def apply_rotary(
 ) -> torch.Tensor:
     """Rotate [T, heads, head_dim] by the angles of each token's position
     (x * cos + rotate_half(x) * sin, in three kernels); `out` may be `x` itself."""
-    half = x.shape[-1] // 2
-    swapped = torch.cat((x[..., half:], x[..., :half]), dim=-1)
+    swapped = torch.roll(x, x.shape[-1] // 2, dims=-1)  # cat(x2, x1), one kernel
     return torch.addcmul(x * cos, swapped, signed_sin, out=out)
