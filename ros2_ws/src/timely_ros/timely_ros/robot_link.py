@@ -94,26 +94,22 @@ class RobotLink:
         send = self._client.send_goal_async(
             goal, feedback_callback=lambda m: on_feedback(m.feedback)
         )
-        if not run.wait(send):
+        stopped = self._wait_for(send, run, segment.index, "cancelled before the robot started")
+        if stopped is not None:
             sent = send.result() if send.done() else None
             if sent is not None and sent.accepted:
                 run.attach(sent)
-            return Outcome(False, True, "cancelled before the robot started")
+            return stopped
         handle = send.result()
         if handle is None or not handle.accepted:  # None: the send itself failed
             return Outcome(False, False, f"robot {self.robot.id} rejected segment {segment.index}")
         run.attach(handle)
         result_future = handle.get_result_async()
-        while not run.wait(result_future, timeout_s=1.0):
-            if run.cancelled.is_set():
-                return Outcome(False, True, f"cancelled; robot {self.robot.id} told to stop")
-            if not self._client.server_is_ready():  # the robot's process went away
-                return Outcome(
-                    False,
-                    False,
-                    f"robot {self.robot.id}: executor {self.robot.action_name} went away "
-                    f"during segment {segment.index}",
-                )
+        stopped = self._wait_for(
+            result_future, run, segment.index, f"cancelled; robot {self.robot.id} told to stop"
+        )
+        if stopped is not None:
+            return stopped
         response = result_future.result()
         if response is None:
             return Outcome(
@@ -121,3 +117,21 @@ class RobotLink:
             )
         result: ExecuteSkill.Result = response.result
         return Outcome(result.success, False, result.message, result.return_value)
+
+    def _wait_for(
+        self, future: Future, run: SegmentRun, index: int, cancelled: str
+    ) -> Outcome | None:
+        """Wait for `future` while the robot's executor is there: None once it is
+        done, else why not (cancelled, or the robot's process went away, also
+        before it answered the goal)."""
+        while not run.wait(future, timeout_s=1.0):
+            if run.cancelled.is_set():
+                return Outcome(False, True, cancelled)
+            if not self._client.server_is_ready():
+                return Outcome(
+                    False,
+                    False,
+                    f"robot {self.robot.id}: executor {self.robot.action_name} went away "
+                    f"during segment {index}",
+                )
+        return None
