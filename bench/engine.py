@@ -390,10 +390,13 @@ def decode_rounds(
     work: Workload, hf: HfBaseline, prompt: list[int], threads: int, counts: list[int], rounds: int
 ) -> dict[str, Any]:
     """Batch-1 decode, engine vs HF generate, each side at each thread count of
-    `counts` (the engine's for its small steps). After a warm-up run of each, the
-    two sides alternate in `rounds` rounds (who goes first alternates too), so load
-    drift on a shared machine hits both alike; a round's ratio is its best HF over
-    its best engine, and the median over rounds is the figure."""
+    `counts` (the engine's for its small steps), one thread count at a time, most
+    threads first: the one-thread runs being compared then run back to back, not
+    around two-thread runs that take seconds on a loaded machine (and the rest of
+    the bench starts after one-thread runs). At each count, after a warm-up run of
+    each, the two sides alternate for `rounds` rounds (who goes first alternates
+    too), so load drift hits both alike; round i's ratio is its best HF over its
+    best engine, and the median over rounds is the figure."""
     decoders = {t: engine_for(work, threads, small_threads=t) for t in counts}
     hf_runs: dict[int, list[float]] = {t: [] for t in counts}
     engine_runs: dict[int, list[float]] = {t: [] for t in counts}
@@ -409,17 +412,17 @@ def decode_rounds(
         seconds, tokens["engine"] = engine_decode(decoders[t], prompt)
         return seconds
 
-    for t in counts:  # warm-up
-        hf_side(t)
+    for t in sorted(counts, reverse=True):
+        hf_side(t)  # warm-up
         engine_side(t)
-    ratios = []
-    for round_ in range(rounds):
-        for t in counts:
+        for round_ in range(rounds):
             sides = [(hf_runs, hf_side), (engine_runs, engine_side)]
             for runs, side in sides[:: 1 if round_ % 2 == 0 else -1]:
                 runs[t].append(side(t))
-        best_hf = min(hf_runs[t][-1] for t in counts)
-        ratios.append(best_hf / min(engine_runs[t][-1] for t in counts))
+    ratios = [
+        min(hf_runs[t][i] for t in counts) / min(engine_runs[t][i] for t in counts)
+        for i in range(rounds)
+    ]
     torch.set_num_threads(threads)
     if tokens["engine"] != tokens["hf"]:
         raise RuntimeError(f"engine and HF decoded different tokens: {tokens}")
@@ -463,10 +466,10 @@ def run(work: Workload, threads: int, repeats: int, console: Console) -> dict[st
         work, hf, decode_prompt(work, hf), threads, counts, max(DECODE_ROUNDS, repeats)
     )
     ratios = decode["ratios"]
-    engine_decode, hf_decode = decode["engine"], decode["hf"]
-    engine_decode_median = {t: statistics.median(v) for t, v in engine_decode.items()}
+    engine_runs, hf_runs = decode["engine"], decode["hf"]
+    engine_decode_median = {t: statistics.median(v) for t, v in engine_runs.items()}
     small_threads = min(counts, key=lambda t: engine_decode_median[t])
-    hf_decode_median = {t: statistics.median(v) for t, v in hf_decode.items()}
+    hf_decode_median = {t: statistics.median(v) for t, v in hf_runs.items()}
 
     def hf_request_s(t: int) -> float:
         return hf_prefill[t] + NEW_TOKENS * hf_decode_median[t]
@@ -511,6 +514,8 @@ def run(work: Workload, threads: int, repeats: int, console: Console) -> dict[st
             "engine_s_per_token": engine_decode_median[small_threads],
             "engine_s_per_token_by_small_step_threads": engine_decode_median,
             "hf_s_per_token_by_threads": hf_decode_median,
+            "engine_s_per_token_runs": engine_runs,
+            "hf_s_per_token_runs": hf_runs,
             "speedup_vs_best_hf_per_round": ratios,
             "speedup_vs_best_hf": statistics.median(ratios),
             "speedup_vs_hf_default_threads": hf_decode_median[threads]
