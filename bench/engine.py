@@ -46,7 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT = ROOT / "robot_models" / "checkpoints" / "planner"
 RESULTS = ROOT / "bench" / "results" / "engine.json"
 NEW_TOKENS = 32
-DECODE_ROUNDS = 9  # at least; paired rounds of batch-1 decode, engine vs HF
+DECODE_ROUNDS = 9  # at least; rounds of batch-1 decode, engine vs HF
+DECODE_PAIRS = 4  # alternating runs of each side per round
 REQUESTS = 32
 ARRIVAL_GAP_S = 0.05
 STATIC_BATCH = 8
@@ -394,9 +395,11 @@ def decode_rounds(
     threads first: the one-thread runs being compared then run back to back, not
     around two-thread runs that take seconds on a loaded machine (and the rest of
     the bench starts after one-thread runs). At each count, after a warm-up run of
-    each, the two sides alternate for `rounds` rounds (who goes first alternates
-    too), so load drift hits both alike; round i's ratio is its best HF over its
-    best engine, and the median over rounds is the figure."""
+    each, a round is DECODE_PAIRS runs of each side, alternating (who goes first
+    alternates too), so load drift hits both alike and a round spans several
+    bursts of the machine's other load; a side's time in a round is the mean of
+    its runs, round i's ratio is its best HF over its best engine, and the median
+    over rounds is the figure."""
     decoders = {t: engine_for(work, threads, small_threads=t) for t in counts}
     hf_runs: dict[int, list[float]] = {t: [] for t in counts}
     engine_runs: dict[int, list[float]] = {t: [] for t in counts}
@@ -415,10 +418,14 @@ def decode_rounds(
     for t in sorted(counts, reverse=True):
         hf_side(t)  # warm-up
         engine_side(t)
-        for round_ in range(rounds):
-            sides = [(hf_runs, hf_side), (engine_runs, engine_side)]
-            for runs, side in sides[:: 1 if round_ % 2 == 0 else -1]:
-                runs[t].append(side(t))
+        for _ in range(rounds):
+            times: dict[str, list[float]] = {"hf": [], "engine": []}
+            for pair in range(DECODE_PAIRS):
+                sides = [("hf", hf_side), ("engine", engine_side)]
+                for name, side in sides[:: 1 if pair % 2 == 0 else -1]:
+                    times[name].append(side(t))
+            hf_runs[t].append(statistics.mean(times["hf"]))
+            engine_runs[t].append(statistics.mean(times["engine"]))
     ratios = [
         min(hf_runs[t][i] for t in counts) / min(engine_runs[t][i] for t in counts)
         for i in range(rounds)
