@@ -4,7 +4,7 @@ Used for training (it can run a shared prompt prefix once and expand its K/V ove
 a batch of suffixes) and saved in the Hugging Face Llama format, so that
 `transformers.LlamaForCausalLM`, vLLM and our own engine load the result. The
 math mirrors HF Llama: RMSNorm, rotate-half RoPE, grouped-query attention
-(`repeat_interleave` of K/V heads), SiLU-gated MLP, untied LM head.
+(query head h reads K/V head h // group), SiLU-gated MLP, untied LM head.
 """
 
 from __future__ import annotations
@@ -89,14 +89,12 @@ class Attention(nn.Module):
             past_len = past[0].shape[2]
             k = torch.cat((past[0].expand(b, -1, -1, -1), k), dim=2)
             v = torch.cat((past[1].expand(b, -1, -1, -1), v), dim=2)
-        rep = s.num_attention_heads // s.num_key_value_heads
-        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         mask = torch.ones(n, past_len + n, dtype=torch.bool, device=x.device).tril(
             diagonal=past_len
         )
         out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, scale=1.0 / math.sqrt(s.head_dim)
-        )
+            q, k, v, attn_mask=mask, scale=1.0 / math.sqrt(s.head_dim), enable_gqa=True
+        )  # GQA without materialising repeated K/V: the prefix K/V is most of the memory
         return self.o_proj(out.transpose(1, 2).reshape(b, n, -1)), new_kv
 
 
