@@ -12,8 +12,8 @@ from robot_models.dataset.example import Example
 from robot_models.dataset.lrtrace_tasks import LRTRACE_TASKS
 
 DEFAULT_SEED = 20240601
-DEFAULT_PER_TYPE = 700
-HELDOUT_FRACTION = 0.1
+DEFAULT_PER_TYPE = 4000  # distinct examples: the planner learns to copy rather than memorise
+HELDOUT_PER_TYPE = 150
 
 _TEMPLATES: dict[str, tuple[tuple[Callable[[random.Random], Example], int], ...]] = {
     "drone": DRONE_TEMPLATES,
@@ -58,7 +58,7 @@ def build_dataset(seed: int = DEFAULT_SEED, per_type: int = DEFAULT_PER_TYPE) ->
     heldout: list[Example] = []
     for robot_type in ("drone", "arm"):
         examples = generate(robot_type, per_type, rng)
-        cut = int(len(examples) * HELDOUT_FRACTION)
+        cut = min(HELDOUT_PER_TYPE, len(examples) // 10)
         heldout.extend(examples[:cut])
         train.extend(examples[cut:])
     lrtrace = tuple(task.example() for task in LRTRACE_TASKS)
