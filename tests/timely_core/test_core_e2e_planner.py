@@ -1,9 +1,9 @@
 """End to end on the real engine and the shipped planner checkpoint: 20 robots plan
 concurrently through the PlanningService (timely, background thread, real clock);
 every plan's concatenated segments equal the plan generated without segmentation
-(greedy, the engine driven straight through), and segments arrive in order. A plan
-the model gets wrong (invalid in the robot's language) must end with an error
-result after delivering only its valid statements."""
+(greedy, the engine driven straight through), which is the task's golden LRTrace plan,
+every task succeeds, and segments arrive in order. (A plan invalid in the robot's
+language ending with an error result is tested in test_core_service_errors.)"""
 
 from __future__ import annotations
 
@@ -60,15 +60,6 @@ def unsegmented_plans(
     return plans
 
 
-def plan_is_valid(language: PlanLanguage, plan: str) -> bool:
-    parser = language.new_parser()
-    try:
-        statements = [*parser.feed(plan), *parser.close()]
-    except ValueError:
-        return False
-    return bool(statements)
-
-
 @pytest.mark.slow
 def test_twenty_robots_segments_equal_the_unsegmented_greedy_plans() -> None:
     path = planner_path()
@@ -78,6 +69,7 @@ def test_twenty_robots_segments_equal_the_unsegmented_greedy_plans() -> None:
     languages: dict[str, PlanLanguage] = {t: load_language(t) for t in ("drone", "arm")}
     tasks = [LRTRACE_TASKS[i % len(LRTRACE_TASKS)] for i in range(ROBOTS)]
     expected = unsegmented_plans(tokenizer, languages, list(LRTRACE_TASKS))
+    assert expected == {t.trace_id: t.golden_plan for t in LRTRACE_TASKS}
 
     service = PlanningService(
         TorchEngine(path, EngineConfig()),
@@ -108,14 +100,10 @@ def test_twenty_robots_segments_equal_the_unsegmented_greedy_plans() -> None:
         result = handle.result(timeout_s=300)
         plan = expected[task.trace_id]
         delivered = "".join(texts)
-        if plan_is_valid(languages[task.robot_type], plan):
-            if not result.success:
-                failures.append(f"robot{i} ({task.name}): {result.error}")
-            elif delivered != plan:
-                failures.append(f"robot{i}: {delivered!r} != {plan!r}")
-        elif result.success or not plan.startswith(delivered):
-            # an invalid plan ends with an error; the robot got only its valid prefix
-            failures.append(f"robot{i}: invalid plan {plan!r} delivered as {delivered!r}")
+        if not result.success:
+            failures.append(f"robot{i} ({task.name}): {result.error}")
+        elif delivered != plan:
+            failures.append(f"robot{i}: {delivered!r} != {plan!r}")
         if indices != list(range(len(indices))):
             failures.append(f"robot{i}: segments out of order {indices}")
 
@@ -130,6 +118,5 @@ def test_twenty_robots_segments_equal_the_unsegmented_greedy_plans() -> None:
         service.stop()
     assert not failures, "\n".join(failures)
     stats = service.stats()
-    valid = sum(plan_is_valid(languages[t.robot_type], expected[t.trace_id]) for t in tasks)
-    assert stats.succeeded == valid > 0
-    assert stats.segments_emitted >= valid
+    assert stats.succeeded == ROBOTS
+    assert stats.segments_emitted >= ROBOTS
