@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -141,9 +142,10 @@ def section(
     policies: Sequence[str] = POLICIES,
 ) -> dict[str, Any]:
     """Every experiment on one target; writes stats JSON and figures per workload."""
-    out: dict[str, Any] = {"workloads": {}, "wall_s": {}}
+    out: dict[str, Any] = {"workloads": {}, "wall_s": {}, "load_1min_at_start": {}}
     for key, spec in specs.items():
         trace = compose(spec, catalog)
+        out["load_1min_at_start"][key] = os.getloadavg()[0]  # real runs depend on it
         started = time.perf_counter()
         results = run_workload(trace, target, policies, [None], console)
         out["wall_s"][key] = time.perf_counter() - started
@@ -373,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.real:
         settings += load_settings(f"real ({doc['real']['threads']} torch thread)", doc["real"])
         settings += ["- sim, measured CPU profile: the real settings, in virtual time"]
-        settings += ["", real_settings_note()]
+        settings += ["", real_settings_note(doc["real"]["load_1min_at_start"])]
     (RESULTS / "lrtrace_paper_summary.md").write_text(
         header + "\n".join(md) + "\n" + "\n".join(settings) + "\n"
     )
@@ -396,7 +398,8 @@ def load_settings(name: str, sec: dict[str, Any]) -> list[str]:
     return lines
 
 
-def real_settings_note() -> str:
+def real_settings_note(loads: dict[str, float]) -> str:
+    at_start = ", ".join(f"{LOADS[key]} {load:.1f}" for key, load in loads.items())
     return (
         "The real engine is the planner checkpoint (a few million parameters) on this "
         "shared 2-core CPU: the paper's 0.25 events/s leave it idle, so both drone loads "
@@ -406,9 +409,10 @@ def real_settings_note() -> str:
         "low load contends one torch thread: probed with fcfs over 20 s before the run, "
         "urgent tasks kept 92% of their maximum utility at 5 events/s (the previous "
         "low-load setting was 3: nothing to schedule), 77-90% at 7-7.5 and 39-63% at 8 "
-        "(the paper's low load: 59.5%). The capacity is a cliff that moves with the "
-        "machine's other load (a training job shares it), so real figures vary from run "
-        "to run."
+        "(the paper's low load: 59.5%); those probes ran while a training job shared the "
+        "machine. The capacity is a cliff that moves with the machine's other load, so "
+        "real figures vary from run to run: the 1-minute load average at the start of "
+        f"each real workload of this run was {at_start}."
     )
 
 
