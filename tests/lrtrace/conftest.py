@@ -29,14 +29,22 @@ def tokenizer(tokenizer_path: Path) -> Any:
     return Tokenizer.from_file(str(tokenizer_path))
 
 
-@pytest.fixture(scope="session")
-def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A random-weight two-layer Llama in HF format: enough for the real engine to run."""
+def save_random_llama(path: Path, seed: int, **shape: Any) -> Path:
+    """A random-weight Llama in HF format at `path`: enough for the real engine to run."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
+    torch.manual_seed(seed)
+    LlamaForCausalLM(LlamaConfig(eos_token_id=0, bos_token_id=1, **shape)).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two layers over a 256-token vocabulary."""
+    return save_random_llama(
+        tmp_path_factory.mktemp("tiny_llama"),
+        seed=0,
         vocab_size=256,
         hidden_size=64,
         intermediate_size=128,
@@ -44,9 +52,20 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=1024,
-        eos_token_id=0,
-        bos_token_id=1,
     )
-    path = tmp_path_factory.mktemp("tiny_llama")
-    LlamaForCausalLM(config).save_pretrained(path)
-    return path
+
+
+@pytest.fixture(scope="module")
+def llama_for_tokenizer(tmp_path_factory: pytest.TempPathFactory, tokenizer: Any) -> Path:
+    """One layer over the vocabulary of `tokenizer`, with room for the robots' prefixes."""
+    return save_random_llama(
+        tmp_path_factory.mktemp("llama_tok"),
+        seed=1,
+        vocab_size=tokenizer.get_vocab_size(),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=4096,
+    )

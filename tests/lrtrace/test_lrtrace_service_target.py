@@ -10,8 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from lrtrace.catalog import load_catalog
 from lrtrace.compose import compose
 from lrtrace.replay.exec_sampler import ExecTimeSampler
@@ -19,28 +17,6 @@ from lrtrace.replay.targets.service import ServiceTarget
 from lrtrace.results_format import TaskRecord
 from lrtrace.workload import WorkloadSpec
 from timely_core.service_config import ServiceConfig
-
-
-@pytest.fixture(scope="module")
-def llama_for_tokenizer(tmp_path_factory: pytest.TempPathFactory, tokenizer: Any) -> Path:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(1)
-    config = LlamaConfig(
-        vocab_size=tokenizer.get_vocab_size(),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=4096,
-        eos_token_id=0,
-        bos_token_id=1,
-    )
-    path = tmp_path_factory.mktemp("llama_tok")
-    LlamaForCausalLM(config).save_pretrained(path)
-    return path
 
 
 def ended_by(ended: list[str]) -> Callable[[TaskRecord], None]:
