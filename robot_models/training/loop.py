@@ -97,11 +97,11 @@ def train(
         tokenizer = train_tokenizer(corpus, VOCAB_SIZE)
     eos_id, pad_id = special_id(tokenizer, EOS_TOKEN), special_id(tokenizer, PAD_TOKEN)
     prefixes = {t: encode_prefix(tokenizer, t) for t in ("drone", "arm")}
-    encoded = [
-        encode_example(tokenizer, e, eos_id)
-        for e in data.train
-        for _ in range(OVERSAMPLED_FAMILIES.get(e.family, 1))
-    ]
+    encoded = []
+    for example in data.train:  # each encoded once, repeated by reference
+        encoded += [encode_example(tokenizer, example, eos_id)] * OVERSAMPLED_FAMILIES.get(
+            example.family, 1
+        )
     encoded += [encode_example(tokenizer, e, eos_id) for e in data.lrtrace] * config.lrtrace_repeats
     sampler = BatchSampler(encoded, config.batch_size, config.seed)
     tail_sampler = BatchSampler(encoded, config.tail_batch_size, config.seed + 1)
