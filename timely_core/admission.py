@@ -73,7 +73,7 @@ def admit(
             heapq.heappush(state.pending, (arrival, seq, task_id))
         else:
             state.enqueue(generation)
-        state.wake.notify_all()
+        state.signal_work()
         return handle
 
 

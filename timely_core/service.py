@@ -11,7 +11,9 @@ The service is a facade over a few parts, each in its own module:
 - `segment_dispatch`: each new token through its segmenter; completed segments
   delivered, the generation suspended and re-queued with the priority of its next
   segment (TUF1, from the estimated end of the robot's execution).
-Engine calls happen under the lock, the handles' callbacks after it is released.
+Engine calls happen under the state's engine lock, the bookkeeping around them
+under its lock (released during each engine step, so submissions never wait for
+one), the handles' callbacks after both are released.
 See docs/service-api.md for the contract.
 """
 
@@ -97,7 +99,7 @@ class PlanningService:
         text = language.prompt_prefix() if prompt_prefix is None else prompt_prefix
         key = prefix_key(language.robot_type, text)
         state = self._state
-        with state.lock:
+        with state.engine_gate.caller(), state.lock:
             prefix = state.prefixes.get(key)
             if prefix is None:
                 ids = encode_prefix(state.tokenizer, text)
@@ -160,7 +162,7 @@ class PlanningService:
     def cancel(self, task_id: str) -> None:
         """Stop a task and free its KV at once; its result says 'cancelled'."""
         state = self._state
-        with state.lock:
+        with state.engine_gate.caller(), state.lock:  # it frees KV: not in the middle of a step
             generation = state.generations.get(task_id)
             if generation is None:
                 raise UnknownTask(f"unknown task id {task_id!r}")
@@ -193,7 +195,7 @@ class PlanningService:
 
     def stats(self) -> ServiceStats:
         state = self._state
-        with state.lock:
+        with state.engine_gate.caller(), state.lock:
             memory = state.engine.memory()
             live = list(state.by_gen_id.values())
             counters = state.counters

@@ -1,7 +1,8 @@
 """The service loop: engine iterations run by a background thread on a real clock
 (`start`/`stop`), or stepped by the caller in virtual time (`run`), where the
-clock jumps to the next arrival when nothing else can happen. Deliveries run after
-each iteration, outside the lock."""
+clock jumps to the next arrival when nothing else can happen. Each iteration holds
+the state's `engine_gate` (and its `lock` only around the bookkeeping); deliveries
+run after each iteration, outside both."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class ServiceLoop:
         state = self._state
         with state.wake:
             state.stopping = True
-            state.wake.notify_all()
+            state.signal_work()
             thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout_s)
@@ -45,8 +46,10 @@ class ServiceLoop:
             with state.wake:
                 if state.stopping:
                     return
+            with state.engine_gate.loop():
                 worked = self._iteration.run_guarded()
-                if not worked and not state.deliveries:
+            with state.wake:
+                if not (worked or state.deliveries or state.work_signalled or state.stopping):
                     state.wake.wait(self._idle_wait_s())
             state.run_deliveries()
 
@@ -62,14 +65,12 @@ class ServiceLoop:
         clock to the next arrival when nothing else can happen."""
         state = self._state
         for _ in range(max_iterations):
-            with state.lock:
-                if until_s is not None and state.clock.now() >= until_s:
-                    worked, next_arrival = True, None
-                    done = True
-                else:
-                    done = False
-                    worked = self._iteration.run_guarded()
-                    next_arrival = state.next_arrival_s()
+            with state.engine_gate.loop():
+                with state.lock:
+                    done = until_s is not None and state.clock.now() >= until_s
+                worked = True if done else self._iteration.run_guarded()
+                with state.lock:
+                    next_arrival = None if done else state.next_arrival_s()
             state.run_deliveries()
             if done:
                 return

@@ -2,9 +2,11 @@
 task's generation and handle, the counters, and the deliveries waiting to reach
 the handles.
 
-All of it is guarded by one lock (`lock`; `wake` is its condition). Engine calls
-happen under it; deliveries (the handles' callbacks) run after it is released, in
-order, through `run_deliveries`.
+All of it is guarded by one lock (`lock`; `wake` is its condition). The engine is
+guarded by `engine_gate`, always taken before `lock`: the loop holds it for a whole
+iteration and releases `lock` during the engine's step (engine_iteration.py).
+Deliveries (the handles' callbacks) run after both are released, in order, through
+`run_deliveries`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from timely_core.batch_control import LatencyGuidedBatch
 from timely_core.clock import Clock
 from timely_core.engine.protocol import Engine, SamplingParams
+from timely_core.engine_gate import EngineGate
 from timely_core.generation import Generation, GenerationState
 from timely_core.policies import Policy
 from timely_core.queue_table import QueueEntry
@@ -52,6 +55,10 @@ class ServiceState:
         self.params = SamplingParams(temperature=0.0, max_tokens=config.max_tokens)
         self.lock = threading.RLock()
         self.wake = threading.Condition(self.lock)
+        self.engine_gate = EngineGate()
+        # Set (under `lock`) when new work may have arrived since the loop last looked:
+        # the loop does not sleep on `wake` while it is set.
+        self.work_signalled = False
         self.robots: dict[str, Robot] = {}
         self.prefixes: dict[str, StoredPrefix] = {}
         self.generations: dict[str, Generation] = {}  # by task id, finished ones too
@@ -120,6 +127,11 @@ class ServiceState:
         """End the generation with `error`, counted as failed."""
         self.end(generation, error)
         self.counters["failed"] += 1
+
+    def signal_work(self) -> None:
+        """Wake the loop for new work; call with `lock` held."""
+        self.work_signalled = True
+        self.wake.notify_all()
 
     def run_deliveries(self) -> None:
         """Deliver what the last steps produced; call without holding `lock`."""

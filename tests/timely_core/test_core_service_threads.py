@@ -67,3 +67,70 @@ def test_concurrent_robots_on_a_real_clock() -> None:
     stats = service.stats()
     assert stats.succeeded == ROBOTS and stats.failed == 0
     assert stats.kv_device_blocks_free == stats.kv_device_blocks_total - 3
+
+
+class _BlockingEngine:
+    """A SimulatedEngine whose first step over a batch waits for `release`, and which
+    records whether `abort` was ever called in the middle of a step."""
+
+    def __init__(self, engine: SimulatedEngine) -> None:
+        self._engine = engine
+        self.in_step = threading.Event()
+        self.release = threading.Event()
+        self.abort_during_step = False
+        self._stepping = False
+
+    @property
+    def stepping(self) -> bool:
+        return self._stepping
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._engine, name)
+
+    def step(self, gen_ids: list[int]) -> object:
+        self._stepping = True
+        self.in_step.set()
+        try:
+            self.release.wait(timeout=10)
+            return self._engine.step(gen_ids)
+        finally:
+            self._stepping = False
+
+    def abort(self, gen_id: int) -> None:
+        self.abort_during_step |= self._stepping
+        self._engine.abort(gen_id)
+
+
+def test_submit_does_not_wait_for_an_engine_step_and_cancel_does() -> None:
+    engine = _BlockingEngine(
+        SimulatedEngine(
+            VirtualClock(),
+            LinearLatencyModel(),
+            plan_script(PLANS),
+            SimulatedEngineConfig(eos_token_id=eos_id()),
+        )
+    )
+    service = PlanningService(engine, make_tokenizer(), policy="timely", clock=MonotonicClock())  # type: ignore[arg-type]
+    for robot in ("r0", "r1"):
+        service.register_robot(robot, TinyLanguage())
+    service.start()
+    try:
+        first = service.submit(TaskRequest(robot_id="r0", instruction="evade", tuf=Tuf.urgent()))
+        assert engine.in_step.wait(timeout=30)
+        # The loop is inside a step: a second robot's submission goes through at once.
+        second = service.submit(TaskRequest(robot_id="r1", instruction="look for the cat"))
+        assert engine.stepping and not engine.release.is_set()
+        # A cancel frees KV, so it waits for the step to end.
+        canceller = threading.Thread(target=first.cancel)
+        canceller.start()
+        canceller.join(timeout=0.3)
+        assert canceller.is_alive()
+        engine.release.set()
+        canceller.join(timeout=30)
+        assert not canceller.is_alive()
+        assert first.result(timeout_s=30).error == "cancelled"
+        assert second.result(timeout_s=30).success
+        assert not engine.abort_during_step
+    finally:
+        engine.release.set()
+        service.stop()
