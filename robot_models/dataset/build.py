@@ -28,13 +28,18 @@ class DatasetSplit:
     lrtrace: tuple[Example, ...]  # the 11 LRTrace tasks (trained on, evaluated exactly)
 
 
-def generate(robot_type: str, count: int, rng: random.Random) -> list[Example]:
+def generate(
+    robot_type: str,
+    count: int,
+    rng: random.Random,
+    exclude: set[tuple[str, str]] | None = None,
+) -> list[Example]:
     """`count` distinct examples of `robot_type` (distinct scene and instruction),
-    none equal to an LRTrace task's request."""
+    none equal to an LRTrace task's request or to a (scene, instruction) in `exclude`."""
     templates = _TEMPLATES[robot_type]
     functions = [t for t, _ in templates]
     weights = [w for _, w in templates]
-    reserved = {(t.scene, t.instruction) for t in LRTRACE_TASKS}
+    reserved = {(t.scene, t.instruction) for t in LRTRACE_TASKS} | (exclude or set())
     seen: set[tuple[str, str]] = set()
     examples: list[Example] = []
     attempts = 0
@@ -51,8 +56,14 @@ def generate(robot_type: str, count: int, rng: random.Random) -> list[Example]:
     return examples
 
 
-def build_dataset(seed: int = DEFAULT_SEED, per_type: int = DEFAULT_PER_TYPE) -> DatasetSplit:
-    """Deterministic for a given seed: the same examples and the same split."""
+def build_dataset(
+    seed: int = DEFAULT_SEED, per_type: int = DEFAULT_PER_TYPE, extra_per_type: int = 0
+) -> DatasetSplit:
+    """Deterministic for a given seed: the same examples and the same split.
+
+    `extra_per_type` more training examples per robot type come from a second random
+    stream, distinct from all others, so adding them leaves the held-out split (and
+    the first `per_type` examples) exactly as they were."""
     rng = random.Random(seed)
     train: list[Example] = []
     heldout: list[Example] = []
@@ -61,5 +72,10 @@ def build_dataset(seed: int = DEFAULT_SEED, per_type: int = DEFAULT_PER_TYPE) ->
         cut = min(HELDOUT_PER_TYPE, len(examples) // 10)
         heldout.extend(examples[:cut])
         train.extend(examples[cut:])
+    if extra_per_type:
+        extra_rng = random.Random(seed + 1)
+        taken = {(e.scene, e.instruction) for e in (*train, *heldout)}
+        for robot_type in ("drone", "arm"):
+            train.extend(generate(robot_type, extra_per_type, extra_rng, taken))
     lrtrace = tuple(task.example() for task in LRTRACE_TASKS)
     return DatasetSplit(tuple(train), tuple(heldout), lrtrace)

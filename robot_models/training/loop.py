@@ -71,6 +71,10 @@ class TrainConfig:
     init_from: str = ""
     save_every: int = 0  # also write the checkpoint every N steps (0: only at the end)
     lrtrace_repeats: int = 24  # the 11 LRTrace tasks are oversampled so they are learned exactly
+    # Training examples per robot type beyond the data set's default, from their own
+    # random stream (the held-out split is unchanged): more distinct numbers and
+    # objects to copy, at the same number of steps.
+    extra_examples: int = 0
 
 
 def _lr_at(step: int, config: TrainConfig) -> float:
@@ -87,7 +91,7 @@ def train(
     started = time.monotonic()
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads)
-    data = build_dataset(config.seed)
+    data = build_dataset(config.seed, extra_per_type=config.extra_examples)
     seen = (*data.train, *data.lrtrace)  # the held-out split never reaches the tokenizer or model
     corpus = [prompt_prefix(t) for t in ("drone", "arm")] * PREFIX_WEIGHT_IN_TOKENIZER_CORPUS
     corpus += [format_request(e.scene, e.instruction) for e in seen] + [e.plan for e in seen]

@@ -46,3 +46,15 @@ def test_urgent_drone_tasks_start_by_moving_away():
     urgent = [e for e in data.train if e.family.startswith("urgent")]
     assert len(urgent) >= 50
     assert all(e.plan[:2] in {"mb", "mf", "ml", "mr", "mu"} for e in urgent)
+
+
+def test_extra_examples_are_new_and_leave_the_split_unchanged():
+    data = build_dataset()
+    more = build_dataset(extra_per_type=200)
+    assert more.heldout == data.heldout and more.lrtrace == data.lrtrace
+    assert more.train[: len(data.train)] == data.train
+    extra = more.train[len(data.train) :]
+    assert Counter(e.robot_type for e in extra) == {"drone": 200, "arm": 200}
+    keys = [(e.scene, e.instruction) for e in more.train]
+    assert len(set(keys)) == len(keys)
+    assert not set(keys) & {(e.scene, e.instruction) for e in data.heldout}
