@@ -6,8 +6,8 @@ costs (prefill tokens, decodes, context), plus the KV transfers it caused. Outpu
 tokens come from a script, a callable that maps a prompt's ids to the output ids
 it will produce (the trace tool replays known plans this way); EOS follows them.
 KV is accounted like a paged cache: fixed-size blocks on the device and the host,
-a registered prefix's full blocks shared by every generation that starts with it,
-and preserve / swap / discard on suspension with their transfer and recompute
+a registered prefix's full blocks shared by every generation that starts with it
+(its partial last block copied, so no prefix token is recomputed), and preserve / swap / discard on suspension with their transfer and recompute
 costs, so handling strategies cost in the simulator what they cost in an engine.
 """
 
@@ -128,9 +128,12 @@ class _Generation:
     script: list[int]
     params: SamplingParams
     admitted_seq: int
-    shared_tokens: int
+    shared_tokens: int  # in the prefix's full blocks (memory)
     prefix_id: str | None
     num_computed: int = 0
+    # KV taken from the prefix, its partial last block included (copied, as
+    # TorchEngine does): never computed for this generation
+    cached_tokens: int = 0
     blocks: int = 0  # own blocks, where `kv` says
     kv: _Kv = _Kv.DEVICE
     suspended: bool = False
@@ -220,7 +223,7 @@ class SimulatedEngine:
             raise ValueError(f"generation {gen_id} already exists")
         if not prompt_token_ids:
             raise ValueError(f"generation {gen_id}: empty prompt")
-        shared = 0
+        shared = cached = 0
         if prefix_id is not None:
             prefix = self._prefixes.get(prefix_id)
             if prefix is None:
@@ -228,6 +231,7 @@ class SimulatedEngine:
             if prompt_token_ids[: len(prefix.token_ids)] != prefix.token_ids:
                 raise ValueError(f"generation {gen_id}: prompt does not start with {prefix_id!r}")
             shared = prefix.shared_tokens
+            cached = min(len(prefix.token_ids), len(prompt_token_ids) - 1)
         blocks = self._blocks_for(len(prompt_token_ids) - shared)
         if blocks > self._device_free:
             raise OutOfKvMemory(
@@ -244,7 +248,8 @@ class SimulatedEngine:
             admitted_seq=self._admitted,
             shared_tokens=shared,
             prefix_id=prefix_id,
-            num_computed=shared,
+            num_computed=cached,
+            cached_tokens=cached,
             blocks=blocks,
         )
 
@@ -376,7 +381,7 @@ class SimulatedEngine:
             return
         self._device_free += gen.blocks
         gen.blocks = 0
-        gen.num_computed = gen.shared_tokens
+        gen.num_computed = gen.cached_tokens
         gen.kv = _Kv.NONE
 
     def _restore(self, gen: _Generation) -> bool:
@@ -396,7 +401,7 @@ class SimulatedEngine:
             return False
         self._device_free -= blocks
         gen.blocks = blocks
-        self.stats.recomputed_tokens += len(gen.token_ids) - gen.shared_tokens
+        self.stats.recomputed_tokens += len(gen.token_ids) - gen.cached_tokens
         gen.kv = _Kv.DEVICE
         return True
 

@@ -103,8 +103,10 @@ def test_registered_prefix_blocks_are_shared_and_not_recomputed() -> None:
     assert sim.can_admit(12, "drone") and not sim.can_admit(12 + 16 * 4, "drone")
     sim.add(1, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], GREEDY, prefix_id="drone")
     sim.step([1])
-    assert sim.stats.prefill_tokens == 9 + 2  # the prefix once, then only its tail + 1
-    assert clock.now() - registered_at == pytest.approx(0.01 + 2 * 0.001)
+    # the prefix once, then only the request's token: the prefix's partial last block is
+    # copied, not recomputed (as TorchEngine does)
+    assert sim.stats.prefill_tokens == 9 + 1
+    assert clock.now() - registered_at == pytest.approx(0.01 + 1 * 0.001)
     with pytest.raises(ValueError, match="does not start with"):
         sim.add(2, [9, 9, 9], GREEDY, prefix_id="drone")
     with pytest.raises(KeyError, match="no registered prefix"):
