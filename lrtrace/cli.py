@@ -78,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     pe.add_argument("--out", type=Path, help="profile file (default: lrtrace/profiles/NAME.json)")
     pe.add_argument("--threads", type=int)
     pe.add_argument("--repeats", type=int, default=5)
+    pe.add_argument(
+        "--prefix-tokens",
+        type=int,
+        help="length of the shared prompt prefix to profile with (default: the longest "
+        "robot prefix of robot_models under the checkpoint's tokenizer; 0: fresh prompts)",
+    )
 
     rec = sub.add_parser(
         "record", help="collect executor reports or a replay's results into an executions file"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from rich.console import Console
 
@@ -36,6 +37,19 @@ def copy_bytes_per_s(megabytes: int = 64, repeats: int = 5) -> float:
     return x.numel() * 4 / statistics.median(times)
 
 
+def robot_prefix_tokens(model: Path) -> int:
+    """Tokens of the longest robot prompt prefix (robot_models) under `model`'s tokenizer."""
+    from tokenizers import Tokenizer
+
+    from robot_models.prompts import prompt_prefix
+
+    path = model / "tokenizer.json"
+    if not path.is_file():
+        raise LrtraceError(f"no tokenizer at {path}: pass --prefix-tokens")
+    tokenizer = Tokenizer.from_file(str(path))
+    return max(len(tokenizer.encode(prompt_prefix(t)).ids) for t in ("drone", "arm"))
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     from robot_models.checkpoints import default_planner_path
     from timely_core.engine.config import EngineConfig
@@ -47,11 +61,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise LrtraceError(f"no checkpoint at {model} (config.json missing)")
     if args.repeats < 1:
         raise LrtraceError("--repeats must be >= 1")
+    prefix_tokens = args.prefix_tokens
+    if prefix_tokens is None:
+        prefix_tokens = robot_prefix_tokens(model)
+    if prefix_tokens < 0:
+        raise LrtraceError("--prefix-tokens must be >= 0")
     hf_config = json.loads(config_path.read_text())
     engine_config = EngineConfig(num_threads=args.threads)
     engine = TorchEngine(model, engine_config)
     per_token = kv_bytes_per_token(hf_config, 4)
-    plan = ProfilePlan(repeats=args.repeats)
+    plan = ProfilePlan(repeats=args.repeats, prefix_tokens=prefix_tokens)
     with console.status("profiling the engine") as status:
         samples = measure(engine, int(hf_config["vocab_size"]), plan, status.update)
     memory = engine.memory()
@@ -59,7 +78,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
     profile = profile_from(
         args.name,
         f"TorchEngine on this machine's CPU, checkpoint {model.name}, "
-        f"{args.threads or 'default'} threads",
+        f"{args.threads or 'default'} threads, "
+        + (
+            f"prompts after a shared {prefix_tokens}-token prefix"
+            if prefix_tokens
+            else "fresh prompts"
+        ),
         samples,
         capacity,
         engine_config.max_batched_tokens,

@@ -1,11 +1,21 @@
 """`lrtrace profile-engine`: measure a real engine's iteration cost and fit a profile.
 
-We time `Engine.step` over controlled batch compositions (prefill-only steps of
-several prompt lengths, decode steps of several batch sizes and context lengths,
-and decodes mixed with a new prompt), then fit the linear model of
-`lrtrace.profiles` by non-negative least squares. Each composition is timed
+We time `Engine.step` over controlled batch compositions, then fit the linear model
+of `lrtrace.profiles` by non-negative least squares. Each composition is timed
 several times and the median kept, since the machine may be shared. The profile
 records the fit's relative error so a user can judge it.
+
+Two regimes, because one linear model does not fit both:
+- the served one (`prefix_tokens` > 0): every prompt starts with a registered
+  prefix of that length, as robot prompts do in the service: request prefills of a
+  few dozen tokens that attend over the whole prefix, decodes in batches up to the
+  service's cap that share the prefix's blocks, and both mixed. On a CPU engine the
+  prefix dominates: a 48-token request costs as much as 15-20 decodes in a batch,
+  and sharing makes a decode's context far cheaper than a private one's. A profile
+  fitted on fresh prompts predicted this machine overloaded at a load it served.
+- fresh prompts (`prefix_tokens` 0): prefill-only steps of several prompt lengths,
+  decode steps of several batch sizes and context lengths, decodes mixed with a new
+  prompt; for engines serving prompts without shared prefixes.
 """
 
 from __future__ import annotations
@@ -39,6 +49,10 @@ class ProfilePlan:
     contexts: tuple[int, ...] = (256, 1280)  # the robots' prompts are ~1k tokens
     repeats: int = 5
     decode_steps: int = 3
+    prefix_tokens: int = 0  # > 0: profile the served regime (see the module docstring)
+    request_tokens: int = 48  # the per-request part of a prompt after the prefix
+    served_prefill_batches: tuple[int, ...] = (1, 2, 4, 8)
+    served_decode_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
 
 class _Ids:
@@ -82,6 +96,8 @@ def measure(
     # Random sampling keeps generations going (greedy on random ids may hit EOS early);
     # a generation that still ends early is simply not counted in the next decode step.
     params = SamplingParams(temperature=1.0, seed=0, max_tokens=4096)
+    if plan.prefix_tokens > 0:
+        return _served_samples(engine, ids, params, plan, progress)
     samples: list[StepSample] = []
 
     for length in plan.prefill_lengths:
@@ -104,19 +120,72 @@ def measure(
 def _decode_samples(
     engine: Engine, ids: _Ids, params: SamplingParams, plan: ProfilePlan, batch: int, ctx: int
 ) -> list[StepSample]:
-    out: list[StepSample] = []
-    gens = [ids.gen_id() for _ in range(batch)]
-    for g in gens:
-        engine.add(g, ids.prompt(ctx), params)
+    def add(length: int) -> int:
+        g = ids.gen_id()
+        engine.add(g, ids.prompt(length), params)
+        return g
+
+    # mixed: the same decodes plus one new prompt of 128 tokens
+    return _timed_decodes(engine, [add(ctx) for _ in range(batch)], plan, lambda: add(128))
+
+
+PROFILE_PREFIX_ID = "lrtrace-profile"
+
+
+def _served_samples(
+    engine: Engine,
+    ids: _Ids,
+    params: SamplingParams,
+    plan: ProfilePlan,
+    progress: Callable[[str], None],
+) -> list[StepSample]:
+    """Compositions of the served regime: prompts = a registered prefix + a request.
+    Prefill tokens are what the engine computes (the request, plus the prefix's last
+    partial block, which is not shared), as the SimulatedEngine charges them."""
+    prefix = ids.prompt(plan.prefix_tokens)
+    engine.register_prefix(PROFILE_PREFIX_ID, prefix)
+    prompt_len = plan.prefix_tokens + plan.request_tokens
+
+    def add() -> int:
+        g = ids.gen_id()
+        engine.add(g, prefix + ids.prompt(plan.request_tokens), params, PROFILE_PREFIX_ID)
+        return g
+
+    samples: list[StepSample] = []
+    try:
+        for batch in plan.served_prefill_batches:
+            progress(f"prefill of {batch} requests after a {plan.prefix_tokens}-token prefix")
+            times = []
+            computed = 0
+            for _ in range(plan.repeats):
+                gens = [add() for _ in range(batch)]
+                computed = sum(prompt_len - _computed(engine, g) for g in gens)
+                times.append(_timed_step(engine, gens)[0])
+                for g in gens:
+                    _discard(engine, g)
+            samples.append(StepSample(computed, 0, batch * prompt_len, statistics.median(times)))
+        for batch in plan.served_decode_batches:
+            progress(f"decode batch {batch} sharing the prefix")
+            samples.extend(_timed_decodes(engine, [add() for _ in range(batch)], plan, add))
+    finally:
+        engine.unregister_prefix(PROFILE_PREFIX_ID)
+    return samples
+
+
+def _timed_decodes(
+    engine: Engine, gens: list[int], plan: ProfilePlan, add_one: Callable[[], int]
+) -> list[StepSample]:
+    """Prefill `gens` (untimed; chunked if need be), then a decode sample (the median
+    of consecutive steps, which differ by one token of context each: single steps are
+    noisy on a shared CPU, the first after prefill most) and a mixed one (the decodes
+    plus `add_one()`'s prefill); every generation is discarded afterwards."""
     live = set(gens)
     pending = set(gens)
-    while pending:  # prefill (possibly chunked), not timed
+    while pending:
         for o in engine.step(sorted(live)):
             pending.discard(o.gen_id)
             if o.finished:
                 live.discard(o.gen_id)
-    # Consecutive decode steps differ by one token of context each: their median is one
-    # sample (single steps are noisy on a shared CPU, the first after prefill most).
     times: list[float] = []
     contexts: list[int] = []
     sizes: list[int] = []
@@ -128,6 +197,7 @@ def _decode_samples(
         seconds, outs = _timed_step(engine, sorted(live))
         times.append(seconds)
         live -= {o.gen_id for o in outs if o.finished}
+    out: list[StepSample] = []
     if times:
         out.append(
             StepSample(
@@ -137,16 +207,24 @@ def _decode_samples(
                 statistics.median(times),
             )
         )
-    if live:  # mixed: the same decodes plus one new prompt of 128 tokens
-        context = sum(len(engine.token_ids(g)) for g in live) + 128
-        new = ids.gen_id()
-        engine.add(new, ids.prompt(128), params)
+    if live:
+        new = add_one()
+        pending_tokens = len(engine.token_ids(new)) - _computed(engine, new)
+        context = sum(len(engine.token_ids(g)) for g in live) + len(engine.token_ids(new))
         seconds, _ = _timed_step(engine, [*sorted(live), new])
-        out.append(StepSample(128, len(live), context, seconds))
+        out.append(StepSample(pending_tokens, len(live), context, seconds))
         _discard(engine, new)
     for g in live:
         _discard(engine, g)
     return out
+
+
+def _computed(engine: Engine, gen_id: int) -> int:
+    """Tokens of `gen_id` whose KV the engine already holds (a shared prefix's blocks)."""
+    state = getattr(engine, "generation", None)
+    if state is None:
+        return 0
+    return int(state(gen_id).num_computed)
 
 
 def fit(samples: Sequence[StepSample]) -> tuple[np.ndarray, np.ndarray]:

@@ -73,7 +73,37 @@ def test_profile_engine_on_the_real_torch_engine(tmp_path: Path, tiny_llama: Pat
     # and through the CLI, written where asked and loadable by the simulator
     out = tmp_path / "measured.json"
     argv = ["profile-engine", "--model", str(tiny_llama), "--name", "tiny-cpu", "--out", str(out)]
+    argv += ["--prefix-tokens", "40"]
     assert main([*argv, "--repeats", "1", "--threads", "1"]) == 0
     loaded = LatencyProfile.model_validate_json(out.read_text())
     assert loaded.name == "tiny-cpu" and loaded.kv_bytes_per_token == 2 * 2 * 16 * 2 * 4
+    assert "shared 40-token prefix" in loaded.description
     assert latency_model(loaded).iteration_s(64, 2, 200) > 0
+
+
+def test_profile_engine_in_the_served_regime(tiny_llama: Path) -> None:
+    """Prompts after a registered prefix, as the service runs them: prefill counts only
+    what the engine computes (the request; the prefix's partial last block is copied)."""
+    from timely_core.engine.config import EngineConfig
+    from timely_core.engine.torch_engine import TorchEngine
+
+    engine = TorchEngine(tiny_llama, EngineConfig(num_threads=1, block_size=16))
+    plan = ProfilePlan(
+        prefix_tokens=40,
+        request_tokens=8,
+        served_prefill_batches=(1, 2),
+        served_decode_batches=(1, 3),
+        repeats=1,
+        decode_steps=2,
+    )
+    samples = measure(engine, 256, plan, lambda _msg: None)
+    prefills = [s for s in samples if s.decodes == 0]
+    assert [(s.prefill_tokens, s.context_tokens) for s in prefills] == [(8, 48), (16, 96)]
+    decodes = [s for s in samples if s.prefill_tokens == 0]
+    assert {s.decodes for s in decodes} >= {1, 3}
+    assert all(s.context_tokens > s.decodes * 48 for s in decodes)
+    mixed = [s for s in samples if s.decodes and s.prefill_tokens]
+    assert mixed and all(s.prefill_tokens == 8 for s in mixed)
+    memory = engine.memory()  # every generation discarded, the prefix unregistered
+    assert memory.device_blocks_free == memory.device_blocks_total
+    assert memory.pinned_prefix_blocks == 0
