@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 
-from robot_models.dataset import DEFAULT_SEED, build_dataset
+from robot_models.dataset import DEFAULT_SEED, DatasetSplit, build_dataset
 from robot_models.prompts import format_request, prompt_prefix
 from robot_models.training.batches import (
     IGNORE,
@@ -77,6 +77,20 @@ class TrainConfig:
     extra_examples: int = 0
 
 
+def training_data(config: TrainConfig) -> DatasetSplit:
+    """The examples a run with `config` trains on (and its held-out split)."""
+    return build_dataset(config.seed, extra_per_type=config.extra_examples)
+
+
+def training_tokenizer(data: DatasetSplit) -> Tokenizer:
+    """The BPE tokenizer trained on the prefixes, requests and plans of `data`'s
+    training examples and LRTrace tasks (the held-out split never reaches it)."""
+    seen = (*data.train, *data.lrtrace)
+    corpus = [prompt_prefix(t) for t in ("drone", "arm")] * PREFIX_WEIGHT_IN_TOKENIZER_CORPUS
+    corpus += [format_request(e.scene, e.instruction) for e in seen] + [e.plan for e in seen]
+    return train_tokenizer(corpus, VOCAB_SIZE)
+
+
 def _lr_at(step: int, config: TrainConfig) -> float:
     if step < config.warmup_steps:
         return config.lr * (step + 1) / config.warmup_steps
@@ -91,14 +105,11 @@ def train(
     started = time.monotonic()
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads)
-    data = build_dataset(config.seed, extra_per_type=config.extra_examples)
-    seen = (*data.train, *data.lrtrace)  # the held-out split never reaches the tokenizer or model
-    corpus = [prompt_prefix(t) for t in ("drone", "arm")] * PREFIX_WEIGHT_IN_TOKENIZER_CORPUS
-    corpus += [format_request(e.scene, e.instruction) for e in seen] + [e.plan for e in seen]
+    data = training_data(config)
     if config.init_from:
         tokenizer = Tokenizer.from_file(str(Path(config.init_from) / "tokenizer.json"))
     else:
-        tokenizer = train_tokenizer(corpus, VOCAB_SIZE)
+        tokenizer = training_tokenizer(data)
     eos_id, pad_id = special_id(tokenizer, EOS_TOKEN), special_id(tokenizer, PAD_TOKEN)
     prefixes = {t: encode_prefix(tokenizer, t) for t in ("drone", "arm")}
     encoded = []

@@ -132,3 +132,13 @@ def test_prefix_cache_reuse_equals_full_prompt_greedy(planner):
     assert full[0, len(ids) :].tolist() == planner.generate_ids(
         task.robot_type, task.scene, task.instruction, 40
     )
+
+
+def test_the_training_recipe_reproduces_the_shipped_tokenizer():
+    """lrtrace rebuilds the tokenizer this way when no checkpoint is installed, so its
+    simulated token counts are the planner's only if the recipe is the checkpoint's."""
+    from robot_models.training.loop import TrainConfig, training_data, training_tokenizer
+
+    rebuilt = training_tokenizer(training_data(TrainConfig()))
+    shipped = Tokenizer.from_file(str(default_planner_path() / "tokenizer.json"))
+    assert rebuilt.to_str() == shipped.to_str()

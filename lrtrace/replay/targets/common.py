@@ -40,16 +40,10 @@ def planner_tokenizer() -> tuple[Any, str]:
     path = default_planner_path() / "tokenizer.json"
     if path.is_file():
         return load_tokenizer_file(path), f"planner checkpoint ({path})"
-    from robot_models.dataset import DEFAULT_SEED, build_dataset
-    from robot_models.prompts import format_request, prompt_prefix
-    from robot_models.training.loop import PREFIX_WEIGHT_IN_TOKENIZER_CORPUS
-    from robot_models.training.tokenizer import VOCAB_SIZE, train_tokenizer
+    from robot_models.training.loop import TrainConfig, training_data, training_tokenizer
 
-    data = build_dataset(DEFAULT_SEED)
-    seen = (*data.train, *data.lrtrace)
-    corpus = [prompt_prefix(t) for t in ("drone", "arm")] * PREFIX_WEIGHT_IN_TOKENIZER_CORPUS
-    corpus += [format_request(e.scene, e.instruction) for e in seen] + [e.plan for e in seen]
-    return train_tokenizer(corpus, VOCAB_SIZE), "rebuilt with robot_models' training recipe"
+    tokenizer = training_tokenizer(training_data(TrainConfig()))
+    return tokenizer, "rebuilt with robot_models' training recipe"
 
 
 def load_tokenizer_file(path: Path) -> Any:
