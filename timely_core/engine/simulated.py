@@ -7,8 +7,9 @@ tokens come from a script, a callable that maps a prompt's ids to the output ids
 it will produce (the trace tool replays known plans this way); EOS follows them.
 KV is accounted like a paged cache: fixed-size blocks on the device and the host,
 a registered prefix's full blocks shared by every generation that starts with it
-(its partial last block copied, so no prefix token is recomputed), and preserve / swap / discard on suspension with their transfer and recompute
-costs, so handling strategies cost in the simulator what they cost in an engine.
+(its partial last block copied, so no prefix token is recomputed), and preserve /
+swap / discard on suspension with their transfer and recompute costs, so handling
+strategies cost in the simulator what they cost in an engine.
 """
 
 from __future__ import annotations
