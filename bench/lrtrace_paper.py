@@ -270,10 +270,11 @@ def summary_rows(name: str, sec: dict[str, Any]) -> list[list[str]]:
             unit = "%" if key == "wid3" else "x"
             values = ", ".join(f"{r['headline']:.2f}{unit}" for r in reps)
             parts.append(f"{LOADS[key]}: {values}")
+        count = len(next(iter(sec["repeats"].values())))
         rows.append(
             [
                 name,
-                f"every repeat (the rows above show the median of {len(reps)})",
+                f"every repeat (the rows above show the median of {count})",
                 "; ".join(parts),
                 "-",
                 "-",
@@ -384,6 +385,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", type=Path, help="checkpoint of the real engine (default: planner)")
     p.add_argument("--profile", type=Path, help="a latency profile JSON (default: the paper's)")
     args = p.parse_args(argv)
+    policies = [p for p in args.real_policies.split(",") if p]
+    if args.real and ("fcfs" not in policies or "timely" not in policies):  # before any run
+        print("--real-policies must include fcfs and timely", file=sys.stderr)
+        return 2
+    if args.real and args.real_repeats < 1:
+        print("--real-repeats must be >= 1", file=sys.stderr)
+        return 2
     console = Console()
     RESULTS.mkdir(parents=True, exist_ok=True)
     catalog = load_catalog()
@@ -405,10 +413,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc["sim"], _ = section("sim", sim, specs, preset(2), catalog, console)
     rows = summary_rows("sim", doc["sim"])
     if args.real:
-        policies = [p for p in args.real_policies.split(",") if p]
-        if "fcfs" not in policies or "timely" not in policies:
-            print("--real-policies must include fcfs and timely", file=sys.stderr)
-            return 2
         doc["real"] = real_section(
             console,
             catalog,

@@ -140,8 +140,8 @@ def _served_samples(
     progress: Callable[[str], None],
 ) -> list[StepSample]:
     """Compositions of the served regime: prompts = a registered prefix + a request.
-    Prefill tokens are what the engine computes (the request, plus the prefix's last
-    partial block, which is not shared), as the SimulatedEngine charges them."""
+    Prefill tokens are what the engine computes beyond the prefix's KV it reuses (the
+    request, with TorchEngine), as the SimulatedEngine charges them."""
     prefix = ids.prompt(plan.prefix_tokens)
     engine.register_prefix(PROFILE_PREFIX_ID, prefix)
     prompt_len = plan.prefix_tokens + plan.request_tokens

@@ -11,7 +11,7 @@ The service is a facade over a few parts, each in its own module:
 - `segment_dispatch`: each new token through its segmenter; completed segments
   delivered, the generation suspended and re-queued with the priority of its next
   segment (TUF1, from the estimated end of the robot's execution).
-Engine calls happen under the state's engine lock, the bookkeeping around them
+Engine calls happen under the state's engine gate, the bookkeeping around them
 under its lock (released during each engine step, so submissions never wait for
 one), the handles' callbacks after both are released.
 See docs/service-api.md for the contract.
