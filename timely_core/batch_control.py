@@ -77,7 +77,13 @@ class LatencyGuidedBatch:
         mean_x = sum_x / n
         var_x = sum((b - mean_x) ** 2 for b, _ in self._samples)
         if var_x == 0:
-            self._fit = None
+            # One batch size in the window (a steady batch between bursts): its level
+            # is known, the marginal cost keeps the last fitted slope. Forgetting it
+            # made the next burst join one generation per iteration (the "lag for
+            # one"), adding an iteration or two to most of the burst's first segments.
+            if self._fit is not None:
+                slope = self._fit[1]
+                self._fit = (self._mean_s - slope * mean_x, slope)
             return
         cov = sum((b - mean_x) * (d - self._mean_s) for b, d in self._samples)
         slope = max(cov / var_x, 0.0)

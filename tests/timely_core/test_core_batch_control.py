@@ -41,6 +41,24 @@ def test_without_a_fit_one_generation_joins_per_step() -> None:
     assert not batch.may_admit(0.0, [loose, loose], admitted=1)  # the lag for one
 
 
+def test_a_steady_batch_keeps_the_fitted_marginal_cost() -> None:
+    """Between bursts the window may hold one batch size only; the slope fitted
+    before stays, so the next burst is not held to one generation per step."""
+    batch = LatencyGuidedBatch(window=4)
+    for size in (1, 2):
+        batch.record_iteration(0.010 + 0.002 * size, batch_size=size)
+    for _ in range(4):  # the window now holds batch size 3 only
+        batch.record_iteration(0.016, batch_size=3)
+    assert batch.iteration_s(5) == pytest.approx(0.016 + 2 * 0.002)
+    loose = RunningBudget(deadline_s=5.0, segment_tokens=0)
+    assert batch.may_admit(0.0, [loose] * 4, admitted=2)
+    fresh = LatencyGuidedBatch(window=4)  # never saw two sizes: still the lag for one
+    for _ in range(4):
+        fresh.record_iteration(0.0170, batch_size=3)
+    assert fresh.iteration_s(5) == pytest.approx(0.0170)
+    assert not fresh.may_admit(0.0, [loose] * 4, admitted=1)
+
+
 def test_admits_only_while_the_protected_generations_keep_their_budget() -> None:
     batch = LatencyGuidedBatch(wcet_segment_tokens=10)
     batch.record_iteration(0.05, batch_size=1)
