@@ -5,6 +5,7 @@ future arrival, pending) `Generation` with its `TaskHandle`."""
 from __future__ import annotations
 
 import heapq
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,8 @@ from timely_core.robots import Robot, encode_request
 from timely_core.segmenter import Segmenter
 from timely_core.service_state import ServiceState
 from timely_core.task_handle import TaskControl, TaskHandle
+
+log = logging.getLogger(__name__)
 
 
 def admit(
@@ -29,7 +32,7 @@ def admit(
     DuplicateTask; nothing is changed then."""
     if not isinstance(request, TaskRequest):
         request = TaskRequest.model_validate(request)
-    robot, prompt_ids = _prompt(state, request)
+    robot, prompt_ids, prefix_id = _prompt(state, request)
     with state.wake:
         if state.stopping:
             raise ServiceStopped("the service is stopped")
@@ -54,7 +57,7 @@ def admit(
             task_id=task_id,
             request=request,
             language=robot.language,
-            prefix_id=robot.prefix.prefix_id or "",
+            prefix_id=prefix_id,
             prompt_ids=prompt_ids,
             arrival_s=arrival,
             segmenter=Segmenter(
@@ -77,8 +80,9 @@ def admit(
         return handle
 
 
-def _prompt(state: ServiceState, request: TaskRequest) -> tuple[Robot, list[int]]:
-    """The robot of the request and its prompt ids: stored prefix + request part."""
+def _prompt(state: ServiceState, request: TaskRequest) -> tuple[Robot, list[int], str]:
+    """The robot of the request, its prompt ids (stored prefix + request part) and the
+    engine prefix they start with ("" if none: then the whole prompt is prefilled)."""
     with state.lock:
         robot = state.robots.get(request.robot_id)
         registered = ", ".join(sorted(state.robots)) or "none"
@@ -87,11 +91,18 @@ def _prompt(state: ServiceState, request: TaskRequest) -> tuple[Robot, list[int]
             f"unknown robot id {request.robot_id!r}; register it first (registered: {registered})"
         )
     request_text = robot.language.format_request(request.scene, request.instruction)
-    prompt_ids = list(robot.prefix.token_ids) + encode_request(state.tokenizer, request_text)
+    request_ids = encode_request(state.tokenizer, request_text)
+    prompt_ids = list(robot.prefix.token_ids) + request_ids
     if len(prompt_ids) > state.config.max_prompt_tokens:
         raise PromptTooLong(
             f"prompt of robot {request.robot_id!r} has {len(prompt_ids)} tokens, more "
             f"than max_prompt_tokens={state.config.max_prompt_tokens}; shorten the "
             "scene or instruction"
         )
-    return robot, prompt_ids
+    header = robot.prefix.header_ids
+    if tuple(request_ids[: len(header)]) != header:
+        # Not opened like the probes (a language whose header depends on the input):
+        # served whole rather than with ids the model never saw after the prefix.
+        log.warning("robot %s: request does not start with the stored header", robot.robot_id)
+        return robot, prompt_ids, ""
+    return robot, prompt_ids, robot.prefix.prefix_id or ""

@@ -36,6 +36,7 @@ from timely_core.robots import (
     StoredPrefix,
     encode_prefix,
     prefix_key,
+    request_header_ids,
     resolve_language,
     validate_robot_id,
 )
@@ -90,22 +91,24 @@ class PlanningService:
     ) -> None:
         """Register (or re-register) a robot with its plan language, given directly or
         by `robot_type` from the service's `languages`. The prompt prefix (default: the
-        language's) is prefilled in the engine once per robot type and text."""
+        language's) and the fixed opening of the language's request part are prefilled in
+        the engine once per robot type and text."""
         validate_robot_id(robot_id)
         language = resolve_language(robot_id, language, robot_type, self._languages)
         limit = max_segment_tokens or self.config.max_segment_tokens
         if limit < 1:
             raise ValueError(f"max_segment_tokens must be >= 1, got {limit}")
         text = language.prompt_prefix() if prompt_prefix is None else prompt_prefix
-        key = prefix_key(language.robot_type, text)
         state = self._state
+        header = request_header_ids(state.tokenizer, language) if text else []
+        key = prefix_key(language.robot_type, text, header)
         with state.engine_gate.caller(), state.lock:
             prefix = state.prefixes.get(key)
             if prefix is None:
                 ids = encode_prefix(state.tokenizer, text)
-                prefix = StoredPrefix(key if ids else None, tuple(ids))
+                prefix = StoredPrefix(key if ids else None, tuple(ids), tuple(header))
                 if ids:
-                    state.engine.register_prefix(key, ids)
+                    state.engine.register_prefix(key, list(prefix.shared_ids))
                 state.prefixes[key] = prefix
             state.robots[robot_id] = Robot(robot_id, language, prefix, limit)
 
