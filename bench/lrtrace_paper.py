@@ -300,12 +300,15 @@ def summary_rows(name: str, sec: dict[str, Any]) -> list[list[str]]:
 # WID 1 to WID 2 (Table 3: the same EPS; up to 8 tasks per event on 25 agents, up to
 # 16 on 42), so the low load has about half the tasks of the high one, at the event
 # rate where the low load contends one torch thread: probed with fcfs and timely over
-# 20 s each on an otherwise idle machine, fcfs kept 82-94% of the urgent maximum at
-# 13-14 events/s, 44% at 15 and 61% at 16 (the paper's low load: 59.5%), timely 96%
-# at 15 and 84% at 16 (normal tasks -31%: past capacity). Until the service stopped
-# holding its lock through engine steps, submissions of a burst queued behind whole
-# iterations (120-190 ms on average) and the same cliff sat near 8 events/s.
-REAL_EPS = 15.0
+# 20 s each (one run per rate unless noted), fcfs kept 90% and 86% of the urgent
+# maximum at 15 and 16 events/s, 81% at 17, 46%, 65% and 62% in three runs at 18
+# (the paper's low load: 59.5%), 46% and 27% at 19; timely 97-98% at each rate, but
+# one of the three runs at 18 went past capacity (urgent 85%, normal tasks 67%).
+# Earlier calibrations: 15 events/s, before the request header was stored with the
+# prefix (about a fifth of a drone request's prefill) and before bursts stopped being
+# admitted one per step; about 8 events/s, before the service stopped holding its
+# lock through engine steps.
+REAL_EPS = 18.0
 
 
 def real_specs(duration_s: float, eps: float = REAL_EPS) -> dict[str, WorkloadSpec]:
@@ -495,9 +498,9 @@ def real_settings_note(loads: dict[str, float], eps: float) -> str:
         f"run at {eps:g} events/s and keep the paper's relation of WID 1 to WID 2 "
         "(Table 3: the same EPS; up to 8 tasks per event on 25 agents vs up to 16 on 42): "
         "the low load has about half the tasks of the high one. The rate is where the "
-        "low load contends one torch thread: probed over 20 s on an otherwise idle "
-        "machine, fcfs kept 82-94% of the urgent maximum at 13-14 events/s, 44% at 15 and "
-        "61% at 16 (the paper's low load: 59.5%). The capacity is a cliff that moves with "
+        "low load contends one torch thread: probed over 20 s, fcfs kept 81-90% of the "
+        "urgent maximum at 15-17 events/s, 46-65% in three runs at 18 and 27-46% at 19 "
+        "(the paper's low load: 59.5%). The capacity is a cliff that moves with "
         "the machine's other load, so real figures vary from run to run: the 1-minute "
         f"load average at the start of each real workload of this run was {at_start}."
     )

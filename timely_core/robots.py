@@ -25,9 +25,9 @@ class StoredPrefix:
     """A robot type's fixed prompt, prefilled once in the engine.
 
     Every prompt is `token_ids` + the request part's ids. Request parts open with a
-    fixed header too (the planner's "### Request\nScene:"): its ids, `header_ids`,
-    are stored with the prefix, so the engine prefills them once as well rather than
-    with every request (7 of a drone request's 23-33 prompt tokens)."""
+    fixed header too (the planner's "### Request", newline, "Scene:"): its ids,
+    `header_ids`, are stored with the prefix, so the engine prefills them once as
+    well rather than with every request (5 of a drone request's 23-33 tokens)."""
 
     prefix_id: str | None  # None for an empty prefix: nothing to pin
     token_ids: tuple[int, ...]
