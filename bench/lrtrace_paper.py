@@ -304,6 +304,10 @@ def summary_rows(name: str, sec: dict[str, Any]) -> list[list[str]]:
 # maximum at 15 and 16 events/s, 81% at 17, 46%, 65% and 62% in three runs at 18
 # (the paper's low load: 59.5%), 46% and 27% at 19; timely 97-98% at each rate, but
 # one of the three runs at 18 went past capacity (urgent 85%, normal tasks 67%).
+# Probes after the first full run at 18 (whose median run had timely's normal tasks
+# 5.6% under fcfs's): fcfs 46% and 42% at 17.5 with timely's normal tasks at 73% in
+# one of the two runs; fcfs 60% at 17 with timely's normal tasks 10% under fcfs's. At
+# every rate near this capacity some runs push timely's normal tasks past it.
 # Earlier calibrations: 15 events/s, before the request header was stored with the
 # prefix (about a fifth of a drone request's prefill) and before bursts stopped being
 # admitted one per step; about 8 events/s, before the service stopped holding its
