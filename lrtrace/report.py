@@ -63,6 +63,21 @@ def table(results: ResultsFile, groups: str = "all") -> Table:
     return t
 
 
+def engine_busy(results: ResultsFile) -> str | None:
+    """How busy each run kept its engine, as a share of the trace's duration: near
+    100% the fleet is at the engine's capacity; over 100%, a backlog drained after the
+    last arrival. None when no run knows it (ros, or files written before it)."""
+    duration = results.workload.duration_s
+    parts = [
+        f"{r.label} {r.engine_busy_s:.1f} s ({100 * r.engine_busy_s / duration:.0f}%)"
+        for r in results.runs
+        if r.engine_busy_s is not None
+    ]
+    if not parts:
+        return None
+    return f"engine busy, share of the trace's {duration:g} s: " + ", ".join(parts)
+
+
 def _clean(x: Any) -> Any:
     if isinstance(x, float) and math.isnan(x):
         return None
@@ -91,6 +106,10 @@ def stats_json(results: ResultsFile) -> dict[str, Any]:
                     "max_batch": r.max_batch,
                     "interrupted": r.interrupted,
                     "wall_s": r.wall_s,
+                    "engine_busy_s": r.engine_busy_s,
+                    "engine_busy_share": None
+                    if r.engine_busy_s is None
+                    else r.engine_busy_s / results.workload.duration_s,
                 }
                 for r in results.runs
             ],
@@ -105,5 +124,8 @@ def write_json(results: ResultsFile, path: Path) -> None:
 
 def print_report(results: ResultsFile, console: Console, groups: str = "all") -> None:
     console.print(table(results, groups))
+    busy = engine_busy(results)
+    if busy is not None:
+        console.print(busy)
     if results.simulated:
         console.print(f"[bold yellow]{SIMULATION_NOTE}[/]")

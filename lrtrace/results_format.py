@@ -68,6 +68,9 @@ class RunRecord(BaseModel):
     max_batch: int | None = None
     network_latency_s: float = 0.008
     wall_s: float = 0.0
+    # seconds the engine spent in iterations (replay clock: virtual for the simulator);
+    # None where the target cannot see its engine (ros) and in files written before it
+    engine_busy_s: float | None = None
     interrupted: bool = False
     tasks: list[TaskRecord] = Field(default_factory=list)
 

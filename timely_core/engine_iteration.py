@@ -70,6 +70,7 @@ class EngineIteration:
         state = self._state
         finished_at = state.clock.now()
         state.counters["iterations"] += 1
+        state.engine_busy_s += finished_at - started
         state.scheduler.batch.record_iteration(finished_at - started, len(batch))
         for output in outputs:
             generation = state.running.get(output.gen_id)

@@ -218,6 +218,7 @@ class PlanningService:
                 iterations=counters["iterations"],
                 decisions=counters["decisions"],
                 decision_time_s=state.decision_time_s,
+                engine_busy_s=state.engine_busy_s,
                 kv_device_blocks_free=memory.device_blocks_free,
                 kv_device_blocks_total=memory.device_blocks_total,
             )

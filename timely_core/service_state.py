@@ -71,6 +71,7 @@ class ServiceState:
         self.next_gen_id = 0
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.decision_time_s = 0.0
+        self.engine_busy_s = 0.0  # service clock inside engine iterations
         self.stopping = False
 
     def waiting_first(self) -> int:

@@ -22,5 +22,8 @@ class ServiceStats:
     iterations: int
     decisions: int
     decision_time_s: float  # total time spent in scheduling decisions
+    # service-clock seconds inside engine iterations (virtual with a simulated engine):
+    # over a stretch of time, how close the engine was to its capacity
+    engine_busy_s: float
     kv_device_blocks_free: int
     kv_device_blocks_total: int

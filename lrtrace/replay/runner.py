@@ -68,7 +68,7 @@ def replay(
                 stop = threading.Event()
                 started = time.perf_counter()
                 try:
-                    target.run(
+                    run.engine_busy_s = target.run(
                         trace,
                         policy,
                         max_batch,

@@ -27,7 +27,8 @@ class ReplayTarget(Protocol):
         records: list[TaskRecord],
         on_task_done: Callable[[TaskRecord], None],
         stop: threading.Event,
-    ) -> None:
+    ) -> float | None:
         """Replay `trace` under `policy`, appending one record per task to `records`
         up front and completing them as tasks end (so an interrupted run still has
-        them). Returns when every task ended or `stop` is set."""
+        them). Returns when every task ended or `stop` is set, with the seconds the
+        engine spent in iterations (None where the target cannot see its engine)."""

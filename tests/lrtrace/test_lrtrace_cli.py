@@ -44,6 +44,11 @@ def test_compose_replay_report(tmp_path: Path, tokenizer_path: Path) -> None:
     assert [r.label for r in results.runs] == ["timely@2", "timely@8", "fcfs@2", "fcfs@8"]
     assert all(r.simulated and r.engine == f"simulated:{PAPER_PROFILE.name}" for r in results.runs)
     assert all(t.finished for r in results.runs for t in r.tasks)
+    assert all(r.engine_busy_s is not None for r in results.runs)
+    busy = {r.label: r.engine_busy_s or 0.0 for r in results.runs}
+    assert all(b > 0 for b in busy.values())
+    # a batch cap of 2 runs the same tokens in more iterations, each paying the fixed cost
+    assert busy["fcfs@2"] > busy["fcfs@8"] and busy["timely@2"] > busy["timely@8"]
     # The replay's segment executions feed `record` (and so `fit`) directly.
     lrx = tmp_path / "x.lrx"
     assert main(["record", str(res), "--run", "timely@8", "-o", str(lrx)]) == 0
@@ -54,6 +59,8 @@ def test_compose_replay_report(tmp_path: Path, tokenizer_path: Path) -> None:
     assert main(["report", str(res), "--json", str(stats), "--plots", str(plots)]) == 0
     doc = json.loads(stats.read_text())
     assert doc["simulated"] is True and "SIMULATION" in doc["note"]
+    shares = {r["label"]: r["engine_busy_share"] for r in doc["runs"]}
+    assert shares == {label: pytest.approx(b / 40.0) for label, b in busy.items()}
     groups = {(s["run"], s["group"]) for s in doc["stats"]}
     assert ("fcfs@8", "urgent-drone") in groups and ("timely@2", "trace 1") in groups
     pngs = sorted(p.name for p in plots.iterdir())
@@ -139,7 +146,7 @@ class InterruptingSim(SimTarget):
         records: list[TaskRecord],
         on_task_done: Callable[[TaskRecord], None],
         stop: threading.Event,
-    ) -> None:
+    ) -> float | None:
         done = [0]
 
         def count(record: TaskRecord) -> None:
@@ -148,7 +155,7 @@ class InterruptingSim(SimTarget):
             if done[0] == self.after:
                 raise KeyboardInterrupt
 
-        super().run(trace, policy, max_batch, records, count, stop)
+        return super().run(trace, policy, max_batch, records, count, stop)
 
 
 def test_ctrl_c_writes_what_is_done(tmp_path: Path, tokenizer: Any) -> None:

@@ -36,7 +36,8 @@ def test_real_clock_replay_ends_every_task(llama_for_tokenizer: Path, tokenizer:
     for policy in ("timely", "fcfs"):
         records: list[TaskRecord] = []
         ended: list[str] = []
-        target.run(trace, policy, None, records, ended_by(ended), threading.Event())
+        busy = target.run(trace, policy, None, records, ended_by(ended), threading.Event())
+        assert busy is not None and busy > 0  # the engine ran iterations
         assert [r.task_id for r in records] == [t.task_id for t in trace.tasks]
         assert sorted(ended) == sorted(r.task_id for r in records)
         for r in records:

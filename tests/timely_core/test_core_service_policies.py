@@ -157,6 +157,20 @@ def test_cancel_before_arrival() -> None:
     assert clock.now() < 5.0  # the clock did not jump for the cancelled arrival
 
 
+def test_engine_busy_time_is_the_time_in_iterations() -> None:
+    service, clock, engine = make_service(PLANS, robots=("d1", "d2"))
+    registered = engine.stats.busy_s  # prefix prefill at registration: not an iteration
+    assert service.stats().engine_busy_s == 0.0
+    start = clock.now()
+    service.submit(TaskRequest(robot_id="d1", instruction="look for the cat"))
+    service.submit_at(clock.now() + 30.0, TaskRequest(robot_id="d2", instruction="evade"))
+    service.run_until_idle()
+    busy = service.stats().engine_busy_s
+    assert busy == pytest.approx(engine.stats.busy_s - registered)
+    # the engine idled for most of the 30 s before the second arrival: not busy time
+    assert 0 < busy < clock.now() - start - 29.0
+
+
 def test_robots_of_one_type_share_one_prefilled_prefix() -> None:
     service, _, engine = make_service(PLANS, robots=("d1", "d2", "d3"))
     assert engine.memory().pinned_prefix_blocks == 3  # registered once, not three times

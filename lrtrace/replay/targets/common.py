@@ -104,7 +104,7 @@ class InProcessTarget:
         records: list[TaskRecord],
         on_task_done: Callable[[TaskRecord], None],
         stop: threading.Event,
-    ) -> None:
+    ) -> float | None:
         self._languages = languages_for(trace, self._languages)
         update: dict[str, object] = {"dispatch_latency_s": self._latency}
         update.update(self._config_update(trace))
@@ -130,6 +130,7 @@ class InProcessTarget:
         finally:
             if self.real_clock:
                 service.stop()
+        return service.stats().engine_busy_s
 
 
 def robot_types(trace: TraceFile) -> set[str]:

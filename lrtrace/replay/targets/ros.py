@@ -53,7 +53,7 @@ class RosTarget:
         records: list[TaskRecord],
         on_task_done: Callable[[TaskRecord], None],
         stop: threading.Event,
-    ) -> None:
+    ) -> float | None:
         if max_batch is not None:
             raise LrtraceError("--max-batch is not supported with --target ros (planner config)")
         try:
@@ -67,3 +67,4 @@ class RosTarget:
             )
         except RuntimeError as err:  # no planner answering, or it runs another policy
             raise LrtraceError(f"ROS 2 replay: {err}") from None
+        return None  # the planner's engine is in another process
