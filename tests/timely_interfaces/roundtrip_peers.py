@@ -173,6 +173,10 @@ def run_robot() -> None:
         print(json.dumps(report), flush=True)
     finally:
         executor.shutdown()
+        # Out of spin() before teardown: a daemon thread still inside the executor's
+        # C++ wait when the interpreter exits aborts the process ("terminate called
+        # without an active exception", exit -6), as a CI run saw once.
+        spin.join(timeout=10.0)
         node.destroy_node()
         rclpy.try_shutdown()
 
