@@ -354,7 +354,8 @@ def summary_rows(name: str, sec: dict[str, Any]) -> list[list[str]]:
 # one of the three runs at 18 went past capacity (urgent 85%, normal tasks 67%).
 # Probes after the first full run at 18 (whose median run had timely's normal tasks
 # 5.6% under fcfs's): fcfs 46% and 42% at 17.5 with timely's normal tasks at 73% in
-# one of the two runs; fcfs 60% at 17 with timely's normal tasks 10% under fcfs's. At
+# one of the two runs; fcfs 60% at 17 with timely's normal tasks 10% under fcfs's;
+# fcfs 34% in an instrumented run at 18 (engine busy 19.0 of the 20 s). At
 # every rate near this capacity some runs push timely's normal tasks past it.
 # Earlier calibrations: 15 events/s, before the request header was stored with the
 # prefix (about a fifth of a drone request's prefill) and before bursts stopped being
@@ -553,8 +554,8 @@ def real_settings_note(loads: dict[str, float], eps: float) -> str:
         "(Table 3: the same EPS; up to 8 tasks per event on 25 agents vs up to 16 on 42): "
         "the low load has about half the tasks of the high one. The rate is where the "
         "low load contends one torch thread: probed over 20 s, fcfs kept 81-90% of the "
-        "urgent maximum at 15-17 events/s, 46-65% in three runs at 18 and 27-46% at 19 "
-        "(the paper's low load: 59.5%). The capacity is a cliff that moves with "
+        "urgent maximum at 15-17 events/s (60% in a second run at 17), 34-65% at 17.5-18 "
+        "and 27-46% at 19 (the paper's low load: 59.5%). The capacity is a cliff that moves with "
         "the machine's other load, so real figures vary from run to run: the 1-minute "
         f"load average at the start of each real workload of this run was {at_start}."
     )
