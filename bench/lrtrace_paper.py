@@ -41,7 +41,7 @@ from lrtrace.replay.runner import replay
 from lrtrace.replay.target import ReplayTarget
 from lrtrace.replay.targets.common import planner_tokenizer
 from lrtrace.replay.targets.sim import SimTarget
-from lrtrace.report import stats_json
+from lrtrace.report import busy_share, json_safe, stats_json
 from lrtrace.results_format import ResultsFile
 from lrtrace.trace_format import TraceFile
 from lrtrace.workload import WorkloadSpec, preset
@@ -58,17 +58,6 @@ def group(results: ResultsFile, label: str, name: str) -> GroupStats:
 
 def ratio(a: float, b: float) -> float:
     return a / b if b > 0 else math.inf
-
-
-def strict_json(value: Any) -> Any:
-    """`value` with infinities (a ratio over a baseline at 0) as null: strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: strict_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [strict_json(v) for v in value]
-    return value
 
 
 def times(value: float) -> str:
@@ -176,9 +165,9 @@ def section(
             "tasks": len(trace.tasks),
             # how close each run kept the engine to its capacity (sim: virtual time)
             "engine_busy_share": {
-                r.label: r.engine_busy_s / spec.duration_s
+                r.label: share
                 for r in results.runs
-                if r.engine_busy_s is not None
+                if (share := busy_share(results, r)) is not None
             },
         }
         if key == "wid3":
@@ -498,7 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         doc["sim_cpu"]["profile"] = measured.model_dump(mode="json")
         rows += summary_rows("sim, measured CPU profile", doc["sim_cpu"])
     (RESULTS / "lrtrace_paper.json").write_text(
-        json.dumps(strict_json(doc), indent=1, default=str, allow_nan=False) + "\n"
+        json.dumps(json_safe(doc), indent=1, default=str, allow_nan=False) + "\n"
     )
     table = Table(title="LRTrace paper reproduction (sim = SIMULATION on the paper profile)")
     for col in ("target", "measure", "result", "goal", "status"):

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lrtrace.metrics import GroupStats, Summary, run_stats
-from lrtrace.results_format import ResultsFile
+from lrtrace.results_format import ResultsFile, RunRecord
 
 SIMULATION_NOTE = (
     "SIMULATION: virtual-time replay on a latency profile, not a measurement of a real engine"
@@ -63,34 +63,43 @@ def table(results: ResultsFile, groups: str = "all") -> Table:
     return t
 
 
+def busy_share(results: ResultsFile, run: RunRecord) -> float | None:
+    """The run's engine busy time as a share of the trace's duration: near 1 the fleet
+    is at the engine's capacity; over 1, a backlog drained after the last arrival.
+    None when the run does not know it (ros, or files written before it)."""
+    if run.engine_busy_s is None:
+        return None
+    return run.engine_busy_s / results.workload.duration_s
+
+
 def engine_busy(results: ResultsFile) -> str | None:
-    """How busy each run kept its engine, as a share of the trace's duration: near
-    100% the fleet is at the engine's capacity; over 100%, a backlog drained after the
-    last arrival. None when no run knows it (ros, or files written before it)."""
-    duration = results.workload.duration_s
+    """How busy each run kept its engine (`busy_share`); None when no run knows it."""
     parts = [
-        f"{r.label} {r.engine_busy_s:.1f} s ({100 * r.engine_busy_s / duration:.0f}%)"
+        f"{r.label} {r.engine_busy_s:.1f} s ({100 * share:.0f}%)"
         for r in results.runs
-        if r.engine_busy_s is not None
+        if (share := busy_share(results, r)) is not None
     ]
     if not parts:
         return None
+    duration = results.workload.duration_s
     return f"engine busy, share of the trace's {duration:g} s: " + ", ".join(parts)
 
 
-def _clean(x: Any) -> Any:
-    if isinstance(x, float) and math.isnan(x):
+def json_safe(x: Any) -> Any:
+    """`x` for strict JSON: NaN (a group with no completed task) and infinities (a
+    ratio over a baseline at 0) become null, in nested dicts, lists and tuples."""
+    if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_clean(v) for v in x]
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [json_safe(v) for v in x]
     return x
 
 
 def stats_json(results: ResultsFile) -> dict[str, Any]:
-    """The report as JSON (NaN -> null for groups with no completed task)."""
-    return _clean(
+    """The report as JSON (`json_safe`: NaN for groups with no completed task -> null)."""
+    return json_safe(
         {
             "workload": results.workload.model_dump(mode="json"),
             "simulated": results.simulated,
@@ -107,9 +116,7 @@ def stats_json(results: ResultsFile) -> dict[str, Any]:
                     "interrupted": r.interrupted,
                     "wall_s": r.wall_s,
                     "engine_busy_s": r.engine_busy_s,
-                    "engine_busy_share": None
-                    if r.engine_busy_s is None
-                    else r.engine_busy_s / results.workload.duration_s,
+                    "engine_busy_share": busy_share(results, r),
                 }
                 for r in results.runs
             ],

@@ -69,9 +69,10 @@ class EngineIteration:
     def _on_outputs(self, batch: list[int], outputs: list[StepOutput], started: float) -> None:
         state = self._state
         finished_at = state.clock.now()
+        duration = finished_at - started
         state.counters["iterations"] += 1
-        state.engine_busy_s += finished_at - started
-        state.scheduler.batch.record_iteration(finished_at - started, len(batch))
+        state.engine_busy_s += duration
+        state.scheduler.batch.record_iteration(duration, len(batch))
         for output in outputs:
             generation = state.running.get(output.gen_id)
             if generation is None:
