@@ -1,7 +1,8 @@
 """Turn one iteration's scheduled chunks into flat tensors and run the model.
 
-Decodes come first (their attention is one padded call), prefill chunks follow.
-All index tensors are built with a handful of vectorised ops per iteration, not a
+Decodes come first (their attention is one padded call), prefill chunks follow:
+first those that open with the same cached blocks (attended as a cascade), then the
+rest. All index tensors are built with a handful of vectorised ops per iteration, not a
 Python loop per token.
 """
 
@@ -16,6 +17,7 @@ from timely_core.engine.kv_cache import KvCache
 from timely_core.engine.model.attention import AttentionBatch, PrefillSpan
 from timely_core.engine.model.decode_attention import DecodeGroup
 from timely_core.engine.model.llama import LlamaModel
+from timely_core.engine.model.prefill_cascade import CascadeSpan, SharedPrefill
 
 MIN_SHARED_BLOCKS = 2  # below this, reading shared blocks per generation is as cheap
 MAX_RUNS = 4  # a lone decode attends piecewise over at most this many runs, else gathers
@@ -41,6 +43,10 @@ class ModelRunner:
         self.cache = cache
         self.block_size = block_size
         self._offsets = torch.arange(block_size)
+        cfg = model.config
+        self._query_group = cfg.num_attention_heads // cfg.num_key_value_heads
+        # the cascade needs the CPU kernel that returns the log-sum-exp
+        self._cascade = cache.device.device.type == "cpu"
 
     def _slots(self, table: list[int], length: int) -> torch.Tensor:
         blocks = torch.tensor(table, dtype=torch.long)
@@ -131,18 +137,41 @@ class ModelRunner:
                 )
             )
             logits_rows.extend(range(group.size))
+        groups = self._shared_groups(prefills) if self._cascade else []
+        grouped = {id(c) for members, _ in groups for c in members}
+        prefills = [c for members, _ in groups for c in members] + [
+            c for c in prefills if id(c) not in grouped
+        ]
+        shared: list[SharedPrefill] = []
         offset = len(ids)
-        for c in prefills:
+        for members, blocks in groups:
+            first = offset
+            cascade_spans = []
+            for c in members:
+                cascade_spans.append(self._cascade_span(offset, c, blocks))
+                offset = self._add_tokens(c, offset, ids, positions, slot_parts, logits_rows)
+            table = members[0].state.block_table
+            length = blocks * self.block_size
+            shared.append(
+                SharedPrefill(
+                    first,
+                    offset,
+                    self._slots(table, length),
+                    self._run_start(table, length),
+                    tuple(cascade_spans),
+                )
+            )
+        for c in prefills[len(grouped) :]:
             end = c.start + c.length
-            ids.extend(c.state.token_ids[c.start : end])
             context = self._slots(c.state.block_table, end)
-            positions.append(torch.arange(c.start, end))
-            slot_parts.append(context[c.start :])
             spans.append(_span(offset, c, context, self._run_start(c.state.block_table, end)))
-            offset += c.length
-            if c.sample:
-                logits_rows.append(offset - 1)
-        batch = AttentionBatch(slot_mapping=torch.cat(slot_parts), decode=group, spans=tuple(spans))
+            offset = self._add_tokens(c, offset, ids, positions, slot_parts, logits_rows)
+        batch = AttentionBatch(
+            slot_mapping=torch.cat(slot_parts),
+            decode=group,
+            spans=tuple(spans),
+            shared=tuple(shared),
+        )
         max_position = max(c.start + c.length for c in chunks) - 1
         logits = self.model.forward(
             torch.tensor(ids, dtype=torch.long),
@@ -153,6 +182,60 @@ class ModelRunner:
             torch.tensor(logits_rows, dtype=torch.long),
         )
         return decodes + [c for c in prefills if c.sample], logits
+
+    def _add_tokens(
+        self,
+        c: Chunk,
+        offset: int,
+        ids: list[int],
+        positions: list[torch.Tensor],
+        slot_parts: list[torch.Tensor],
+        logits_rows: list[int],
+    ) -> int:
+        """Append a prefill chunk's tokens, positions and slots; returns the next row."""
+        end = c.start + c.length
+        ids.extend(c.state.token_ids[c.start : end])
+        positions.append(torch.arange(c.start, end))
+        slot_parts.append(self._slots(c.state.block_table, end)[c.start :])
+        if c.sample:
+            logits_rows.append(offset + c.length - 1)
+        return offset + c.length
+
+    def _shared_groups(self, prefills: list[Chunk]) -> list[tuple[list[Chunk], int]]:
+        """Prefill chunks that open with the same at least MIN_SHARED_BLOCKS cached
+        blocks, two or more per group (one group per robot prefix in the burst),
+        with the number of blocks they share."""
+        by_first: dict[int, list[Chunk]] = {}
+        for c in prefills:
+            if c.start // self.block_size >= MIN_SHARED_BLOCKS:
+                by_first.setdefault(c.state.block_table[0], []).append(c)
+        groups = []
+        for members in by_first.values():
+            if len(members) < 2:
+                continue
+            limit = min(c.start for c in members) // self.block_size
+            blocks = _common_blocks([c.state.block_table for c in members], limit)
+            if blocks >= MIN_SHARED_BLOCKS:
+                groups.append((members, blocks))
+        return groups
+
+    def _cascade_span(self, offset: int, c: Chunk, shared_blocks: int) -> CascadeSpan:
+        """The chunk's attention past the shared blocks: its private context (cached
+        tokens, then the chunk itself), causal, with the query heads of one KV head
+        folded into rows as `prefill_cascade` lays them out."""
+        end, shared = c.start + c.length, shared_blocks * self.block_size
+        private_table = c.state.block_table[shared_blocks:]
+        slots = self._slots(private_table, end - shared)
+        query_positions = torch.arange(c.start, end)
+        visible = torch.arange(shared, end)[None, :] <= query_positions[:, None]
+        mask = torch.zeros(visible.shape, dtype=self.model.dtype).masked_fill_(~visible, -torch.inf)
+        return CascadeSpan(
+            offset,
+            c.length,
+            slots,
+            self._run_start(private_table, end - shared),
+            mask.repeat_interleave(self._query_group, dim=0),
+        )
 
     def _run_decodes(self, decodes: list[Chunk]) -> torch.Tensor:
         """The usual iteration, decodes only: token ids, positions and cache slots in

@@ -3,7 +3,8 @@
 The tokens of an iteration are flattened into one sequence so every projection is
 a single matmul. Decodes come first (one token each, batched into one padded
 attention call); prefill chunks follow (one attention call per chunk, causal
-within the chunk and over the generation's cached context).
+within the chunk and over the generation's cached context), except chunks that
+open with the same cached blocks: those attend them together (`prefill_cascade`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from timely_core.engine.model.decode_attention import DecodeGroup, decode_attention, gather
+from timely_core.engine.model.prefill_cascade import SharedPrefill, shared_prefill_attention
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,8 @@ class AttentionBatch:
 
     slot_mapping: torch.Tensor  # [tokens] flat slot written by each token
     decode: DecodeGroup | None
-    spans: tuple[PrefillSpan, ...]
+    spans: tuple[PrefillSpan, ...]  # chunks attended one by one
+    shared: tuple[SharedPrefill, ...] = ()  # chunks attended as cascades, one per prefix
 
 
 def paged_attention(
@@ -52,11 +55,13 @@ def paged_attention(
     both, k_cache, v_cache = cache
     both.index_copy_(2, batch.slot_mapping, kv.permute(1, 2, 0, 3))
     group = batch.decode
-    if group is not None and not batch.spans:
+    if group is not None and not batch.spans and not batch.shared:
         return decode_attention(q, k_cache, v_cache, group)
     out = torch.empty_like(q)
     if group is not None:
         out[: group.size] = decode_attention(q[: group.size], k_cache, v_cache, group)
+    for shared in batch.shared:
+        out[shared.start : shared.end] = shared_prefill_attention(q, k_cache, v_cache, shared)
     for span in batch.spans:
         end = span.start + span.length
         sq = q[span.start : end].transpose(0, 1).unsqueeze(0)  # [1, heads, len, d]
