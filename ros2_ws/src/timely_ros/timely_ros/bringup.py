@@ -1,6 +1,6 @@
 """Bring-up without `ros2 launch`: the configured nodes composed in one process on
-one MultiThreadedExecutor (ordinary ROS 2 composition); Ctrl-C or SIGTERM stops
-them cleanly."""
+one multi-threaded executor (`TimelyExecutor`; ordinary ROS 2 composition); Ctrl-C
+or SIGTERM stops them cleanly."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
@@ -19,6 +19,7 @@ from timely_ros.config import (
     executor_to_parameters,
     planner_to_parameters,
 )
+from timely_ros.executor import TimelyExecutor
 
 Which = Literal["all", "planner", "executors"]
 
@@ -60,7 +61,7 @@ def executor_threads(nodes: list[Node]) -> int:
 
 def spin(nodes: list[Node], until: Callable[[], bool] | None = None) -> None:
     """Spin the nodes until Ctrl-C/SIGTERM (or `until()` turns true), then destroy them."""
-    executor = MultiThreadedExecutor(num_threads=executor_threads(nodes))
+    executor = TimelyExecutor(num_threads=executor_threads(nodes))
     for node in nodes:
         executor.add_node(node)
     try:

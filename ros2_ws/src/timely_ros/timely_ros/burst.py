@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import rclpy
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 
+from timely_ros.executor import TimelyExecutor
 from timely_ros.plan_client import PlanCall, PlanClient, make_goal
 
 DRONE_TASKS = (1, 2, 3, 4, 5, 6, 7, 8)  # LRTrace drone tasks; 6-8 urgent
@@ -50,7 +50,7 @@ def main(argv: list[str]) -> int:
     )
     offset = int(argv[5]) if len(argv) > 5 else 0
     rclpy.init()
-    executor = MultiThreadedExecutor(num_threads=4)
+    executor = TimelyExecutor(num_threads=4)
     nodes = [Node(f"burst_client_{offset + i}") for i in range(clients)]
     plan_clients = [PlanClient(node) for node in nodes]
     for node in nodes:

@@ -1,4 +1,4 @@
-"""The console entry of a single-node process: init, spin on a MultiThreadedExecutor,
+"""The console entry of a single-node process: init, spin on a `TimelyExecutor`,
 and shut down cleanly on Ctrl-C or an external shutdown."""
 
 from __future__ import annotations
@@ -8,8 +8,10 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
+
+from timely_ros.executor import TimelyExecutor
 
 N = TypeVar("N", bound=Node)
 
@@ -21,7 +23,7 @@ def run_node(
     node: N | None = None
     try:
         node = make_node()
-        executor = MultiThreadedExecutor(num_threads=threads(node))
+        executor = TimelyExecutor(num_threads=threads(node))
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

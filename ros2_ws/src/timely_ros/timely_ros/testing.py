@@ -94,13 +94,14 @@ class RosClient:
     def __init__(self, name: str) -> None:
         import rclpy
         from rclpy.context import Context
-        from rclpy.executors import MultiThreadedExecutor
         from rclpy.node import Node
+
+        from timely_ros.executor import TimelyExecutor
 
         self.context = Context()
         rclpy.init(context=self.context, domain_id=DOMAIN_ID)
         self.node = Node(name, context=self.context)
-        self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
+        self.executor = TimelyExecutor(num_threads=4, context=self.context)
         self.executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()
