@@ -9,7 +9,8 @@ machine's TorchEngine with the planner checkpoint under a contended workload:
   >= 2x high, normal tasks within 5% of fcfs);
 - WID 3 (arm): waiting time, timely vs fcfs (paper -84% in the best task; goal
   -84% on average over the arm tasks);
-- Fig. 7: the best max batch size for timely and for fcfs on WID 2.
+- Fig. 7: the best max batch size for timely and for fcfs on WID 2 (on the real
+  engine, one run per cap of the contended high load).
 
 fcfs (the vLLM baseline) runs in the same invocation as every other policy.
 Writes bench/results/lrtrace_paper*.json, the figures (PNG) and a summary table
@@ -48,6 +49,9 @@ from lrtrace.workload import WorkloadSpec, preset
 
 POLICIES = ("fcfs", "stream", "segmented-fcfs", "edf", "timely")
 BATCH_SWEEP = (1, 2, 4, 6, 8, 12, 16, 24)
+# On the real engine a cap of 1 serves the contended high load one generation at a
+# time (minutes of draining); the service's default cap, 32, is included instead.
+REAL_BATCH_SWEEP = (2, 4, 6, 8, 12, 16, 24, 32)
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -146,6 +150,7 @@ def section(
     console: Console,
     policies: Sequence[str] = POLICIES,
     write: bool = True,
+    sweep_batches: Sequence[int] = BATCH_SWEEP,
 ) -> tuple[dict[str, Any], dict[str, ResultsFile]]:
     """Every experiment on one target; writes stats JSON and figures per workload
     (unless `write` is False). Returns the figures and the results per workload."""
@@ -177,7 +182,7 @@ def section(
         out["workloads"][key] = info
     if sweep_spec is not None:
         trace = compose(sweep_spec, catalog)
-        results = run_workload(trace, target, ("timely", "fcfs"), BATCH_SWEEP, console)
+        results = run_workload(trace, target, ("timely", "fcfs"), sweep_batches, console)
         prefix = f"lrtrace_paper_{name}_batch"
         (RESULTS / f"{prefix}.json").write_text(json.dumps(stats_json(results), indent=1))
         plots.fig7(results, RESULTS / f"{prefix}_fig7.png")
@@ -393,7 +398,10 @@ def real_section(
     threads: int | None,
     policies: Sequence[str],
     model: Path | None,
+    sweep_duration_s: float = 0.0,
 ) -> dict[str, Any]:
+    """Every real workload `repeats` times (the median reported), then, unless
+    `sweep_duration_s` is 0, one batch-cap sweep (Fig. 7) of the high load."""
     from lrtrace.replay.targets.service import ServiceTarget
     from robot_models.checkpoints import default_planner_path
 
@@ -404,6 +412,14 @@ def real_section(
         console.print(f"[bold]real engine, repeat {i + 1} of {repeats}[/]")
         runs.append(section("real", target, specs, None, catalog, console, policies, write=False))
     out = median_of_repeats("real", runs)
+    if sweep_duration_s > 0:
+        sweep_spec = real_specs(sweep_duration_s, eps)["wid2"]
+        console.print(f"[bold]real engine, max batch sweep {REAL_BATCH_SWEEP}[/]")
+        swept, _ = section(
+            "real", target, {}, sweep_spec, catalog, console, sweep_batches=REAL_BATCH_SWEEP
+        )
+        out["batch"] = swept["batch"]
+        out["batch_workload"] = sweep_spec.model_dump(mode="json")
     out["setting"] = {k: v.model_dump(mode="json") for k, v in specs.items()}
     out["model"] = str(model or default_planner_path())
     out["threads"] = threads
@@ -426,6 +442,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--real-policies", default="fcfs,stream,timely", help="policies on the real engine"
     )
+    p.add_argument(
+        "--real-sweep-duration",
+        type=float,
+        default=10.0,
+        help="seconds of the real high load in the max batch sweep (Fig. 7); 0 skips it",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch threads of the real engine")
     p.add_argument("--model", type=Path, help="checkpoint of the real engine (default: planner)")
     p.add_argument("--profile", type=Path, help="a latency profile JSON (default: the paper's)")
@@ -436,6 +458,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.real and args.real_repeats < 1:
         print("--real-repeats must be >= 1", file=sys.stderr)
+        return 2
+    if args.real_sweep_duration < 0:
+        print("--real-sweep-duration must be >= 0 (0 skips the sweep)", file=sys.stderr)
         return 2
     console = Console()
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -467,6 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.threads,
             policies,
             args.model,
+            args.real_sweep_duration,
         )
         rows += summary_rows("real", doc["real"])
         # The same contended workloads on the simulator with the profile measured on this
@@ -507,6 +533,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings += load_settings("sim", doc["sim"])
     if args.real:
         settings += load_settings(f"real ({doc['real']['threads']} torch thread)", doc["real"])
+        if "batch_workload" in doc["real"]:
+            w = doc["real"]["batch_workload"]
+            settings += [
+                f"- real, max batch sweep (Fig. 7): the high load for {w['duration_s']:g} s, "
+                f"seed {w['seed']}, caps {', '.join(map(str, REAL_BATCH_SWEEP))}, one run each"
+            ]
         settings += ["- sim, measured CPU profile: the real settings, in virtual time"]
         settings += [
             "",
