@@ -79,6 +79,19 @@ def _parser() -> argparse.ArgumentParser:
     pe.add_argument("--threads", type=int)
     pe.add_argument("--repeats", type=int, default=5)
     pe.add_argument(
+        "--service-duration",
+        type=float,
+        default=5.0,
+        help="seconds of drone load replayed on the real service per policy to measure its "
+        "own time per iteration (default 5; 0: not measured)",
+    )
+    pe.add_argument(
+        "--service-eps",
+        type=float,
+        default=15.0,
+        help="events/s of that load (default 15: contended, short of overload, on this CPU)",
+    )
+    pe.add_argument(
         "--prefix-tokens",
         type=int,
         help="length of the shared prompt prefix to profile with (default: the longest "

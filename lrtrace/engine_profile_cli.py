@@ -61,6 +61,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise LrtraceError(f"no checkpoint at {model} (config.json missing)")
     if args.repeats < 1:
         raise LrtraceError("--repeats must be >= 1")
+    if args.service_duration < 0 or args.service_eps <= 0:
+        raise LrtraceError("--service-duration must be >= 0 and --service-eps > 0")
     prefix_tokens = args.prefix_tokens
     if prefix_tokens is None:
         prefix_tokens = robot_prefix_tokens(model)
@@ -88,11 +90,28 @@ def run(args: argparse.Namespace, console: Console) -> int:
         capacity,
         engine_config.max_batched_tokens,
     ).model_copy(update={"kv_bytes_per_token": per_token, "swap_bytes_per_s": copy_bytes_per_s()})
+    if args.service_duration > 0:
+        from lrtrace.replay.targets.service import ServiceTarget
+        from lrtrace.service_overhead import describe, measure_overhead, workload
+
+        spec = workload(args.service_eps, args.service_duration)
+        target = ServiceTarget.from_checkpoint(model, args.threads)
+        with console.status("measuring the service") as status:
+            overhead = measure_overhead(target, spec, progress=status.update)
+        mean = sum(s.per_iteration_s for s in overhead) / len(overhead)
+        profile = profile.model_copy(
+            update={
+                "service_overhead_s": mean,
+                "derivation": f"{profile.derivation}; {describe(overhead, spec)}",
+            }
+        )
     path = save(profile, args.out)
     console.print(
         f"{path}: fixed {profile.iteration_s * 1e3:.2f} ms, prefill "
         f"{profile.prefill_token_s * 1e6:.1f} us/token, decode {profile.decode_s * 1e3:.3f} "
         f"ms/sequence, context {profile.context_token_s * 1e9:.1f} ns/token; fit error p50 "
-        f"{100 * (profile.rel_error_p50 or 0):.1f}%, p95 {100 * (profile.rel_error_p95 or 0):.1f}%"
+        f"{100 * (profile.rel_error_p50 or 0):.1f}%, "
+        f"p95 {100 * (profile.rel_error_p95 or 0):.1f}%; service overhead "
+        f"{profile.service_overhead_s * 1e3:.2f} ms/iteration"
     )
     return 0

@@ -1,9 +1,11 @@
 """Latency profiles: the cost of one engine iteration as a function of its batch.
 
 `seconds = iteration_s + prefill_token_s * prefill_tokens + decode_s * decodes
-           + context_token_s * context_tokens`
+           + context_token_s * context_tokens + service_overhead_s`
 
-(`context_tokens`: the KV entries the decodes attend to.) A profile parameterises the
+(`context_tokens`: the KV entries the decodes attend to; `service_overhead_s`: the
+planning service's own time per iteration, which the engine waits through: zero
+time in virtual time, so the simulator adds it.) A profile parameterises the
 SimulatedEngine's `LinearLatencyModel`, so the simulator runs the service's real
 scheduling code in virtual time on a cost model measured on a real engine
 (`lrtrace profile-engine`) or derived from a published one (the paper's Table 1).
@@ -38,6 +40,9 @@ class LatencyProfile(BaseModel):
     max_batched_tokens: int = Field(default=2048, gt=0)
     kv_bytes_per_token: int = Field(default=131072, gt=0)
     swap_bytes_per_s: float = Field(default=17.9e9, gt=0, allow_inf_nan=False)
+    # measured profiles: scheduling, per-token parsing and dispatch per iteration, by a
+    # short replay on the real service (`service_overhead`); 0: not modelled
+    service_overhead_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     derivation: str = ""  # how the coefficients were obtained, with the fit's error
     samples: int = Field(default=0, ge=0)
     rel_error_p50: float | None = None  # measured profiles: |fit - measured| / measured
@@ -49,6 +54,7 @@ class LatencyProfile(BaseModel):
             return 0.0
         return (
             self.iteration_s
+            + self.service_overhead_s
             + self.prefill_token_s * prefill_tokens
             + self.decode_s * decodes
             + self.context_token_s * context_tokens

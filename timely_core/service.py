@@ -219,6 +219,7 @@ class PlanningService:
                 decisions=counters["decisions"],
                 decision_time_s=state.decision_time_s,
                 engine_busy_s=state.engine_busy_s,
+                loop_busy_s=state.loop_busy_s,
                 kv_device_blocks_free=memory.device_blocks_free,
                 kv_device_blocks_total=memory.device_blocks_total,
             )

@@ -46,12 +46,15 @@ class ServiceLoop:
             with state.wake:
                 if state.stopping:
                     return
+            started = state.clock.now()
             with state.engine_gate.loop():
                 worked = self._iteration.run_guarded()
             with state.wake:
                 if not (worked or state.deliveries or state.work_signalled or state.stopping):
                     state.wake.wait(self._idle_wait_s())
             state.run_deliveries()
+            if worked:  # no idle wait in this pass
+                state.loop_busy_s += state.clock.now() - started
 
     def _idle_wait_s(self) -> float:
         state = self._state
@@ -65,6 +68,7 @@ class ServiceLoop:
         clock to the next arrival when nothing else can happen."""
         state = self._state
         for _ in range(max_iterations):
+            started = state.clock.now()
             with state.engine_gate.loop():
                 with state.lock:
                     done = until_s is not None and state.clock.now() >= until_s
@@ -75,6 +79,7 @@ class ServiceLoop:
             if done:
                 return
             if worked:
+                state.loop_busy_s += state.clock.now() - started
                 continue
             if next_arrival is None or (until_s is not None and next_arrival > until_s):
                 if until_s is not None:

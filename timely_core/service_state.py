@@ -72,6 +72,7 @@ class ServiceState:
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.decision_time_s = 0.0
         self.engine_busy_s = 0.0  # service clock inside engine iterations
+        self.loop_busy_s = 0.0  # service clock in loop passes that ran one (ServiceStats)
         self.stopping = False
 
     def waiting_first(self) -> int:

@@ -25,5 +25,9 @@ class ServiceStats:
     # service-clock seconds inside engine iterations (virtual with a simulated engine):
     # over a stretch of time, how close the engine was to its capacity
     engine_busy_s: float
+    # service-clock seconds of loop passes that ran an engine iteration, their
+    # deliveries included: minus engine_busy_s, the service's own time (scheduling,
+    # per-token parsing, dispatch) that the engine waits for
+    loop_busy_s: float
     kv_device_blocks_free: int
     kv_device_blocks_total: int

@@ -73,10 +73,12 @@ def test_profile_engine_on_the_real_torch_engine(tmp_path: Path, tiny_llama: Pat
     # and through the CLI, written where asked and loadable by the simulator
     out = tmp_path / "measured.json"
     argv = ["profile-engine", "--model", str(tiny_llama), "--name", "tiny-cpu", "--out", str(out)]
-    argv += ["--prefix-tokens", "40"]
+    argv += ["--prefix-tokens", "40", "--service-duration", "0"]  # no tokenizer: no service
     assert main([*argv, "--repeats", "1", "--threads", "1"]) == 0
     loaded = LatencyProfile.model_validate_json(out.read_text())
     assert loaded.name == "tiny-cpu" and loaded.kv_bytes_per_token == 2 * 2 * 16 * 2 * 4
+    assert loaded.service_overhead_s == 0.0
+    assert main([*argv[:-2], "--service-duration", "-1"]) == 2
     assert "shared 40-token prefix" in loaded.description
     assert latency_model(loaded).iteration_s(64, 2, 200) > 0
 
@@ -107,3 +109,15 @@ def test_profile_engine_in_the_served_regime(tiny_llama: Path) -> None:
     memory = engine.memory()  # every generation discarded, the prefix unregistered
     assert memory.device_blocks_free == memory.device_blocks_total
     assert memory.pinned_prefix_blocks == 0
+
+
+def test_service_overhead_is_part_of_every_simulated_iteration() -> None:
+    plain = PAPER_PROFILE.model_copy(update={"name": "plain"})
+    loaded = PAPER_PROFILE.model_copy(update={"name": "loaded", "service_overhead_s": 0.002})
+    assert loaded.iteration_seconds(0, 1, 100) == pytest.approx(
+        plain.iteration_seconds(0, 1, 100) + 0.002
+    )
+    assert latency_model(loaded).iteration_s(0, 1, 100) == pytest.approx(
+        latency_model(plain).iteration_s(0, 1, 100) + 0.002
+    )
+    assert latency_model(loaded).iteration_s(0, 0, 0) == 0.0  # an empty step costs nothing

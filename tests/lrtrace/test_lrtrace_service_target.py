@@ -60,3 +60,22 @@ def test_stop_cancels_open_tasks(llama_for_tokenizer: Path, tokenizer: Any) -> N
     target.run(trace, "timely", None, records, lambda r: None, stop)
     assert len(records) == len(trace.tasks)
     assert all(not r.finished and r.error == "interrupted" for r in records)
+
+
+def test_service_overhead_is_measured_per_policy(llama_for_tokenizer: Path, tokenizer: Any) -> None:
+    """The service's own time per iteration, from a short replay on the real engine."""
+    from lrtrace.service_overhead import describe, measure_overhead, workload
+    from timely_core.engine.config import EngineConfig
+    from timely_core.engine.torch_engine import TorchEngine
+
+    engine = TorchEngine(llama_for_tokenizer, EngineConfig(num_threads=1))
+    config = ServiceConfig(max_tokens=24, max_segment_tokens=8)
+    target = ServiceTarget(engine, tokenizer, ExecTimeSampler(), "torch:tiny", 0.008, config)
+    spec = workload(eps=4.0, duration_s=1.0)
+    samples = measure_overhead(target, spec)
+    assert [s.policy for s in samples] == ["fcfs", "timely"]
+    for s in samples:
+        assert s.iterations > 0 and s.engine_busy_s > 0
+        assert s.loop_busy_s >= s.engine_busy_s  # the loop waits for the engine, then more
+        assert s.per_iteration_s > 0
+    assert "fcfs" in describe(samples, spec) and "4 events/s" in describe(samples, spec)

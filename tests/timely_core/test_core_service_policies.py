@@ -169,6 +169,9 @@ def test_engine_busy_time_is_the_time_in_iterations() -> None:
     assert busy == pytest.approx(engine.stats.busy_s - registered)
     # the engine idled for most of the 30 s before the second arrival: not busy time
     assert 0 < busy < clock.now() - start - 29.0
+    # in virtual time the service's own work takes no time: its loop is busy exactly
+    # while the engine is
+    assert service.stats().loop_busy_s == pytest.approx(busy)
 
 
 def test_robots_of_one_type_share_one_prefilled_prefix() -> None:

@@ -4,6 +4,7 @@ from their own threads; segments arrive in order, callbacks and iterators agree.
 from __future__ import annotations
 
 import threading
+import time
 
 from tests.timely_core.core_support import TinyLanguage, eos_id, make_tokenizer, plan_script
 from timely_core.clock import MonotonicClock, VirtualClock
@@ -134,3 +135,29 @@ def test_submit_does_not_wait_for_an_engine_step_and_cancel_does() -> None:
     finally:
         engine.release.set()
         service.stop()
+
+
+def test_loop_busy_time_counts_the_service_work_around_engine_steps() -> None:
+    """A segment callback that takes 20 ms runs in the loop after an engine step: it is
+    loop time the engine waits through, not engine time."""
+    engine = SimulatedEngine(
+        VirtualClock(),
+        LinearLatencyModel(),
+        plan_script(PLANS),
+        SimulatedEngineConfig(eos_token_id=eos_id()),
+    )
+    service = PlanningService(engine, make_tokenizer(), policy="stream", clock=MonotonicClock())
+    service.register_robot("r0", TinyLanguage())
+    handle = service.submit(TaskRequest(robot_id="r0", instruction="evade"))
+    handle.on_segment(lambda segment: time.sleep(0.02))  # before the loop can deliver
+    started = time.monotonic()
+    service.start()
+    try:
+        assert handle.result(timeout_s=30).success
+    finally:
+        service.stop()
+    elapsed = time.monotonic() - started
+    stats = service.stats()
+    assert stats.segments_emitted == 3
+    assert stats.loop_busy_s - stats.engine_busy_s >= 3 * 0.02
+    assert stats.loop_busy_s <= elapsed

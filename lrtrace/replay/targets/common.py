@@ -16,6 +16,7 @@ from lrtrace.trace_format import TraceFile
 from timely_core.plan_language import PlanLanguage
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
+from timely_core.stats import ServiceStats
 
 
 def load_tokenizer(checkpoint: Path | None) -> Any:
@@ -88,6 +89,7 @@ class InProcessTarget:
         self._latency = network_latency_s
         self._config = service_config or ServiceConfig()
         self._languages: dict[str, PlanLanguage] = {}
+        self.last_stats: ServiceStats | None = None  # the last run's service, at its end
 
     def _new_service(self, trace: TraceFile, policy: str, config: ServiceConfig) -> PlanningService:
         raise NotImplementedError
@@ -130,7 +132,8 @@ class InProcessTarget:
         finally:
             if self.real_clock:
                 service.stop()
-        return service.stats().engine_busy_s
+        self.last_stats = service.stats()
+        return self.last_stats.engine_busy_s
 
 
 def robot_types(trace: TraceFile) -> set[str]:

@@ -31,8 +31,10 @@ BLOCK_SIZE = 16
 
 
 def latency_model(profile: LatencyProfile) -> LinearLatencyModel:
+    """The profile's cost model; the service's own time per iteration is part of the
+    fixed cost, as the real service's loop makes the engine wait for it."""
     return LinearLatencyModel(
-        fixed_s=profile.iteration_s,
+        fixed_s=profile.iteration_s + profile.service_overhead_s,
         per_prefill_token_s=profile.prefill_token_s,
         per_decode_s=profile.decode_s,
         per_context_token_s=profile.context_token_s,
