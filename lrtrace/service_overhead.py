@@ -5,7 +5,8 @@ segments and delivers them; the engine waits through all of it. In virtual time 
 work takes no time, so a simulator on an engine-only profile is optimistic near
 capacity. Measured with this module and stored in the profile
 (`LatencyProfile.service_overhead_s`), it is added to each simulated iteration: on
-this CPU, about a millisecond per iteration, against engine steps of a few.
+this CPU about 0.6 ms per iteration (the replay's robot bookkeeping, which runs in
+the deliveries, included), against engine steps of a few milliseconds.
 
 A short replay of a contended drone workload (the paper's WID 1 shape) under each
 policy on the in-process service with the real engine: (loop busy - engine busy) /
