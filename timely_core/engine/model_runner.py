@@ -148,8 +148,11 @@ class ModelRunner:
             first = offset
             cascade_spans = []
             for c in members:
-                cascade_spans.append(self._cascade_span(offset, c, blocks))
-                offset = self._add_tokens(c, offset, ids, positions, slot_parts, logits_rows)
+                context = self._slots(c.state.block_table, c.start + c.length)
+                cascade_spans.append(self._cascade_span(offset, c, context, blocks))
+                offset = self._add_tokens(
+                    c, offset, context, ids, positions, slot_parts, logits_rows
+                )
             table = members[0].state.block_table
             length = blocks * self.block_size
             shared.append(
@@ -165,7 +168,7 @@ class ModelRunner:
             end = c.start + c.length
             context = self._slots(c.state.block_table, end)
             spans.append(_span(offset, c, context, self._run_start(c.state.block_table, end)))
-            offset = self._add_tokens(c, offset, ids, positions, slot_parts, logits_rows)
+            offset = self._add_tokens(c, offset, context, ids, positions, slot_parts, logits_rows)
         batch = AttentionBatch(
             slot_mapping=torch.cat(slot_parts),
             decode=group,
@@ -187,16 +190,18 @@ class ModelRunner:
         self,
         c: Chunk,
         offset: int,
+        context: torch.Tensor,
         ids: list[int],
         positions: list[torch.Tensor],
         slot_parts: list[torch.Tensor],
         logits_rows: list[int],
     ) -> int:
-        """Append a prefill chunk's tokens, positions and slots; returns the next row."""
+        """Append a prefill chunk's tokens, positions and slots (`context`: the slots
+        of its first start + length tokens); returns the next row."""
         end = c.start + c.length
         ids.extend(c.state.token_ids[c.start : end])
         positions.append(torch.arange(c.start, end))
-        slot_parts.append(self._slots(c.state.block_table, end)[c.start :])
+        slot_parts.append(context[c.start :])
         if c.sample:
             logits_rows.append(offset + c.length - 1)
         return offset + c.length
@@ -219,20 +224,21 @@ class ModelRunner:
                 groups.append((members, blocks))
         return groups
 
-    def _cascade_span(self, offset: int, c: Chunk, shared_blocks: int) -> CascadeSpan:
+    def _cascade_span(
+        self, offset: int, c: Chunk, context: torch.Tensor, shared_blocks: int
+    ) -> CascadeSpan:
         """The chunk's attention past the shared blocks: its private context (cached
         tokens, then the chunk itself), causal, with the query heads of one KV head
         folded into rows as `prefill_cascade` lays them out."""
         end, shared = c.start + c.length, shared_blocks * self.block_size
         private_table = c.state.block_table[shared_blocks:]
-        slots = self._slots(private_table, end - shared)
         query_positions = torch.arange(c.start, end)
         visible = torch.arange(shared, end)[None, :] <= query_positions[:, None]
         mask = torch.zeros(visible.shape, dtype=self.model.dtype).masked_fill_(~visible, -torch.inf)
         return CascadeSpan(
             offset,
             c.length,
-            slots,
+            context[shared:],
             self._run_start(private_table, end - shared),
             mask.repeat_interleave(self._query_group, dim=0),
         )
