@@ -21,14 +21,20 @@ PLANS = {
 ROBOTS = 12
 
 
-def test_concurrent_robots_on_a_real_clock() -> None:
-    # The engine's own costs run in virtual time (instant here); the service's clock is real.
-    engine = SimulatedEngine(
+def instant_engine() -> SimulatedEngine:
+    """The scripted plans, at no engine cost (its own virtual clock never advances the
+    service's real one)."""
+    return SimulatedEngine(
         VirtualClock(),
         LinearLatencyModel(),
         plan_script(PLANS),
         SimulatedEngineConfig(eos_token_id=eos_id()),
     )
+
+
+def test_concurrent_robots_on_a_real_clock() -> None:
+    # The engine's own costs run in virtual time (instant here); the service's clock is real.
+    engine = instant_engine()
     service = PlanningService(engine, make_tokenizer(), policy="timely", clock=MonotonicClock())
     for i in range(ROBOTS):
         service.register_robot(f"r{i}", TinyLanguage())
@@ -103,14 +109,7 @@ class _BlockingEngine:
 
 
 def test_submit_does_not_wait_for_an_engine_step_and_cancel_does() -> None:
-    engine = _BlockingEngine(
-        SimulatedEngine(
-            VirtualClock(),
-            LinearLatencyModel(),
-            plan_script(PLANS),
-            SimulatedEngineConfig(eos_token_id=eos_id()),
-        )
-    )
+    engine = _BlockingEngine(instant_engine())
     service = PlanningService(engine, make_tokenizer(), policy="timely", clock=MonotonicClock())  # type: ignore[arg-type]
     for robot in ("r0", "r1"):
         service.register_robot(robot, TinyLanguage())
@@ -140,12 +139,7 @@ def test_submit_does_not_wait_for_an_engine_step_and_cancel_does() -> None:
 def test_loop_busy_time_counts_the_service_work_around_engine_steps() -> None:
     """A segment callback that takes 20 ms runs in the loop after an engine step: it is
     loop time the engine waits through, not engine time."""
-    engine = SimulatedEngine(
-        VirtualClock(),
-        LinearLatencyModel(),
-        plan_script(PLANS),
-        SimulatedEngineConfig(eos_token_id=eos_id()),
-    )
+    engine = instant_engine()
     service = PlanningService(engine, make_tokenizer(), policy="stream", clock=MonotonicClock())
     service.register_robot("r0", TinyLanguage())
     handle = service.submit(TaskRequest(robot_id="r0", instruction="evade"))
