@@ -63,6 +63,22 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotated * sin
 
 
+def causal_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past_len: int, scale: float
+) -> torch.Tensor:
+    """SDPA of a chunk whose K/V are preceded by `past_len` past positions (GQA without
+    repeating K/V: the prefix K/V is most of the memory). Without a past the mask is
+    plain causal and SDPA is told so: it then takes its flash kernel, not the masked
+    path (the full prefix runs every full-prefix training step)."""
+    mask = None
+    if past_len:
+        n = q.shape[2]
+        mask = torch.ones(n, past_len + n, dtype=torch.bool, device=q.device).tril(past_len)
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, is_causal=mask is None, scale=scale, enable_gqa=True
+    )
+
+
 class Attention(nn.Module):
     def __init__(self, shape: LlamaShape) -> None:
         super().__init__()
@@ -89,12 +105,7 @@ class Attention(nn.Module):
             past_len = past[0].shape[2]
             k = torch.cat((past[0].expand(b, -1, -1, -1), k), dim=2)
             v = torch.cat((past[1].expand(b, -1, -1, -1), v), dim=2)
-        mask = torch.ones(n, past_len + n, dtype=torch.bool, device=x.device).tril(
-            diagonal=past_len
-        )
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, scale=1.0 / math.sqrt(s.head_dim), enable_gqa=True
-        )  # GQA without materialising repeated K/V: the prefix K/V is most of the memory
+        out = causal_attention(q, k, v, past_len, 1.0 / math.sqrt(s.head_dim))
         return self.o_proj(out.transpose(1, 2).reshape(b, n, -1)), new_kv
 
 

@@ -4,10 +4,11 @@ transformers with identical logits, and prefix-shared batches equal full sequenc
 # mypy: disable-error-code="no-untyped-def"
 
 import torch
+import torch.nn.functional as F
 
 from robot_models.training.batches import IGNORE, EncodedExample, collate
 from robot_models.training.hf_format import load_checkpoint, save_checkpoint
-from robot_models.training.model import LlamaShape, TinyLlama
+from robot_models.training.model import LlamaShape, TinyLlama, causal_attention
 
 SHAPE = LlamaShape(
     vocab_size=97,
@@ -58,3 +59,13 @@ def test_collate_trains_only_on_plan_and_eos():
     assert targets[0].tolist() == [IGNORE, IGNORE, 8, 9, 0, IGNORE]
     assert ids[1].tolist() == [5, 6, 0, 1, 1, 1]
     assert targets[1].tolist() == [IGNORE, 0, IGNORE, IGNORE, IGNORE, IGNORE]
+
+
+def test_causal_attention_equals_masked_sdpa_with_and_without_a_past():
+    torch.manual_seed(2)
+    for past in (0, 5):
+        q = torch.randn(2, 4, 7, 12)
+        k, v = torch.randn(2, 2, past + 7, 12), torch.randn(2, 2, past + 7, 12)
+        mask = torch.ones(7, past + 7, dtype=torch.bool).tril(past)
+        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        assert torch.allclose(causal_attention(q, k, v, past, 12**-0.5), expected, atol=1e-6)
