@@ -10,6 +10,7 @@ pattern), which gives the same greedy output as running the full prompt.
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,6 +39,10 @@ class ReferencePlanner:
         self.pad_id: int = config["pad_token_id"]
         self.model: Any = LlamaForCausalLM.from_pretrained(self.path, dtype=torch.float32).eval()
         self._cache_type = DynamicCache
+        # transformers 5 renamed the KV-cache argument to `cache` (`past_key_values` is
+        # deprecated and leaves forward in 5.40); transformers 4 knows only the old name.
+        takes_cache = "cache" in inspect.signature(LlamaForCausalLM.forward).parameters
+        self._cache_arg = "cache" if takes_cache else "past_key_values"
         self._prefix: dict[str, tuple[list[int], Any]] = {}
 
     def prompt_ids(self, robot_type: str, scene: str, instruction: str) -> list[int]:
@@ -51,7 +56,7 @@ class ReferencePlanner:
             ids = self.tokenizer.encode(prompt_prefix(robot_type)).ids
             cache = self._cache_type()
             with torch.no_grad():
-                self.model(torch.tensor([ids]), past_key_values=cache, use_cache=True)
+                self.model(torch.tensor([ids]), use_cache=True, **{self._cache_arg: cache})
             self._prefix[robot_type] = (ids, cache)
         return self._prefix[robot_type]
 
@@ -72,7 +77,7 @@ class ReferencePlanner:
             out = self.model.generate(
                 inputs,
                 attention_mask=torch.ones_like(inputs),
-                past_key_values=copy.deepcopy(prefix_cache),
+                **{self._cache_arg: copy.deepcopy(prefix_cache)},
                 max_new_tokens=max_new_tokens,
                 do_sample=False,
                 eos_token_id=self.eos_id,
@@ -101,7 +106,7 @@ class ReferencePlanner:
             out = self.model.generate(
                 inputs,
                 attention_mask=torch.tensor(mask),
-                past_key_values=cache,
+                **{self._cache_arg: cache},
                 max_new_tokens=max_new_tokens,
                 do_sample=False,
                 eos_token_id=self.eos_id,
