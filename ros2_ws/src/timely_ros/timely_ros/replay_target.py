@@ -20,13 +20,14 @@ from typing import Any
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import String
 from timely_interfaces.msg import ServiceStatus
 from timely_interfaces.msg import Tuf as TufMsg
 
 from timely_ros.config import ROBOT_PROGRESS_TOPIC, STATUS_TOPIC
+from timely_ros.executor import TimelyExecutor
 from timely_ros.plan_client import PlanCall, PlanClient, make_goal
 from timely_ros.qos import TOPIC
 
@@ -60,7 +61,7 @@ class RosReplay:
         self.status: ServiceStatus | None = None
         self.node.create_subscription(String, ROBOT_PROGRESS_TOPIC, self._on_progress, TOPIC)
         self.node.create_subscription(ServiceStatus, STATUS_TOPIC, self._on_status, TOPIC)
-        self._executor = MultiThreadedExecutor(num_threads=4, context=self.context)
+        self._executor = TimelyExecutor(num_threads=4, context=self.context)
         self._executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()
