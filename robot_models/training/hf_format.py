@@ -58,14 +58,20 @@ def save_checkpoint(model: TinyLlama, out_dir: Path, eos_id: int, pad_id: int) -
         "max_new_tokens": 256,
     }
     (out_dir / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
+    # A copy of each tensor: with tied embeddings `lm_head.weight` is the embedding
+    # matrix, and safetensors refuses shared storage. Saved untied (an equal copy), the
+    # checkpoint loads in every Llama loader whether or not it supports tying.
     tensors = {
-        name: t.detach().contiguous().to(torch.float32) for name, t in model.state_dict().items()
+        name: t.detach().to(torch.float32).contiguous().clone()
+        for name, t in model.state_dict().items()
     }
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
 
 
-def load_checkpoint(path: Path) -> TinyLlama:
-    """Rebuild the training model from a saved checkpoint (for evaluation)."""
+def load_checkpoint(path: Path, tie_embeddings: bool = False) -> TinyLlama:
+    """Rebuild the training model from a saved checkpoint (for evaluation, or to go on
+    training it). `tie_embeddings` needs a checkpoint whose output layer equals its
+    embeddings, which is how a tied model is saved."""
     config = json.loads((path / "config.json").read_text())
     shape = LlamaShape(
         vocab_size=config["vocab_size"],
@@ -78,6 +84,11 @@ def load_checkpoint(path: Path) -> TinyLlama:
         rms_norm_eps=config["rms_norm_eps"],
         rope_theta=config["rope_theta"],
     )
-    model = TinyLlama(shape)
-    model.load_state_dict(load_file(str(path / "model.safetensors")))
+    tensors = load_file(str(path / "model.safetensors"))
+    if tie_embeddings and not torch.equal(
+        tensors["lm_head.weight"], tensors["model.embed_tokens.weight"]
+    ):
+        raise ValueError(f"{path} was trained with an untied output layer; it cannot be tied")
+    model = TinyLlama(shape, tie_embeddings)
+    model.load_state_dict(tensors)
     return model.eval()

@@ -75,6 +75,13 @@ class TrainConfig:
     # random stream (the held-out split is unchanged): more distinct numbers and
     # objects to copy, at the same number of steps.
     extra_examples: int = 0
+    # One token per whole number 0..999 (see training/tokenizer.py) and an output layer
+    # tied to the input embeddings: together they turn copying a number from the
+    # instruction into copying one token. Off by default: the committed checkpoint
+    # copies digit by digit, and the one run with both on (robot_models/README.md)
+    # planned more held-out tasks exactly but not more of them validly.
+    number_tokens: bool = False
+    tie_embeddings: bool = False
 
 
 def training_data(config: TrainConfig) -> DatasetSplit:
@@ -82,13 +89,13 @@ def training_data(config: TrainConfig) -> DatasetSplit:
     return build_dataset(config.seed, extra_per_type=config.extra_examples)
 
 
-def training_tokenizer(data: DatasetSplit) -> Tokenizer:
+def training_tokenizer(data: DatasetSplit, number_tokens: bool = False) -> Tokenizer:
     """The BPE tokenizer trained on the prefixes, requests and plans of `data`'s
     training examples and LRTrace tasks (the held-out split never reaches it)."""
     seen = (*data.train, *data.lrtrace)
     corpus = [prompt_prefix(t) for t in ("drone", "arm")] * PREFIX_WEIGHT_IN_TOKENIZER_CORPUS
     corpus += [format_request(e.scene, e.instruction) for e in seen] + [e.plan for e in seen]
-    return train_tokenizer(corpus, VOCAB_SIZE)
+    return train_tokenizer(corpus, VOCAB_SIZE, number_tokens)
 
 
 def _lr_at(step: int, config: TrainConfig) -> float:
@@ -109,7 +116,7 @@ def train(
     if config.init_from:
         tokenizer = Tokenizer.from_file(str(Path(config.init_from) / "tokenizer.json"))
     else:
-        tokenizer = training_tokenizer(data)
+        tokenizer = training_tokenizer(data, config.number_tokens)
     eos_id, pad_id = special_id(tokenizer, EOS_TOKEN), special_id(tokenizer, PAD_TOKEN)
     prefixes = {t: encode_prefix(tokenizer, t) for t in ("drone", "arm")}
     encoded = []
@@ -129,10 +136,10 @@ def train(
         num_attention_heads=config.num_attention_heads,
         num_key_value_heads=config.num_key_value_heads,
     )
-    model = TinyLlama(shape)
+    model = TinyLlama(shape, config.tie_embeddings)
     earlier: list[dict[str, object]] = []
     if config.init_from:
-        model = load_checkpoint(Path(config.init_from))
+        model = load_checkpoint(Path(config.init_from), config.tie_embeddings)
         if model.shape != shape:
             raise ValueError(f"--init-from checkpoint has shape {model.shape}, config asks {shape}")
         model.train()

@@ -149,12 +149,17 @@ class LlamaBody(nn.Module):
 class TinyLlama(nn.Module):
     """Causal LM; `forward(ids, past)` returns logits and this chunk's K/V per layer."""
 
-    def __init__(self, shape: LlamaShape) -> None:
+    def __init__(self, shape: LlamaShape, tie_embeddings: bool = False) -> None:
+        """`tie_embeddings`: the output layer shares the input embedding matrix, so a
+        token the model attends to in the request maps straight back to that token's
+        logit (copying a rarely seen number works without learning its own output row)."""
         super().__init__()
         self.shape = shape
         self.model = LlamaBody(shape)
         self.lm_head = nn.Linear(shape.hidden_size, shape.vocab_size, bias=False)
         self.apply(self._init)
+        if tie_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
 
     @staticmethod
     def _init(module: nn.Module) -> None:

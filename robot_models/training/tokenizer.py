@@ -1,7 +1,11 @@
 """Byte-level BPE tokenizer of the planner, trained with `tokenizers`.
 
-Digits are split into single-digit tokens before BPE, so numbers in plans
-(distances, angles, coordinates) are copied digit by digit from the instruction.
+Digits are split into single-digit tokens before BPE, so they never merge with
+letters and numbers in plans (distances, angles, coordinates) are copied digit by
+digit from the instruction. With `number_tokens`, every whole number from 0 to 999 is
+one token instead (longer digit runs are cut into chunks of up to three digits,
+leftmost first), so a number is copied as one token: digit-by-digit copying is where
+the small planner slips (`ml(599)` for 59 cm).
 """
 
 from __future__ import annotations
@@ -10,15 +14,19 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from robot_models.training.hf_format import EOS_TOKEN, PAD_TOKEN
 
-VOCAB_SIZE = 1536
+VOCAB_SIZE = 1536  # BPE tokens; the number tokens come on top
+NUMBER_TOKENS = 1000  # "0" .. "999"
 
 
-def train_tokenizer(corpus: Iterable[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
-    """BPE over bytes; `<eos>` is id 0 and `<pad>` id 1."""
+def train_tokenizer(
+    corpus: Iterable[str], vocab_size: int = VOCAB_SIZE, number_tokens: bool = False
+) -> Tokenizer:
+    """BPE over bytes, then (if `number_tokens`) one token per number 0..999;
+    `<eos>` is id 0 and `<pad>` id 1."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [
@@ -35,6 +43,11 @@ def train_tokenizer(corpus: Iterable[str], vocab_size: int = VOCAB_SIZE) -> Toke
         show_progress=False,
     )
     tokenizer.train_from_iterator(corpus, trainer)
+    if number_tokens:
+        # Added tokens are matched on the raw text before pre-tokenization, longest
+        # first, so "1234" is "123" + "4" and "05" stays "0" + "5". Single digits are
+        # already in the BPE vocabulary and keep their ids.
+        tokenizer.add_tokens([AddedToken(str(n), normalized=False) for n in range(NUMBER_TOKENS)])
     return tokenizer
 
 

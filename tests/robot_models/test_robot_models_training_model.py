@@ -69,3 +69,26 @@ def test_causal_attention_equals_masked_sdpa_with_and_without_a_past():
         mask = torch.ones(7, past + 7, dtype=torch.bool).tril(past)
         expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
         assert torch.allclose(causal_attention(q, k, v, past, 12**-0.5), expected, atol=1e-6)
+
+
+def test_tied_model_saves_as_an_untied_llama_with_equal_output_and_embedding(tmp_path):
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(2)
+    model = TinyLlama(SHAPE, tie_embeddings=True).eval()
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    save_checkpoint(model, tmp_path, eos_id=0, pad_id=1)
+    reference = LlamaForCausalLM.from_pretrained(tmp_path).eval()
+    ids = torch.randint(0, SHAPE.vocab_size, (1, 12))
+    with torch.no_grad():
+        assert torch.allclose(model(ids)[0], reference(ids).logits, atol=1e-5)
+    reloaded = load_checkpoint(tmp_path, tie_embeddings=True)
+    assert reloaded.lm_head.weight is reloaded.model.embed_tokens.weight
+
+
+def test_an_untied_checkpoint_cannot_be_loaded_tied(tmp_path):
+    import pytest
+
+    save_checkpoint(TinyLlama(SHAPE), tmp_path, eos_id=0, pad_id=1)
+    with pytest.raises(ValueError, match="untied"):
+        load_checkpoint(tmp_path, tie_embeddings=True)
