@@ -18,9 +18,9 @@ a real model offline; it is not a general-purpose language model.
 ## Files
 - `config.json` (`model_type: llama`, {layers} layers, hidden {hidden}, {heads} attention
   heads with {kv_heads} key/value heads (grouped-query attention), max {max_pos} positions)
-- `model.safetensors` (float32, {params:,} parameters)
-- `tokenizer.json`: byte-level BPE from `tokenizers`, {vocab} tokens; digits are split
-  into single-digit tokens. `<eos>` = id {eos}, `<pad>` = id {pad}; no BOS token.
+- `model.safetensors` (float32, {params:,} parameters{tied})
+- `tokenizer.json`: byte-level BPE from `tokenizers`, {vocab} tokens; {numbers} \
+`<eos>` = id {eos}, `<pad>` = id {pad}; no BOS token.
 - `generation_config.json` (greedy, EOS as above)
 
 ## Prompt and tokenization contract
@@ -58,10 +58,23 @@ threads. Measured wall time: **{train_minutes:.1f} minutes** in total on the 2-c
 ## Limits
 Plans are only as good as the templates: the model handles the task families and
 vocabulary of `robot_models/dataset`, and produces a valid but possibly wrong plan
-for instructions far from them. Most invalid plans are slips in copying a number
-digit by digit (`mr(747)` for "74 cm") or a derailed long arm plan; the serving
+for instructions far from them. Most invalid plans are {slips} \
+or a derailed long arm plan; the serving
 side rejects them statement by statement (the robot only ever gets valid ones).
 """
+
+DIGIT_SLIPS = """slips in copying a number
+digit by digit (`mr(747)` for "74 cm")"""
+NUMBER_SLIPS = """a rarely seen number copied
+wrongly (`tu(425)` for "175 degrees")"""
+
+NUMBER_TOKENS = """every whole number
+  from 0 to 999 is one token (longer digit runs: chunks of up to three digits), so a
+  plan copies a number from the instruction as one token."""
+DIGIT_TOKENS = """digits are split
+  into single-digit tokens."""
+TIED = """; the output layer was trained tied to
+  the input embeddings and is saved as an equal copy, so any Llama loader reads it"""
 
 
 def write_model_card(directory: Path, evaluation: dict[str, Any] | None = None) -> None:
@@ -109,6 +122,9 @@ def write_model_card(directory: Path, evaluation: dict[str, Any] | None = None) 
         kv_heads=config["num_key_value_heads"],
         max_pos=config["max_position_embeddings"],
         params=int(stats["parameters"]),
+        tied=TIED if run.get("tie_embeddings") else "",
+        numbers=NUMBER_TOKENS if run.get("number_tokens") else DIGIT_TOKENS,
+        slips=NUMBER_SLIPS if run.get("number_tokens") else DIGIT_SLIPS,
         vocab=config["vocab_size"],
         eos=config["eos_token_id"],
         pad=config["pad_token_id"],
@@ -135,7 +151,11 @@ def _flags(config: dict[str, Any], stage: int) -> str:
         if name == "init_from":
             flags += f" --init-from <stage {stage - 1} output>" if value else ""
         elif name in defaults and value != defaults[name]:
-            flags += f" --{name.replace('_', '-')} {value}"
+            option = name.replace("_", "-")
+            if isinstance(value, bool):
+                flags += f" --{option}" if value else f" --no-{option}"
+            else:
+                flags += f" --{option} {value}"
     return flags
 
 
