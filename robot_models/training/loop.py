@@ -78,7 +78,7 @@ class TrainConfig:
     # One token per whole number 0..999 (see training/tokenizer.py) and an output layer
     # tied to the input embeddings: together they turn copying a number from the
     # instruction into copying one token. Off by default: the committed checkpoint
-    # copies digit by digit, and the one run with both on (robot_models/README.md)
+    # copies digit by digit, and the two runs with both on (robot_models/README.md)
     # planned more held-out tasks exactly but not more of them validly.
     number_tokens: bool = False
     tie_embeddings: bool = False

@@ -152,7 +152,7 @@ class TinyLlama(nn.Module):
     def __init__(self, shape: LlamaShape, tie_embeddings: bool = False) -> None:
         """`tie_embeddings`: the output layer shares the input embedding matrix, so a
         token the model attends to in the request maps straight back to that token's
-        logit (copying a rarely seen number works without learning its own output row)."""
+        logit (a rarely seen number token needs no output row of its own)."""
         super().__init__()
         self.shape = shape
         self.model = LlamaBody(shape)
