@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+import unicodedata
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from timely_core.tuf import Tuf
 
@@ -23,3 +25,16 @@ class TaskRequest(BaseModel):
     scene: str = Field(default="", max_length=MAX_SCENE_CHARS)
     tuf: Tuf = Field(default_factory=Tuf.normal)
     task_id: str = Field(default="", max_length=128)
+
+    @field_validator("instruction", "scene")
+    @classmethod
+    def _no_control_characters(cls, text: str) -> str:
+        """Tabs and line breaks are text; other control characters are not, and some
+        have a meaning inside the planner's tokenizer (its number place marks)."""
+        for position, char in enumerate(text):
+            if char not in "\t\n\r" and unicodedata.category(char) == "Cc":
+                raise ValueError(
+                    f"control character U+{ord(char):04X} at position {position}; "
+                    "only printable text, tabs and line breaks are allowed"
+                )
+        return text
