@@ -13,6 +13,7 @@ from pathlib import Path
 
 from robot_models.checkpoints import default_planner_path
 from robot_models.training.loop import TrainConfig, train
+from robot_models.training.tokenizer import NUMBER_FORMATS
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -27,6 +28,8 @@ def main(argv: list[str] | None = None) -> None:
         flag, default = f"--{field.name.replace('_', '-')}", getattr(defaults, field.name)
         if isinstance(default, bool):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        elif field.name == "numbers":
+            parser.add_argument(flag, choices=NUMBER_FORMATS, default=default)
         else:
             parser.add_argument(flag, type=type(default), default=default)
     args = parser.parse_args(argv)

@@ -27,6 +27,7 @@ from robot_models.training.hf_format import EOS_TOKEN, PAD_TOKEN, load_checkpoin
 from robot_models.training.model import LlamaShape, TinyLlama
 from robot_models.training.model_card import write_model_card
 from robot_models.training.tokenizer import (
+    NUMBER_FORMATS,
     VOCAB_SIZE,
     save_tokenizer,
     special_id,
@@ -34,27 +35,28 @@ from robot_models.training.tokenizer import (
 )
 
 PREFIX_WEIGHT_IN_TOKENIZER_CORPUS = 50  # the prefix precedes every request
-# Families whose plans copy numbers digit by digit from the instruction (distances,
-# angles, coordinates): their slips (a digit too many or too few) are most of the
-# invalid plans, so they are seen twice as often in training (not in the held-out set).
+# Families whose plans copy numbers from the instruction (distances, angles,
+# coordinates), the hardest part to learn per token: seen twice as often in training
+# (not in the held-out set).
 OVERSAMPLED_FAMILIES = {"motion": 2, "move_to": 2}
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     seed: int = DEFAULT_SEED
-    steps: int = 3200  # in all, the prefix-tail steps included
+    steps: int = 2800  # in all, the prefix-tail steps included
     batch_size: int = 16
     # Curriculum: the first `tail_steps` steps see only the last `tail_tokens` tokens of
     # the robot's prefix (RoPE makes the offset irrelevant), in batches of
     # `tail_batch_size`. Attention over the full prefix is most of a step's cost, and a
     # short context is where the model first learns to copy objects and numbers from
     # the request; the remaining steps adapt it to the full prefix that inference sees.
-    tail_steps: int = 2500
+    tail_steps: int = 1800
     tail_tokens: int = 64
     tail_batch_size: int = 32
-    lr: float = 3e-3
-    warmup_steps: int = 30
+    lr: float = 3e-3  # peak learning rate of the prefix-tail phase
+    full_lr: float = 1e-3  # peak learning rate of the full-prefix phase
+    warmup_steps: int = 30  # per phase
     weight_decay: float = 0.01
     hidden_size: int = 192
     intermediate_size: int = 512
@@ -70,18 +72,23 @@ class TrainConfig:
     # scratch; the run's statistics then record both stages.
     init_from: str = ""
     save_every: int = 0  # also write the checkpoint every N steps (0: only at the end)
-    lrtrace_repeats: int = 24  # the 11 LRTrace tasks are oversampled so they are learned exactly
+    lrtrace_repeats: int = 64  # the 11 LRTrace tasks are oversampled so they are learned exactly
     # Training examples per robot type beyond the data set's default, from their own
     # random stream (the held-out split is unchanged): more distinct numbers and
     # objects to copy, at the same number of steps.
     extra_examples: int = 0
-    # One token per whole number 0..999 (see training/tokenizer.py) and an output layer
-    # tied to the input embeddings: together they turn copying a number from the
-    # instruction into copying one token. Off by default: the committed checkpoint
-    # copies digit by digit, and the two runs with both on (robot_models/README.md)
-    # planned more held-out tasks exactly but not more of them validly.
-    number_tokens: bool = False
+    # How numbers are tokenized (training/tokenizer.py): "place" (digits marked with
+    # their place), "digits" (plain digits) or "whole" (one token per number 0..999;
+    # the two runs with it and tied embeddings in robot_models/README.md planned more
+    # held-out tasks exactly but not more of them validly).
+    numbers: str = "place"
+    # The output layer shares the input embeddings (saved as an equal untied copy).
     tie_embeddings: bool = False
+
+    def __post_init__(self) -> None:
+        if self.numbers not in NUMBER_FORMATS:
+            allowed = ", ".join(NUMBER_FORMATS)
+            raise ValueError(f"numbers must be one of {allowed}, got {self.numbers!r}")
 
 
 def training_data(config: TrainConfig) -> DatasetSplit:
@@ -89,20 +96,35 @@ def training_data(config: TrainConfig) -> DatasetSplit:
     return build_dataset(config.seed, extra_per_type=config.extra_examples)
 
 
-def training_tokenizer(data: DatasetSplit, number_tokens: bool = False) -> Tokenizer:
+def training_tokenizer(data: DatasetSplit, numbers: str = "place") -> Tokenizer:
     """The BPE tokenizer trained on the prefixes, requests and plans of `data`'s
     training examples and LRTrace tasks (the held-out split never reaches it)."""
     seen = (*data.train, *data.lrtrace)
     corpus = [prompt_prefix(t) for t in ("drone", "arm")] * PREFIX_WEIGHT_IN_TOKENIZER_CORPUS
     corpus += [format_request(e.scene, e.instruction) for e in seen] + [e.plan for e in seen]
-    return train_tokenizer(corpus, VOCAB_SIZE, number_tokens)
+    return train_tokenizer(corpus, VOCAB_SIZE, numbers)
 
 
 def _lr_at(step: int, config: TrainConfig) -> float:
-    if step < config.warmup_steps:
-        return config.lr * (step + 1) / config.warmup_steps
-    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
-    return config.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
+    """Each phase has its own warmup and cosine decay to 5% of its peak: `lr` for the
+    prefix-tail phase, `full_lr` for the full-prefix phase. The full phase starts from
+    a model that already plans; it adapts it to attend past the long prefix, which a
+    schedule already decayed to its floor barely does."""
+    if step < config.tail_steps:
+        return _warmup_cosine(step, config.tail_steps, config.lr, config.warmup_steps)
+    return _warmup_cosine(
+        step - config.tail_steps,
+        config.steps - config.tail_steps,
+        config.full_lr,
+        config.warmup_steps,
+    )
+
+
+def _warmup_cosine(step: int, total: int, peak: float, warmup: int) -> float:
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return peak * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def train(
@@ -116,7 +138,7 @@ def train(
     if config.init_from:
         tokenizer = Tokenizer.from_file(str(Path(config.init_from) / "tokenizer.json"))
     else:
-        tokenizer = training_tokenizer(data, config.number_tokens)
+        tokenizer = training_tokenizer(data, config.numbers)
     eos_id, pad_id = special_id(tokenizer, EOS_TOKEN), special_id(tokenizer, PAD_TOKEN)
     prefixes = {t: encode_prefix(tokenizer, t) for t in ("drone", "arm")}
     encoded = []

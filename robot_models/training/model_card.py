@@ -58,21 +58,24 @@ threads. Measured wall time: **{train_minutes:.1f} minutes** in total on the 2-c
 ## Limits
 Plans are only as good as the templates: the model handles the task families and
 vocabulary of `robot_models/dataset`, and produces a valid but possibly wrong plan
-for instructions far from them. Most invalid plans are {slips} \
-or a derailed long arm plan; the serving
-side rejects them statement by statement (the robot only ever gets valid ones).
+for instructions far from them. {invalid}The serving side rejects invalid plans
+statement by statement (the robot only ever gets valid ones).
 """
 
-DIGIT_SLIPS = """slips in copying a number
-digit by digit (`mr(747)` for "74 cm")"""
-NUMBER_SLIPS = """a rarely seen number copied
-wrongly (`tu(425)` for "175 degrees")"""
-
+# What invalid plans of earlier runs in each format mostly were (robot_models/README.md)
+DIGIT_SLIPS = """Runs with plain digits mostly slip in copying a number
+digit by digit (`mr(747)` for "74 cm") or derail in a long arm plan. """
+NUMBER_SLIPS = """Runs with whole-number tokens mostly copy a rarely seen
+number wrongly (`tu(425)` for "175 degrees") or derail in a long arm plan. """
 NUMBER_TOKENS = """every whole number
   from 0 to 999 is one token (longer digit runs: chunks of up to three digits), so a
   plan copies a number from the instruction as one token."""
 DIGIT_TOKENS = """digits are split
   into single-digit tokens."""
+PLACE_TOKENS = """every digit is one
+  token marked with its place ("436" is hundreds 4, tens 3, units 6: the normalizer
+  inserts the marks, control characters the decoder removes), so a copied number says
+  with its first token how many digits it has."""
 TIED = """; the output layer was trained tied to
   the input embeddings and is saved as an equal copy, so any Llama loader reads it"""
 
@@ -123,8 +126,8 @@ def write_model_card(directory: Path, evaluation: dict[str, Any] | None = None) 
         max_pos=config["max_position_embeddings"],
         params=int(stats["parameters"]),
         tied=TIED if run.get("tie_embeddings") else "",
-        numbers=NUMBER_TOKENS if run.get("number_tokens") else DIGIT_TOKENS,
-        slips=NUMBER_SLIPS if run.get("number_tokens") else DIGIT_SLIPS,
+        numbers=_NUMBERS[_number_format(run)][0],
+        invalid=_invalid(evaluation) + _NUMBERS[_number_format(run)][1],
         vocab=config["vocab_size"],
         eos=config["eos_token_id"],
         pad=config["pad_token_id"],
@@ -139,6 +142,33 @@ def write_model_card(directory: Path, evaluation: dict[str, Any] | None = None) 
         evaluation=text,
     )
     (directory / "MODEL_CARD.md").write_text(card)
+
+
+_NUMBERS = {
+    "place": (PLACE_TOKENS, ""),
+    "digits": (DIGIT_TOKENS, DIGIT_SLIPS),
+    "whole": (NUMBER_TOKENS, NUMBER_SLIPS),
+}
+
+
+def _invalid(evaluation: dict[str, Any] | None) -> str:
+    """How many held-out plans were invalid, with the first one as an example."""
+    if evaluation is None:
+        return ""
+    invalid = evaluation["heldout_total"] - evaluation["heldout_valid"]
+    text = f"{invalid} of {evaluation['heldout_total']} held-out plans were invalid"
+    example = next((f for f in evaluation.get("failures", []) if f.get("error")), None)
+    if invalid and example is not None:
+        text += f', for example `{example["got"][:80]}` for "{example["instruction"]}"'
+    return text + ". "
+
+
+def _number_format(config: dict[str, Any]) -> str:
+    """The run's number format; runs recorded before the option was a choice had a
+    `number_tokens` flag (whole numbers) and otherwise plain digits."""
+    if "numbers" in config:
+        return str(config["numbers"])
+    return "whole" if config.get("number_tokens") else "digits"
 
 
 def _flags(config: dict[str, Any], stage: int) -> str:
@@ -163,13 +193,20 @@ def _curriculum(config: dict[str, Any]) -> str:
     tail = int(config.get("tail_steps", 0))
     if not tail:
         return ""
+    tail_lr = full_lr = ""
+    if "full_lr" in config:  # runs since each phase has its own schedule
+        tail_lr = f", at a peak learning rate of {config['lr']}"
+        full_lr = (
+            f", at a peak learning rate of {config['full_lr']} (each phase warms up and "
+            f"decays on its own)"
+        )
     return (
         f"The first {tail} steps see only the last {config['tail_tokens']} tokens of the "
-        f"robot's prefix, in batches of {config['tail_batch_size']} (a short context is "
-        f"cheap and is where copying objects and numbers from the request is learned); the "
-        f"other {config['steps'] - tail} steps see the full prefix, in batches of "
-        f"{config['batch_size']}. Plans that copy numbers from the instruction (motion, "
-        f"move_to) are seen twice as often, the 11 LRTrace tasks "
+        f"robot's prefix, in batches of {config['tail_batch_size']}{tail_lr} (a short "
+        f"context is cheap and is where copying objects and numbers from the request is "
+        f"learned); the other {config['steps'] - tail} steps see the full prefix, in "
+        f"batches of {config['batch_size']}{full_lr}. Plans that copy numbers from the "
+        f"instruction (motion, move_to) are seen twice as often, the 11 LRTrace tasks "
         f"{config['lrtrace_repeats']} times as often. "
     )
 

@@ -1,40 +1,91 @@
 """Byte-level BPE tokenizer of the planner, trained with `tokenizers`.
 
-Digits are split into single-digit tokens before BPE, so they never merge with
-letters and numbers in plans (distances, angles, coordinates) are copied digit by
-digit from the instruction. With `number_tokens`, every whole number from 0 to 999 is
-one token instead (longer digit runs are cut into chunks of up to three digits,
-leftmost first), so a number is copied as one token: digit-by-digit copying is where
-the small planner slips (`ml(599)` for 59 cm).
+How numbers are tokenized decides how reliably the small planner copies them from
+the instruction into the plan (distances, angles, coordinates). Three formats:
+
+- `place` (the default): every digit is its own token, marked with its place:
+  "436" is `H4 T3 6` (hundreds, tens, units), "50" is `T5 0`. A copied number then
+  says with its first token how many digits follow, and the tens 5 of "59" is a
+  different token from the hundreds 5 of "599", so the digit-count slips of plain
+  digits (`mr(747)` for "74 cm") have no token to slip to; there are only 30 such
+  tokens, all frequent. The marks are two control characters inserted by the
+  normalizer and removed by the decoder, so `decode(encode(text)) == text` and any
+  loader of `tokenizer.json` (transformers, vLLM) reads them the same way.
+- `digits`: plain single-digit tokens (the checkpoints before the place format).
+- `whole`: one token per whole number 0..999 (longer runs in chunks of up to three
+  digits, leftmost first); rarely seen numbers then get poorly learned tokens.
+
+In every format digits never merge with letters in BPE.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    trainers,
+)
 
 from robot_models.training.hf_format import EOS_TOKEN, PAD_TOKEN
 
-VOCAB_SIZE = 1536  # BPE tokens; the number tokens come on top
-NUMBER_TOKENS = 1000  # "0" .. "999"
+VOCAB_SIZE = 1536  # BPE tokens; the `whole` format's number tokens come on top
+NUMBER_TOKENS = 1000  # `whole`: "0" .. "999"
+NUMBER_FORMATS = ("place", "digits", "whole")
+HUNDREDS_MARK = "\x1d"  # before the hundreds digit of a number (ASCII group separator)
+TENS_MARK = "\x1c"  # before the tens digit (ASCII file separator)
+# Seen by BPE in the place format, so each of the 30 place-marked digits becomes one
+# token whatever the corpus: every number from 0 to 999, twice (BPE keeps a pair seen
+# at least twice).
+_ALL_NUMBERS = [" ".join(str(n) for n in range(NUMBER_TOKENS))] * 2
+# GPT-2's pre-tokenization pattern, with a digit (and its place mark) always alone.
+_PLACE_SPLIT = (
+    r"[\x1c\x1d]?\d|'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?[^\s\p{L}\p{N}\x1c\x1d]+|\s+(?!\S)|\s+"
+)
 
 
 def train_tokenizer(
-    corpus: Iterable[str], vocab_size: int = VOCAB_SIZE, number_tokens: bool = False
+    corpus: Iterable[str], vocab_size: int = VOCAB_SIZE, numbers: str = "place"
 ) -> Tokenizer:
-    """BPE over bytes, then (if `number_tokens`) one token per number 0..999;
+    """BPE over bytes with numbers in the given format (see the module docstring);
     `<eos>` is id 0 and `<pad>` id 1."""
+    if numbers not in NUMBER_FORMATS:
+        raise ValueError(
+            f"unknown number format {numbers!r} (allowed: {', '.join(NUMBER_FORMATS)})"
+        )
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False),
-        ]
-    )
-    tokenizer.decoder = decoders.ByteLevel()
+    if numbers == "place":
+        tokenizer.normalizer = _place_marks()
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(_PLACE_SPLIT), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
+        tokenizer.decoder = decoders.Sequence(
+            [
+                decoders.ByteLevel(),
+                decoders.Replace(HUNDREDS_MARK, ""),
+                decoders.Replace(TENS_MARK, ""),
+            ]
+        )
+    else:
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False),
+            ]
+        )
+        tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=2,
@@ -42,13 +93,28 @@ def train_tokenizer(
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
+    if numbers == "place":
+        corpus = itertools.chain(corpus, _ALL_NUMBERS)
     tokenizer.train_from_iterator(corpus, trainer)
-    if number_tokens:
+    if numbers == "whole":
         # Added tokens are matched on the raw text before pre-tokenization, longest
         # first, so "1234" is "123" + "4" and "05" stays "0" + "5". Single digits are
         # already in the BPE vocabulary and keep their ids.
         tokenizer.add_tokens([AddedToken(str(n), normalized=False) for n in range(NUMBER_TOKENS)])
     return tokenizer
+
+
+def _place_marks() -> normalizers.Normalizer:
+    """Marks each digit with its place: a hundreds digit (two digits follow, then no
+    digit) and a tens digit (one follows) get their mark in front. Each rule replaces
+    the digit itself (a zero-width insertion at the start of the text makes
+    `tokenizers` 0.23 panic), so there are ten rules per place."""
+    rules = [
+        normalizers.Replace(Regex(f"{digit}(?=\\d{{{after}}}(?!\\d))"), mark + str(digit))
+        for mark, after in ((HUNDREDS_MARK, 2), (TENS_MARK, 1))
+        for digit in range(10)
+    ]
+    return normalizers.Sequence(rules)
 
 
 def save_tokenizer(tokenizer: Tokenizer, out_dir: Path) -> None:

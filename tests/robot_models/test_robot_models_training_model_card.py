@@ -12,6 +12,12 @@ from robot_models.training.model_card import write_model_card
 
 
 def _card(tmp_path: Path, config: TrainConfig) -> str:
+    return _card_from(tmp_path, asdict(config))
+
+
+def _card_from(
+    tmp_path: Path, config: dict[str, object], evaluation: dict[str, object] | None = None
+) -> str:
     shape = LlamaShape(
         vocab_size=2526,
         hidden_size=192,
@@ -22,8 +28,8 @@ def _card(tmp_path: Path, config: TrainConfig) -> str:
     )
     (tmp_path / "config.json").write_text(json.dumps(hf_config(shape, eos_id=0, pad_id=1)))
     stats = {
-        "config": asdict(config),
-        "steps_done": float(config.steps),
+        "config": config,
+        "steps_done": float(config["steps"]),  # type: ignore[arg-type]
         "train_seconds": 600.0,
         "final_loss": 0.05,
         "parameters": 2059584.0,
@@ -35,21 +41,60 @@ def _card(tmp_path: Path, config: TrainConfig) -> str:
         "load_max": 2.0,
     }
     (tmp_path / "train_stats.json").write_text(json.dumps(stats))
-    write_model_card(tmp_path)
+    write_model_card(tmp_path, evaluation)
     return (tmp_path / "MODEL_CARD.md").read_text()
 
 
 def test_number_token_run_card_names_its_tokenizer_tying_and_flags(tmp_path: Path) -> None:
-    card = _card(tmp_path, replace(TrainConfig(), number_tokens=True, tie_embeddings=True))
-    assert "`python -m robot_models.train --number-tokens --tie-embeddings`" in card
+    card = _card(tmp_path, replace(TrainConfig(), numbers="whole", tie_embeddings=True))
+    assert "`python -m robot_models.train --numbers whole --tie-embeddings`" in card
     assert "every whole number\n  from 0 to 999 is one token" in card
     assert "trained tied" in card
     assert "`<eos>` = id 0" in card
 
 
-def test_default_run_card_splits_digits_and_has_no_extra_flags(tmp_path: Path) -> None:
+def test_default_run_card_marks_digits_by_place_and_has_no_extra_flags(tmp_path: Path) -> None:
     card = _card(tmp_path, TrainConfig())
     assert "`python -m robot_models.train`:" in card
-    assert "digits are split\n  into single-digit tokens. `<eos>` = id 0" in card
+    assert "every digit is one\n  token marked with its place" in card
     assert "tied" not in card
-    assert "slips in copying a number\ndigit by digit" in card
+    assert "in batches of 32, at a peak learning rate of 0.003 (a short" in card
+    assert "full prefix, in batches of 16, at a peak learning rate of 0.001" in card
+
+
+def test_plain_digit_run_card_says_digits_are_split(tmp_path: Path) -> None:
+    card = _card(tmp_path, replace(TrainConfig(), numbers="digits"))
+    assert "`python -m robot_models.train --numbers digits`" in card
+    assert "digits are split\n  into single-digit tokens. `<eos>` = id 0" in card
+    assert "slip in copying a number\ndigit by digit" in card
+
+
+def test_cards_of_runs_recorded_before_the_number_formats_read_their_old_flag(
+    tmp_path: Path,
+) -> None:
+    config = asdict(TrainConfig())
+    del config["numbers"]
+    for old_flag, expected in ((True, "every whole number"), (False, "digits are split")):
+        card = _card_from(tmp_path, {**config, "number_tokens": old_flag})
+        assert expected in card
+
+
+def test_evaluated_card_counts_the_invalid_plans_and_quotes_one(tmp_path: Path) -> None:
+    evaluation = {
+        "heldout_total": 300,
+        "heldout_valid": 298,
+        "heldout_exact": 190,
+        "valid_rate": 298 / 300,
+        "lrtrace_exact": 11,
+        "lrtrace_total": 11,
+        "right_skill": 311,
+        "right_skill_total": 311,
+        "right_skill_rate": 1.0,
+        "failures": [
+            {"instruction": "Clean the desk", "expected": "hm();", "got": "hm();", "error": ""},
+            {"instruction": "Go right 74 cm", "expected": "mr(74);", "got": "mr(7);", "error": "x"},
+        ],
+    }
+    card = _card_from(tmp_path, asdict(TrainConfig()), evaluation)
+    assert "| valid plans, held-out | 298/300 (99.3%) | >= 99% |" in card
+    assert '2 of 300 held-out plans were invalid, for example `mr(7);` for "Go right 74 cm"' in card

@@ -43,7 +43,8 @@ def planner_tokenizer() -> tuple[Any, str]:
         return load_tokenizer_file(path), f"planner checkpoint ({path})"
     from robot_models.training.loop import TrainConfig, training_data, training_tokenizer
 
-    tokenizer = training_tokenizer(training_data(TrainConfig()))
+    recipe = TrainConfig()
+    tokenizer = training_tokenizer(training_data(recipe), recipe.numbers)
     return tokenizer, "rebuilt with robot_models' training recipe"
 
 
