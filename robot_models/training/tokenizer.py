@@ -4,13 +4,13 @@ How numbers are tokenized decides how reliably the small planner copies them fro
 the instruction into the plan (distances, angles, coordinates). Three formats:
 
 - `place` (the default): every digit is its own token, marked with its place:
-  "436" is `H4 T3 6` (hundreds, tens, units), "50" is `T5 0`. A copied number then
-  says with its first token how many digits follow, and the tens 5 of "59" is a
-  different token from the hundreds 5 of "599", so the digit-count slips of plain
-  digits (`mr(747)` for "74 cm") have no token to slip to; there are only 30 such
-  tokens, all frequent. The marks are two control characters inserted by the
-  normalizer and removed by the decoder, so `decode(encode(text)) == text` and any
-  loader of `tokenizer.json` (transformers, vLLM) reads them the same way.
+  "436" is `H4 T3 6` (hundreds, tens, units), "50" is `T5 0`. The first token of a
+  copied number says how many digits follow, and the tens 5 of "59" is another token
+  than the hundreds 5 of "599", so a digit-count slip of plain digits (`mr(747)` for
+  "74 cm") no longer looks like a faithful copy. There are 29 digit tokens (hundreds
+  1-9, tens 0-9, units 0-9), all frequent. The marks are two control characters
+  inserted by the normalizer and removed by the decoder, so `decode(encode(text)) ==
+  text` and any loader of `tokenizer.json` (transformers, vLLM) reads them the same.
 - `digits`: plain single-digit tokens (the checkpoints before the place format).
 - `whole`: one token per whole number 0..999 (longer runs in chunks of up to three
   digits, leftmost first); rarely seen numbers then get poorly learned tokens.
@@ -43,9 +43,9 @@ NUMBER_TOKENS = 1000  # `whole`: "0" .. "999"
 NUMBER_FORMATS = ("place", "digits", "whole")
 HUNDREDS_MARK = "\x1d"  # before the hundreds digit of a number (ASCII group separator)
 TENS_MARK = "\x1c"  # before the tens digit (ASCII file separator)
-# Seen by BPE in the place format, so each of the 30 place-marked digits becomes one
-# token whatever the corpus: every number from 0 to 999, twice (BPE keeps a pair seen
-# at least twice).
+# Seen by BPE in the place format, so every marked digit (hundreds 1-9, tens 0-9)
+# becomes one token whatever the corpus: each number from 0 to 999, twice (BPE keeps
+# a pair seen at least twice).
 _ALL_NUMBERS = [" ".join(str(n) for n in range(NUMBER_TOKENS))] * 2
 # GPT-2's pre-tokenization pattern, with a digit (and its place mark) always alone.
 _PLACE_SPLIT = (
