@@ -27,8 +27,8 @@ from robot_models.training.hf_format import EOS_TOKEN, PAD_TOKEN, load_checkpoin
 from robot_models.training.model import LlamaShape, TinyLlama
 from robot_models.training.model_card import write_model_card
 from robot_models.training.tokenizer import (
-    NUMBER_FORMATS,
     VOCAB_SIZE,
+    check_number_format,
     save_tokenizer,
     special_id,
     train_tokenizer,
@@ -86,9 +86,7 @@ class TrainConfig:
     tie_embeddings: bool = False
 
     def __post_init__(self) -> None:
-        if self.numbers not in NUMBER_FORMATS:
-            allowed = ", ".join(NUMBER_FORMATS)
-            raise ValueError(f"numbers must be one of {allowed}, got {self.numbers!r}")
+        check_number_format(self.numbers)
 
 
 def training_data(config: TrainConfig) -> DatasetSplit:
@@ -96,7 +94,7 @@ def training_data(config: TrainConfig) -> DatasetSplit:
     return build_dataset(config.seed, extra_per_type=config.extra_examples)
 
 
-def training_tokenizer(data: DatasetSplit, numbers: str = "place") -> Tokenizer:
+def training_tokenizer(data: DatasetSplit, numbers: str) -> Tokenizer:
     """The BPE tokenizer trained on the prefixes, requests and plans of `data`'s
     training examples and LRTrace tasks (the held-out split never reaches it)."""
     seen = (*data.train, *data.lrtrace)

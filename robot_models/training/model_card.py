@@ -105,6 +105,7 @@ def write_model_card(directory: Path, evaluation: dict[str, Any] | None = None) 
         text = "| metric | value | goal |\n|---|---|---|\n" + "\n".join(
             f"| {name} | {value} | {goal} |" for name, value, goal in rows
         )
+    numbers, slips = _NUMBERS[_number_format(run)]
     stages_all = [*stats.get("earlier_stages", []), stats]
     lines = []
     for number, stage in enumerate(stages_all, start=1):
@@ -126,8 +127,8 @@ def write_model_card(directory: Path, evaluation: dict[str, Any] | None = None) 
         max_pos=config["max_position_embeddings"],
         params=int(stats["parameters"]),
         tied=TIED if run.get("tie_embeddings") else "",
-        numbers=_NUMBERS[_number_format(run)][0],
-        invalid=_invalid(evaluation) + _NUMBERS[_number_format(run)][1],
+        numbers=numbers,
+        invalid=_invalid(evaluation) + slips,
         vocab=config["vocab_size"],
         eos=config["eos_token_id"],
         pad=config["pad_token_id"],

@@ -53,15 +53,20 @@ _PLACE_SPLIT = (
 )
 
 
+def check_number_format(numbers: str) -> None:
+    """ValueError naming the allowed formats unless `numbers` is one of them."""
+    if numbers not in NUMBER_FORMATS:
+        raise ValueError(
+            f"unknown number format {numbers!r} (allowed: {', '.join(NUMBER_FORMATS)})"
+        )
+
+
 def train_tokenizer(
     corpus: Iterable[str], vocab_size: int = VOCAB_SIZE, numbers: str = "place"
 ) -> Tokenizer:
     """BPE over bytes with numbers in the given format (see the module docstring);
     `<eos>` is id 0 and `<pad>` id 1."""
-    if numbers not in NUMBER_FORMATS:
-        raise ValueError(
-            f"unknown number format {numbers!r} (allowed: {', '.join(NUMBER_FORMATS)})"
-        )
+    check_number_format(numbers)
     tokenizer = Tokenizer(models.BPE())
     if numbers == "place":
         tokenizer.normalizer = _place_marks()
