@@ -4,14 +4,17 @@ when a decode needs a block and none is free.
 The policy layer decides *which* generations run (the `gen_ids` of a step, in its
 priority order); this only fits them into one forward: decodes first (one token
 each), then prefill chunks, until `max_batched_tokens` is spent. A decode that
-crosses into a new block and finds none free preempts, most recently admitted
-first, runnable generations not in this step, then the last-listed ones of this
-step, with `EngineConfig.preemption_strategy` (swap; discard when the host pool is
-full). Suspended generations and pinned prefixes are never touched.
+crosses into a new block, or a preempted generation coming back, and finds too
+few free preempts, most recently admitted first, runnable generations not in this
+step, then suspended ones (a preserved cache is not worth a stalled batch: with
+every block held by waiting generations no step could run), then the last-listed
+ones of this step, with `EngineConfig.preemption_strategy` (swap; discard when the
+host pool is full). Pinned prefixes are never touched.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from timely_core.engine.block_manager import BlockManager
@@ -39,16 +42,40 @@ class IterationScheduler:
         for position, state in enumerate(order):
             if budget == 0:
                 break
-            if state.kv is not KvLocation.DEVICE and not self.try_restore(state):
+            later = order[position + 1 :]
+            if state.kv is not KvLocation.DEVICE and not (
+                self._make_room(state, self.restore_cost(state), later, chunks, live)
+                and self.try_restore(state)
+            ):
                 continue
             length = min(state.num_pending, budget)
             end = state.num_computed + length
-            if not self._make_room(state, end, order[position + 1 :], chunks, live):
+            if not self._make_room(
+                state, self.blocks.blocks_to_grow(state, end), later, chunks, live
+            ):
                 continue
             self.blocks.grow(state, end)
             chunks.append(Chunk(state, state.num_computed, length))
             budget -= length
         return chunks
+
+    def resume(self, state: GenerationState, live: Iterable[GenerationState]) -> None:
+        """Restore a suspended generation, preempting other suspended ones if it must
+        (`reclaim`). Raises OutOfKvMemory, having preempted nobody, if even that is
+        not enough."""
+        if state.kv is not KvLocation.DEVICE:
+            self.reclaim(state, self.restore_cost(state), live)
+        self.restore(state)
+
+    def reclaim(self, state: GenerationState, need: int, live: Iterable[GenerationState]) -> bool:
+        """Free `need` device blocks for `state` (being added or resumed) by
+        preempting suspended generations, never a runnable one: the running batch
+        stays as it is. False, preempting nobody, if that cannot free enough."""
+        return self._make_room(state, need, [], [], live, runnable=False)
+
+    def reclaimable(self, live: Iterable[GenerationState]) -> int:
+        """Device blocks `reclaim` could free."""
+        return self._frees([s for s in live if s.suspended and s.kv is KvLocation.DEVICE])
 
     def restore(self, state: GenerationState) -> None:
         """Bring a generation's KV back to device (swap-in, or re-admission for a
@@ -61,6 +88,13 @@ class IterationScheduler:
                 prefix = None
             self.blocks.admit(state, prefix)
 
+    def restore_cost(self, state: GenerationState) -> int:
+        """Free device blocks `restore` needs at most."""
+        if state.kv is KvLocation.HOST:
+            return len(state.host_blocks)
+        prefix = self.blocks.prefixes.get(state.prefix_id or "")
+        return self.blocks.admission_cost(len(state.token_ids), prefix)
+
     def try_restore(self, state: GenerationState) -> bool:
         try:
             self.restore(state)
@@ -71,14 +105,16 @@ class IterationScheduler:
     def _make_room(
         self,
         state: GenerationState,
-        end: int,
+        need: int,
         later: list[GenerationState],
         chunks: list[Chunk],
         live: Iterable[GenerationState],
+        runnable: bool = True,
     ) -> bool:
-        """Preempt until `state` can hold `end` tokens; False if it still cannot.
-        Generations already scheduled in this iteration (`chunks`) are never victims."""
-        if self.blocks.blocks_to_grow(state, end) <= self.blocks.num_free_device:
+        """Preempt until `need` device blocks are free; False, preempting nobody, if
+        they cannot be. Generations already scheduled in this iteration (`chunks`)
+        are never victims; runnable ones only if `runnable`."""
+        if need <= self.blocks.num_free_device:
             return True
         later = [s for s in later if s.kv is KvLocation.DEVICE]
         in_step = {s.gen_id for s in later} | {c.state.gen_id for c in chunks}
@@ -86,19 +122,25 @@ class IterationScheduler:
             (
                 s
                 for s in live
-                if not s.suspended
-                and s.kv is KvLocation.DEVICE
+                if s.kv is KvLocation.DEVICE
                 and s is not state
                 and s.gen_id not in in_step
+                and (runnable or s.suspended)
             ),
-            key=lambda s: -s.admitted_seq,
+            key=lambda s: (s.suspended, -s.admitted_seq),
         )
-        victims = outside + later[::-1]
-        while self.blocks.blocks_to_grow(state, end) > self.blocks.num_free_device:
-            if not victims:
-                return False
+        victims = outside + (later[::-1] if runnable else [])
+        if self._frees(victims) < need - self.blocks.num_free_device:
+            return False
+        while need > self.blocks.num_free_device:
             self._preempt(victims.pop(0))
         return True
+
+    def _frees(self, victims: list[GenerationState]) -> int:
+        """Device blocks preempting all of `victims` would return to the pool: those
+        no one else holds (a prefix's blocks stay with the prefix)."""
+        holders = Counter(b for s in victims for b in s.block_table)
+        return sum(1 for b, n in holders.items() if self.blocks.ref_counts[b] == n)
 
     def _preempt(self, state: GenerationState) -> None:
         if state.kv is not KvLocation.DEVICE:

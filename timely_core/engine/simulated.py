@@ -210,8 +210,13 @@ class SimulatedEngine:
         self._device_free += prefix.blocks
 
     def can_admit(self, num_tokens: int, prefix_id: str | None = None) -> bool:
+        """Whether `add` would succeed: free blocks plus those of suspended generations
+        it may swap out."""
         shared = self._prefixes[prefix_id].shared_tokens if prefix_id in self._prefixes else 0
-        return self._blocks_for(max(num_tokens - shared, 0)) <= self._device_free
+        reclaimable = sum(
+            g.blocks for g in self._gens.values() if g.suspended and g.kv is _Kv.DEVICE
+        )
+        return self._blocks_for(max(num_tokens - shared, 0)) <= self._device_free + reclaimable
 
     def add(
         self,
@@ -234,7 +239,7 @@ class SimulatedEngine:
             shared = prefix.shared_tokens
             cached = min(len(prefix.token_ids), len(prompt_token_ids) - 1)
         blocks = self._blocks_for(len(prompt_token_ids) - shared)
-        if blocks > self._device_free:
+        if not self._make_room(gen_id, blocks, [], [], runnable=False):
             raise OutOfKvMemory(
                 f"generation {gen_id} needs {blocks} blocks, {self._device_free} free"
             )
@@ -262,17 +267,26 @@ class SimulatedEngine:
         budget = self.config.max_batched_tokens
         prefill = decodes = 0
         sampled: list[_Generation] = []
+        scheduled: list[_Generation] = []
         # Decodes first (one token each), then prefill chunks, in the given order.
         ordered = sorted(batch, key=lambda g: not self._is_decode(g))
-        for gen in ordered:
-            if gen.gen_id not in self._gens or budget == 0:
-                continue
-            if gen.kv is not _Kv.DEVICE and not self._restore(gen):
-                continue
+        for position, gen in enumerate(ordered):
+            if budget == 0:
+                break
+            later = ordered[position + 1 :]
+            if gen.kv is not _Kv.DEVICE:
+                if not self._make_room(gen.gen_id, self._restore_blocks(gen), later, scheduled):
+                    continue
+                self._restore(gen)
             pending = len(gen.token_ids) - gen.num_computed
             chunk = min(pending, budget)
-            if not self._reserve(gen, gen.num_computed + chunk):
+            grow = self._blocks_for(gen.num_computed + chunk - gen.shared_tokens) - gen.blocks
+            if not self._make_room(gen.gen_id, grow, later, scheduled):
                 continue
+            if grow > 0:
+                self._device_free -= grow
+                gen.blocks += grow
+            scheduled.append(gen)
             budget -= chunk
             gen.num_computed += chunk
             if self._is_decode_chunk(gen, chunk):
@@ -281,7 +295,15 @@ class SimulatedEngine:
                 prefill += chunk
             if gen.num_computed == len(gen.token_ids):
                 sampled.append(gen)
-        context = sum(g.num_computed for g in batch if g.gen_id in self._gens)
+        if batch and not scheduled:
+            # Only when the first generation cannot fit even with every other one
+            # evicted: no later step could run it either, so say so instead of
+            # returning an empty iteration forever.
+            raise OutOfKvMemory(
+                f"generation {ordered[0].gen_id} does not fit in device KV memory "
+                f"({self.config.device_blocks} blocks) even with every other generation evicted"
+            )
+        context = sum(g.num_computed for g in scheduled)
         duration = self.latency.iteration_s(prefill, decodes, context)
         self._advance(duration)
         self.stats.iterations += 1
@@ -301,7 +323,10 @@ class SimulatedEngine:
         gen = self._get(gen_id)
         if not gen.suspended:
             raise ValueError(f"generation {gen_id} is not suspended")
-        if gen.kv is not _Kv.DEVICE and not self._restore(gen):
+        if gen.kv is not _Kv.DEVICE and not (
+            self._make_room(gen.gen_id, self._restore_blocks(gen), [], [], runnable=False)
+            and self._restore(gen)
+        ):
             raise OutOfKvMemory(f"generation {gen_id} does not fit in device memory to resume")
         gen.suspended = False
         self.stats.resumptions += 1
@@ -350,22 +375,40 @@ class SimulatedEngine:
     def _is_decode_chunk(gen: _Generation, chunk: int) -> bool:
         return chunk == 1 and gen.num_generated > 0
 
-    def _reserve(self, gen: _Generation, tokens: int) -> bool:
-        """Own blocks covering `tokens`; when the device is full, evicts suspended
-        generations, then the latest-admitted running ones, then `gen` itself (False)."""
-        need = self._blocks_for(tokens - gen.shared_tokens) - gen.blocks
+    def _make_room(
+        self,
+        gen_id: int,
+        need: int,
+        later: list[_Generation],
+        scheduled: list[_Generation],
+        runnable: bool = True,
+    ) -> bool:
+        """Evict until `need` device blocks are free; False, evicting nobody, if they
+        cannot be. Victims, as in TorchEngine's iteration scheduler: runnable
+        generations outside this step (only if `runnable`), then suspended ones
+        (they wait on their robot anyway: a preserved cache is not worth a stalled
+        batch), most recently admitted first, then the last-listed generations of
+        this step (only if `runnable`); never one already scheduled in it."""
+        if need <= self._device_free:
+            return True
+        in_step = {g.gen_id for g in later} | {g.gen_id for g in scheduled}
+        outside = [
+            g
+            for g in self._gens.values()
+            if g.gen_id != gen_id
+            and g.gen_id not in in_step
+            and g.kv is _Kv.DEVICE
+            and g.blocks
+            and (runnable or g.suspended)
+        ]
+        outside.sort(key=lambda g: (g.suspended, -g.admitted_seq))
+        victims = outside
+        if runnable:
+            victims += [g for g in reversed(later) if g.kv is _Kv.DEVICE and g.blocks]
+        if sum(g.blocks for g in victims) < need - self._device_free:
+            return False
         while need > self._device_free:
-            victims = [
-                g for g in self._gens.values() if g is not gen and g.kv is _Kv.DEVICE and g.blocks
-            ]
-            if not victims:
-                self._preempt(gen)
-                return False
-            # Suspended generations first (they wait anyway), then the latest admitted.
-            self._preempt(max(victims, key=lambda g: (g.suspended, g.admitted_seq)))
-        if need > 0:
-            self._device_free -= need
-            gen.blocks += need
+            self._preempt(victims.pop(0))
         return True
 
     def _preempt(self, gen: _Generation) -> None:
@@ -385,24 +428,25 @@ class SimulatedEngine:
         gen.num_computed = gen.cached_tokens
         gen.kv = _Kv.NONE
 
+    def _restore_blocks(self, gen: _Generation) -> int:
+        """Device blocks bringing `gen`'s KV back takes."""
+        if gen.kv is _Kv.HOST:
+            return gen.blocks
+        return self._blocks_for(len(gen.token_ids) - gen.shared_tokens)
+
     def _restore(self, gen: _Generation) -> bool:
         """Bring a swapped or discarded generation's KV back to the device."""
-        if gen.kv is _Kv.HOST:
-            if gen.blocks > self._device_free:
-                return False
-            self._device_free -= gen.blocks
-            self._host_free += gen.blocks
-            self._pending_transfer_s += gen.blocks * self.config.swap_s_per_block
-            self.stats.swapped_in_blocks += gen.blocks
-            gen.kv = _Kv.DEVICE
-            return True
-        # Discarded: prompt + generated ids are recomputed by the next steps' prefill.
-        blocks = self._blocks_for(len(gen.token_ids) - gen.shared_tokens)
+        blocks = self._restore_blocks(gen)
         if blocks > self._device_free:
             return False
         self._device_free -= blocks
-        gen.blocks = blocks
-        self.stats.recomputed_tokens += len(gen.token_ids) - gen.cached_tokens
+        if gen.kv is _Kv.HOST:
+            self._host_free += blocks
+            self._pending_transfer_s += blocks * self.config.swap_s_per_block
+            self.stats.swapped_in_blocks += blocks
+        else:  # discarded: prompt + generated ids are recomputed by the next prefill
+            gen.blocks = blocks
+            self.stats.recomputed_tokens += len(gen.token_ids) - gen.cached_tokens
         gen.kv = _Kv.DEVICE
         return True
 

@@ -1,12 +1,14 @@
 """`TorchEngine`: the embedded paged-KV, continuous-batching `Engine` backend.
 
 Memory policy (never a crash): `add`, `resume` and `register_prefix` reserve device
-blocks for every known token up front and raise `OutOfKvMemory` (changing
-nothing) when they do not fit; `suspend(SWAP)` falls back to discard when the host
-pool is full; inside `step`, a decode short of a block preempts by the configured
-strategy (see iteration_scheduler.py). A preempted generation stays runnable: the
-next step that lists it swaps it back in or re-prefills it once memory allows;
-until then it produces no token.
+blocks for every known token up front, `add` and `resume` preempting suspended
+generations if they must, and raise `OutOfKvMemory` (changing nothing) when even
+that is not enough; `suspend(SWAP)` falls back to discard when the host pool is
+full; inside `step`, a decode short of a block preempts by the configured strategy
+(see iteration_scheduler.py). A preempted generation stays runnable: the next step
+that lists it swaps it back in or re-prefills it once memory allows; until then it
+produces no token. Only a step none of whose generations fits with every other one
+preempted raises `OutOfKvMemory` (no later step could run them either).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from timely_core.engine.protocol import (
     EngineError,
     HandlingStrategy,
     MemoryReport,
+    OutOfKvMemory,
     SamplingParams,
     StepOutput,
     UnknownGeneration,
@@ -150,7 +153,8 @@ class TorchEngine:
     def can_admit(self, num_tokens: int, prefix_id: str | None = None) -> bool:
         prefix = self._prefix(prefix_id) if prefix_id is not None else None
         cost = self.blocks.admission_cost(num_tokens, prefix)
-        return cost <= self.blocks.num_free_device
+        free = self.blocks.num_free_device
+        return cost <= free or cost <= free + self.scheduler.reclaimable(self._gens.values())
 
     def add(
         self,
@@ -180,6 +184,11 @@ class TorchEngine:
             generator=make_generator(params),
         )
         with self._threads(0):
+            self.scheduler.reclaim(
+                state,
+                self.blocks.admission_cost(len(prompt_token_ids), prefix),
+                self._gens.values(),
+            )
             self.blocks.admit(state, prefix)
         self._gens[gen_id] = state
 
@@ -206,7 +215,7 @@ class TorchEngine:
         if not state.suspended:
             raise EngineError(f"generation {gen_id} is not suspended")
         with self._threads(0):
-            self.scheduler.restore(state)
+            self.scheduler.resume(state, self._gens.values())
         state.suspended = False
 
     def abort(self, gen_id: int) -> None:
@@ -221,6 +230,14 @@ class TorchEngine:
         states = [self._runnable(g) for g in gen_ids][: self.config.max_generations]
         with self._threads(0):  # preemption swaps and swap-ins are block copies
             chunks = self.scheduler.schedule(states, self._gens.values())
+        if states and not chunks:
+            # The first generation does not fit even with every other one preempted:
+            # no later step could run it either, so say so rather than idle forever.
+            raise OutOfKvMemory(
+                f"generation {states[0].gen_id} does not fit in device KV memory "
+                f"({self.blocks.num_device_blocks} blocks) even with every other "
+                "generation preempted"
+            )
         outputs: dict[int, StepOutput] = {}
         if chunks:
             forward_started = time.perf_counter()

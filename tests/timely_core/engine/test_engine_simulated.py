@@ -175,12 +175,16 @@ def test_out_of_memory_on_add_and_resume() -> None:
 
 
 def test_growth_past_memory_preempts_the_latest_and_loses_no_token() -> None:
-    sim, _ = engine(device_blocks=5, host_blocks=0, preemption_strategy=HandlingStrategy.DISCARD)
-    sim.add(1, [1, 2, 3, 4, 5, 6, 7, 8], GREEDY)  # 2 blocks each, both grow to 3
+    # 2 blocks each fill the device; both grow to 3: the first decode evicts the
+    # later-listed, latest-admitted generation, which recomputes once 1 finishes
+    sim, _ = engine(device_blocks=4, host_blocks=0, preemption_strategy=HandlingStrategy.DISCARD)
+    sim.add(1, [1, 2, 3, 4, 5, 6, 7, 8], GREEDY)
     sim.add(2, [1, 2, 3, 4, 5, 6, 7, 9], GREEDY)
     out = run_to_end(sim, [1, 2])
     assert out == {1: [7, 8, 9, 8, EOS], 2: [7, 8, 9, 9, EOS]}
-    assert sim.stats.preemptions >= 1
+    assert sim.stats.preemptions == 1
+    assert sim.stats.recomputed_tokens > 0
+    assert sim.memory().device_blocks_free == 4
 
 
 def test_abort_frees_at_once_and_unknown_ids_are_errors() -> None:
@@ -207,3 +211,86 @@ def test_paper_profile_matches_table_1() -> None:
 def test_latency_model_rejects_bad_parameters() -> None:
     with pytest.raises(ValueError, match="per_decode_s"):
         LinearLatencyModel(per_decode_s=-1.0)
+
+
+def test_a_preserved_generation_is_swapped_out_rather_than_stall_the_batch() -> None:
+    """The device held by a generation suspended with `preserve` (its robot moving):
+    the running one that must grow swaps it out, with the transfer charged, and it
+    resumes from the host with its output unchanged."""
+    sim, _ = engine(device_blocks=4)
+    sim.add(1, [1, 2, 3, 4, 5, 6, 7, 8], GREEDY)  # 2 blocks each: the device is full
+    sim.add(2, [1, 2, 3, 4, 5, 6, 7, 9], GREEDY)
+    first = {o.gen_id: o.token_id for o in sim.step([1, 2])}
+    sim.suspend(1, HandlingStrategy.PRESERVE)
+    out = {1: [first[1]], 2: [first[2]]}
+    for _ in range(10):  # bounded: without evicting 1, these steps ran nothing
+        for o in sim.step([2]):
+            out[2].append(o.token_id)
+        if out[2][-1] == EOS:
+            break
+    assert out[2] == [7, 8, 9, 9, EOS]
+    assert sim.stats.swapped_out_blocks == 2
+    sim.resume(1)
+    assert sim.stats.swapped_in_blocks == 2
+    out[1] += run_to_end(sim, [1])[1]
+    assert out[1] == [7, 8, 9, 8, EOS]
+    assert sim.memory().device_blocks_free == 4
+    assert sim.memory().host_blocks_free == 16
+
+
+def test_resume_evicts_suspended_generations_never_runnable_ones() -> None:
+    sim, _ = engine(device_blocks=3)
+    sim.add(1, [1, 2, 3, 4, 5, 6, 7, 8], GREEDY)  # 2 blocks each
+    sim.step([1])
+    sim.suspend(1, HandlingStrategy.SWAP)
+    sim.add(2, [1, 2, 3, 4, 5, 6, 7, 9], GREEDY)
+    sim.step([2])
+    with pytest.raises(OutOfKvMemory, match="resume"):  # 2 is runnable
+        sim.resume(1)
+    assert sim.memory().device_blocks_free == 1  # nothing was evicted
+    sim.suspend(2, HandlingStrategy.PRESERVE)
+    sim.resume(1)  # swaps 2 out
+    assert sim.stats.swapped_out_blocks == 4
+    assert run_to_end(sim, [1])[1] == [8, 9, 8, EOS]
+
+
+def test_a_generation_outgrowing_the_device_raises_instead_of_idling() -> None:
+    sim, _ = engine(device_blocks=2)
+    sim.add(1, [1, 2, 3, 4, 5, 6, 7, 8], GREEDY)  # 2 blocks; the first decode needs 3
+    sim.step([1])
+    with pytest.raises(OutOfKvMemory, match="generation 1 does not fit"):
+        sim.step([1])
+
+
+def test_a_preempted_generation_comes_back_by_evicting_a_suspended_one() -> None:
+    """The replay livelock: 2 was preempted, then 1 was suspended holding the device;
+    a step of 2 must swap 1 out and bring 2 back, not return nothing forever."""
+    sim, clock = engine(device_blocks=4)
+    sim.add(1, [1, 2, 3, 4, 5, 6, 7, 8], GREEDY)
+    sim.add(2, [1, 2, 3, 4, 5, 6, 7, 9], GREEDY)
+    sim.step([1, 2])
+    (o,) = sim.step([1, 2])  # 1 grows to 3 blocks: 2, listed last, is swapped out
+    assert o.gen_id == 1 and sim.stats.preemptions == 1
+    sim.suspend(1, HandlingStrategy.PRESERVE)
+    before = clock.now()
+    assert [o.token_id for o in sim.step([2])] == [8]
+    assert clock.now() > before
+    assert run_to_end(sim, [2])[2] == [9, 9, EOS]
+    sim.resume(1)
+    assert run_to_end(sim, [1])[1] == [9, 8, EOS]
+
+
+def test_add_swaps_out_suspended_generations_never_runnable_ones() -> None:
+    sim, _ = engine(device_blocks=4)
+    sim.add(1, [1, 2, 3, 4, 5, 6, 7, 8], GREEDY)  # 2 blocks each
+    sim.add(2, [1, 2, 3, 4, 5, 6, 7, 9], GREEDY)
+    sim.step([1, 2])
+    assert not sim.can_admit(8)  # both runnable
+    with pytest.raises(OutOfKvMemory):
+        sim.add(3, [1, 2, 3, 4, 5, 6, 7, 7], GREEDY)
+    assert sim.stats.preemptions == 0
+    sim.suspend(1, HandlingStrategy.PRESERVE)
+    assert sim.can_admit(8) and not sim.can_admit(12)
+    sim.add(3, [1, 2, 3, 4, 5, 6, 7, 7], GREEDY)
+    assert sim.stats.swapped_out_blocks == 2
+    assert run_to_end(sim, [3])[3] == [7, 8, 9, 7, EOS]

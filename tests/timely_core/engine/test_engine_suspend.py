@@ -172,3 +172,83 @@ def test_engine_lifecycle_errors_name_the_generation(qwen2_path: Path) -> None:
         engine.suspend(4, HandlingStrategy.SWAP)
     with pytest.raises(EngineError, match="twice"):
         engine.step([5, 5])
+
+
+def test_engine_preempts_a_preserved_generation_rather_than_stall(qwen2_path: Path) -> None:
+    """Every free block held by a generation suspended with `preserve` (its robot is
+    moving): a running generation that must grow swaps it out instead of waiting
+    forever, and the suspended one resumes from the host with its output unchanged."""
+    prompt_blocks = sum(-(-len(p) // 8) for p in PROMPTS[:2])
+    engine = _engine(qwen2_path, device_bytes=prompt_blocks * BLOCK_BYTES)
+    engine.add(0, PROMPTS[0], GREEDY)
+    engine.add(1, PROMPTS[1], GREEDY)
+    out: dict[int, list[int]] = {0: [], 1: []}
+    for o in engine.step([0, 1]):  # both prefilled: the device is full
+        out[o.gen_id].append(o.token_id)
+    engine.suspend(0, HandlingStrategy.PRESERVE)
+    for _ in range(3 * NEW):  # bounded: without preempting 0, these steps ran nothing
+        for o in engine.step([1]):
+            out[1].append(o.token_id)
+        if len(out[1]) == NEW:
+            break
+    assert len(out[1]) == NEW
+    assert engine.generation(0).strategy is HandlingStrategy.SWAP
+    assert engine.generation(0).kv is KvLocation.HOST
+    engine.resume(0)
+    while len(out[0]) < NEW:
+        (o,) = engine.step([0])
+        out[0].append(o.token_id)
+    reference = _reference(qwen2_path, GREEDY)
+    assert [PROMPTS[i] + out[i] for i in (0, 1)] == reference[:2]
+    check_memory(engine)
+
+
+def test_engine_resume_preempts_other_suspended_generations_only(qwen2_path: Path) -> None:
+    """A swapped-out generation resumes by swapping out a preserved one; with the
+    device held by a runnable generation instead, it raises and changes nothing."""
+    blocks = [-(-len(p) // 8) for p in PROMPTS[:2]]
+    engine = _engine(qwen2_path, device_bytes=max(blocks) * BLOCK_BYTES)
+    engine.add(0, PROMPTS[0], GREEDY)
+    engine.step([0])
+    engine.suspend(0, HandlingStrategy.SWAP)
+    engine.add(1, PROMPTS[1], GREEDY)
+    engine.step([1])
+    free_before = engine.memory().device_blocks_free
+    with pytest.raises(OutOfKvMemory):  # 1 is runnable: never a victim of a resume
+        engine.resume(0)
+    assert engine.generation(1).kv is KvLocation.DEVICE
+    assert engine.memory().device_blocks_free == free_before
+    engine.suspend(1, HandlingStrategy.PRESERVE)
+    engine.resume(0)
+    assert engine.generation(0).kv is KvLocation.DEVICE
+    assert engine.generation(1).kv is KvLocation.HOST
+    check_memory(engine)
+
+
+def test_engine_step_raises_when_no_listed_generation_can_ever_fit(qwen2_path: Path) -> None:
+    """A generation that outgrows the whole device: a clear error, not an idle loop."""
+    blocks = -(-len(PROMPTS[0]) // 8)
+    engine = _engine(qwen2_path, device_bytes=blocks * BLOCK_BYTES)
+    engine.add(0, PROMPTS[0], SamplingParams(max_tokens=8 * blocks))
+    with pytest.raises(OutOfKvMemory, match="generation 0 does not fit"):
+        for _ in range(8 * blocks):
+            engine.step([0])
+
+
+def test_engine_add_preempts_suspended_generations_never_runnable_ones(qwen2_path: Path) -> None:
+    blocks = [-(-len(p) // 8) for p in PROMPTS[:3]]
+    engine = _engine(qwen2_path, device_bytes=(blocks[0] + blocks[1]) * BLOCK_BYTES)
+    engine.add(0, PROMPTS[0], GREEDY)
+    engine.add(1, PROMPTS[1], GREEDY)
+    engine.step([0, 1])
+    small = min(blocks[0], blocks[1]) * 8
+    assert not engine.can_admit(small)  # everything runnable
+    with pytest.raises(OutOfKvMemory):
+        engine.add(2, PROMPTS[2][:small], GREEDY)
+    assert engine.generation(0).kv is KvLocation.DEVICE
+    engine.suspend(0, HandlingStrategy.PRESERVE)
+    assert engine.can_admit(blocks[0] * 8)
+    engine.add(2, PROMPTS[2][: blocks[0] * 8], GREEDY)
+    assert engine.generation(0).kv is KvLocation.HOST
+    assert engine.generation(1).kv is KvLocation.DEVICE
+    check_memory(engine)
