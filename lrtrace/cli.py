@@ -65,6 +65,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--threads", type=int, help="torch threads for --target service")
     r.add_argument("--network-latency-ms", type=float, default=8.0)
+    r.add_argument(
+        "--no-prefix-cache",
+        action="store_true",
+        help="prefill every prompt whole (sim, service): a server without a prefix cache",
+    )
 
     rep = sub.add_parser("report", help="tables, JSON and plots from a results file")
     rep.add_argument("results", type=Path)

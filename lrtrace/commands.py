@@ -87,6 +87,7 @@ def replay(args: argparse.Namespace, console: Console) -> int:
         threads=args.threads,
         tokenizer=args.tokenizer,
         network_latency_s=args.network_latency_ms / 1000,
+        prefix_cache=not args.no_prefix_cache,
     )
     results, interrupted = run_replay(
         trace,

@@ -106,8 +106,9 @@ class PlanningService:
             prefix = state.prefixes.get(key)
             if prefix is None:
                 ids = encode_prefix(state.tokenizer, text)
-                prefix = StoredPrefix(key if ids else None, tuple(ids), tuple(header))
-                if ids:
+                cached = bool(ids) and state.config.prefix_cache
+                prefix = StoredPrefix(key if cached else None, tuple(ids), tuple(header))
+                if cached:
                     state.engine.register_prefix(key, list(prefix.shared_ids))
                 state.prefixes[key] = prefix
             state.robots[robot_id] = Robot(robot_id, language, prefix, limit)

@@ -23,4 +23,8 @@ class ServiceConfig(BaseModel):
     min_slack_s: float = Field(default=DEFAULT_MIN_SLACK_S, gt=0)  # floor of L
     dispatch_latency_s: float = Field(default=0.0, ge=0)  # network, per segment (paper 8 ms)
     handling_strategy: HandlingStrategy = HandlingStrategy.PRESERVE
+    # Teola's partial prefill: each robot type's fixed prompt is prefilled once and
+    # shared. False prefills every prompt whole, as servers without a prefix cache do
+    # (the TimelyLLM paper's systems: Table 1 prefills the whole prompt per request).
+    prefix_cache: bool = True
     idle_wait_s: float = Field(default=0.05, gt=0)  # background thread's poll when idle

@@ -16,6 +16,7 @@ from lrtrace import executions, results_format, trace_format
 from lrtrace.catalog import load_catalog
 from lrtrace.cli import main
 from lrtrace.compose import compose
+from lrtrace.metrics import run_stats
 from lrtrace.profiles import PAPER_PROFILE
 from lrtrace.replay.exec_sampler import ExecTimeSampler
 from lrtrace.replay.runner import replay
@@ -66,6 +67,28 @@ def test_compose_replay_report(tmp_path: Path, tokenizer_path: Path) -> None:
     pngs = sorted(p.name for p in plots.iterdir())
     assert pngs == ["r_fig5.png", "r_fig6.png", "r_fig7.png", "r_fig8.png"]
     assert all((plots / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+
+
+def test_replay_without_the_prefix_cache(
+    tmp_path: Path, tokenizer_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Whole prompts prefilled on every request: the results say so, every task
+    still ends, and responses are slower than with the cache (the same trace)."""
+    trace = tmp_path / "w.lrt"
+    assert main(["compose", "--wid", "2", "--duration", "30", "--seed", "3", "-o", str(trace)]) == 0
+    means = {}
+    for name, flags in (("cached", []), ("whole", ["--no-prefix-cache"])):
+        res = tmp_path / f"{name}.json"
+        argv = ["replay", str(trace), "--tokenizer", str(tokenizer_path), "-o", str(res), *flags]
+        assert main(argv) == 0
+        (run,) = results_format.read(res).runs
+        assert run.engine.endswith(" (no prefix cache)") == (name == "whole")
+        assert all(t.finished for t in run.tasks)
+        everyone = next(g for g in run_stats(run) if g.group == "all")
+        means[name] = everyone.response_s.mean
+    assert means["whole"] > means["cached"]
+    out = str(tmp_path / "r.json")
+    bad(capsys, ["replay", str(trace), "--target", "ros", "--no-prefix-cache", "-o", out], "sim")
 
 
 def test_yaml_workload(tmp_path: Path) -> None:

@@ -15,17 +15,30 @@ def make_target(
     threads: int | None,
     network_latency_s: float,
     tokenizer: Path | None = None,
+    prefix_cache: bool = True,
 ) -> ReplayTarget:
+    """`prefix_cache=False`: every prompt prefilled whole (`ServiceConfig.prefix_cache`;
+    for `service` the engine's own content-hash cache is off too)."""
     if kind == "sim":
         from lrtrace.replay.targets.sim import SimTarget
 
-        return SimTarget.from_profile(profile, tokenizer, network_latency_s=network_latency_s)
+        return SimTarget.from_profile(
+            profile, tokenizer, network_latency_s=network_latency_s, prefix_cache=prefix_cache
+        )
     if kind == "service":
         from lrtrace.replay.targets.service import ServiceTarget
 
-        return ServiceTarget.from_checkpoint(model, threads, network_latency_s=network_latency_s)
+        return ServiceTarget.from_checkpoint(
+            model, threads, network_latency_s=network_latency_s, prefix_cache=prefix_cache
+        )
     if kind == "ros":
         from lrtrace.replay.targets.ros import RosTarget
+
+        if not prefix_cache:
+            raise LrtraceError(
+                "--no-prefix-cache applies to the sim and service targets; a ROS 2 "
+                "planner's prefix cache is set where it runs"
+            )
 
         return RosTarget.connect(network_latency_s=network_latency_s)
     raise LrtraceError(f"unknown replay target {kind!r}; choose sim, service or ros")

@@ -57,6 +57,12 @@ def load_tokenizer_file(path: Path) -> Any:
         raise LrtraceError(f"cannot load tokenizer {path}: {err}") from None
 
 
+def no_prefix_cache_tag(config: ServiceConfig) -> str:
+    """Appended to a target's engine name in results: a replay without the prefix
+    cache is a different setting, and its results say so."""
+    return "" if config.prefix_cache else " (no prefix cache)"
+
+
 def load_languages(robot_types: set[str]) -> dict[str, PlanLanguage]:
     from robot_models.language import load_language
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from lrtrace.errors import LrtraceError
 from lrtrace.replay.fleet import NETWORK_LATENCY_S, ExecutionSampler
-from lrtrace.replay.targets.common import InProcessTarget, load_tokenizer
+from lrtrace.replay.targets.common import InProcessTarget, load_tokenizer, no_prefix_cache_tag
 from lrtrace.results_format import Target
 from lrtrace.trace_format import TraceFile
 from timely_core.clock import MonotonicClock
@@ -35,7 +35,7 @@ class ServiceTarget(InProcessTarget):
         service_config: ServiceConfig | None = None,
     ) -> None:
         super().__init__(tokenizer, sampler, network_latency_s, service_config)
-        self.engine = name
+        self.engine = name + no_prefix_cache_tag(self._config)
         self._engine = engine
 
     @classmethod
@@ -44,8 +44,10 @@ class ServiceTarget(InProcessTarget):
         model: Path | None,
         threads: int | None,
         network_latency_s: float = NETWORK_LATENCY_S,
-        service_config: ServiceConfig | None = None,
+        prefix_cache: bool = True,
     ) -> ServiceTarget:
+        """`prefix_cache=False`: neither the service's stored prefixes nor the
+        engine's content-hash cache, so every prompt is prefilled whole."""
         from lrtrace.replay.exec_sampler import ExecTimeSampler
         from robot_models.checkpoints import default_planner_path
         from timely_core.engine.config import EngineConfig
@@ -54,14 +56,16 @@ class ServiceTarget(InProcessTarget):
         path = model or default_planner_path()
         if not (path / "config.json").is_file():
             raise LrtraceError(f"no checkpoint at {path} (config.json missing)")
-        engine = TorchEngine(path, EngineConfig(num_threads=threads))
+        engine = TorchEngine(
+            path, EngineConfig(num_threads=threads, enable_prefix_caching=prefix_cache)
+        )
         return cls(
             engine,
             load_tokenizer(path),
             ExecTimeSampler(),
             f"torch:{path.name}",
             network_latency_s,
-            service_config,
+            ServiceConfig(prefix_cache=prefix_cache),
         )
 
     def _new_service(self, trace: TraceFile, policy: str, config: ServiceConfig) -> PlanningService:

@@ -13,7 +13,12 @@ from typing import Any
 from lrtrace.catalog import Catalog, load_catalog
 from lrtrace.profiles import LatencyProfile, load
 from lrtrace.replay.fleet import NETWORK_LATENCY_S, ExecutionSampler
-from lrtrace.replay.targets.common import InProcessTarget, load_tokenizer_file, planner_tokenizer
+from lrtrace.replay.targets.common import (
+    InProcessTarget,
+    load_tokenizer_file,
+    no_prefix_cache_tag,
+    planner_tokenizer,
+)
 from lrtrace.results_format import Target
 from lrtrace.trace_format import TraceFile
 from timely_core.clock import VirtualClock
@@ -97,7 +102,7 @@ class SimTarget(InProcessTarget):
         super().__init__(tokenizer, sampler, network_latency_s, service_config)
         self.profile_model = profile
         self.profile = profile.name
-        self.engine = f"simulated:{profile.name}"
+        self.engine = f"simulated:{profile.name}" + no_prefix_cache_tag(self._config)
         self._catalog = catalog
         self.last_engine: SimulatedEngine | None = None
         self.last_service: PlanningService | None = None
@@ -105,7 +110,11 @@ class SimTarget(InProcessTarget):
 
     @classmethod
     def from_profile(
-        cls, name: str, tokenizer: Path | None = None, network_latency_s: float = NETWORK_LATENCY_S
+        cls,
+        name: str,
+        tokenizer: Path | None = None,
+        network_latency_s: float = NETWORK_LATENCY_S,
+        prefix_cache: bool = True,
     ) -> SimTarget:
         """`tokenizer`: a tokenizer.json (default: the embedded planner's)."""
         from lrtrace.replay.exec_sampler import ExecTimeSampler
@@ -115,7 +124,8 @@ class SimTarget(InProcessTarget):
             tok, source = load_tokenizer_file(tokenizer), str(tokenizer)
         else:
             tok, source = planner_tokenizer()
-        target = cls(profile, tok, ExecTimeSampler(), load_catalog(), network_latency_s)
+        config = ServiceConfig(prefix_cache=prefix_cache)
+        target = cls(profile, tok, ExecTimeSampler(), load_catalog(), network_latency_s, config)
         target.tokenizer_source = source
         return target
 
