@@ -61,11 +61,17 @@ def group(results: ResultsFile, label: str, name: str) -> GroupStats:
 
 
 def ratio(a: float, b: float) -> float:
-    return a / b if b > 0 else math.inf
+    """a / b; infinite when only the baseline got nothing, NaN (never a met goal)
+    when neither got anything."""
+    if b > 0:
+        return a / b
+    return math.inf if a > 0 else math.nan
 
 
 def times(value: float) -> str:
-    """A ratio for the summary: 'n/a (fcfs 0)' when the baseline got nothing."""
+    """A ratio for the summary: 'n/a (...)' when the baseline got nothing."""
+    if math.isnan(value):
+        return "n/a (both 0)"
     return f"{value:.2f}x" if math.isfinite(value) else "n/a (fcfs 0)"
 
 
@@ -203,6 +209,11 @@ def headline(key: str, info: dict[str, Any]) -> float:
     return float(info["arm"]["mean_change_pct"] if key == "wid3" else info["drone"]["urgent_ratio"])
 
 
+def nan_last(value: float) -> tuple[bool, float]:
+    """Sort key: NaN (no figure) after every number, so the median stays a number."""
+    return (math.isnan(value), 0.0 if math.isnan(value) else value)
+
+
 def median_of_repeats(
     name: str, repeats: list[tuple[dict[str, Any], dict[str, ResultsFile]]]
 ) -> dict[str, Any]:
@@ -212,7 +223,7 @@ def median_of_repeats(
     out: dict[str, Any] = {"workloads": {}, "wall_s": {}, "load_1min_at_start": {}}
     out["repeats"] = {key: [] for key in repeats[0][0]["workloads"]}
     for key in repeats[0][0]["workloads"]:
-        ranked = sorted(repeats, key=lambda r: headline(key, r[0]["workloads"][key]))
+        ranked = sorted(repeats, key=lambda r: nan_last(headline(key, r[0]["workloads"][key])))
         chosen, results = ranked[(len(ranked) - 1) // 2]
         for field in ("workloads", "wall_s", "load_1min_at_start"):
             out[field][key] = chosen[field][key]
