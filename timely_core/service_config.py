@@ -25,6 +25,6 @@ class ServiceConfig(BaseModel):
     handling_strategy: HandlingStrategy = HandlingStrategy.PRESERVE
     # Teola's partial prefill: each robot type's fixed prompt is prefilled once and
     # shared. False prefills every prompt whole, as servers without a prefix cache do
-    # (the TimelyLLM paper's systems: Table 1 prefills the whole prompt per request).
+    # (to size one: `lrtrace replay --no-prefix-cache`).
     prefix_cache: bool = True
     idle_wait_s: float = Field(default=0.05, gt=0)  # background thread's poll when idle
