@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from timely_core.engine.block_manager import BlockManager
+from timely_core.engine.block_manager import BlockManager, PinnedPrefix
 from timely_core.engine.config import EngineConfig
 from timely_core.engine.generation import GenerationState, KvLocation
 from timely_core.engine.model_runner import Chunk
@@ -83,17 +83,20 @@ class IterationScheduler:
         if state.kv is KvLocation.HOST:
             self.blocks.swap_in(state)
         elif state.kv is KvLocation.NONE:
-            prefix = self.blocks.prefixes.get(state.prefix_id or "")
-            if prefix is not None and state.token_ids[: len(prefix.token_ids)] != prefix.token_ids:
-                prefix = None
-            self.blocks.admit(state, prefix)
+            self.blocks.admit(state, self._restore_prefix(state))
 
     def restore_cost(self, state: GenerationState) -> int:
         """Free device blocks `restore` needs at most."""
         if state.kv is KvLocation.HOST:
             return len(state.host_blocks)
+        return self.blocks.admission_cost(len(state.token_ids), self._restore_prefix(state))
+
+    def _restore_prefix(self, state: GenerationState) -> PinnedPrefix | None:
+        """The pinned prefix a re-admission of `state` shares, if it still starts with it."""
         prefix = self.blocks.prefixes.get(state.prefix_id or "")
-        return self.blocks.admission_cost(len(state.token_ids), prefix)
+        if prefix is not None and state.token_ids[: len(prefix.token_ids)] != prefix.token_ids:
+            return None
+        return prefix
 
     def try_restore(self, state: GenerationState) -> bool:
         try:
