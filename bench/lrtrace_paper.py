@@ -1,7 +1,8 @@
 """Reproduce TimelyLLM's §7 experiments with LRTrace (issue #6).
 
-On the paper-profile simulator (Llama3-8B fp16 on an RTX 4090, Table 1; virtual
-time, so the paper's workloads run at full scale) and, with `--real`, on this
+On the paper-profile simulator (Llama3-8B fp16 on an RTX 4090, Table 1, served as
+TimelyLLM's code serves it: at most 8 sequences per iteration; virtual time, so the
+paper's workloads run at full scale) and, with `--real`, on this
 machine's TorchEngine with the planner checkpoint under a contended workload:
 
 - WID 1 (low load) and WID 2 (high load): urgent-task mean utility, timely vs fcfs
@@ -174,6 +175,8 @@ def section(
         info: dict[str, Any] = {
             "workload": spec.model_dump(mode="json"),
             "tasks": len(trace.tasks),
+            # every policy's cap on generations per iteration (sim: the profile's)
+            "batch_cap": target.batch_cap(None),
             # how close each run kept the engine to its capacity (sim: virtual time)
             "engine_busy_share": {
                 r.label: share
@@ -573,6 +576,7 @@ def load_settings(name: str, sec: dict[str, Any]) -> list[str]:
             f"- {name}, {LOADS[key]}: {w['eps']:g} events/s, 1-{w['max_tpe']} tasks per "
             f"event, traces {min(w['trace_ids'])}-{max(w['trace_ids'])}, {w['agents']} agents "
             f"per robot type, {w['duration_s']:g} s, seed {w['seed']}: {info['tasks']} tasks"
+            + (f", max batch {info['batch_cap']}" if info.get("batch_cap") else "")
         )
     return lines
 

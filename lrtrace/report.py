@@ -85,6 +85,13 @@ def engine_busy(results: ResultsFile) -> str | None:
     return f"engine busy, share of the trace's {duration:g} s: " + ", ".join(parts)
 
 
+def batch_caps(results: ResultsFile) -> str | None:
+    """The cap on generations per iteration each run used (a sweep's, or the target's
+    default, e.g. a profile's); None when no run knows it."""
+    parts = [f"{r.label} {r.batch_cap}" for r in results.runs if r.batch_cap is not None]
+    return "max batch: " + ", ".join(parts) if parts else None
+
+
 def json_safe(x: Any) -> Any:
     """`x` for strict JSON: NaN (a group with no completed task) and infinities (a
     ratio over a baseline at 0) become null, in nested dicts, lists and tuples."""
@@ -113,6 +120,7 @@ def stats_json(results: ResultsFile) -> dict[str, Any]:
                     "simulated": r.simulated,
                     "profile": r.profile,
                     "max_batch": r.max_batch,
+                    "batch_cap": r.batch_cap,
                     "interrupted": r.interrupted,
                     "wall_s": r.wall_s,
                     "engine_busy_s": r.engine_busy_s,
@@ -131,8 +139,8 @@ def write_json(results: ResultsFile, path: Path) -> None:
 
 def print_report(results: ResultsFile, console: Console, groups: str = "all") -> None:
     console.print(table(results, groups))
-    busy = engine_busy(results)
-    if busy is not None:
-        console.print(busy)
+    for line in (engine_busy(results), batch_caps(results)):
+        if line is not None:
+            console.print(line)
     if results.simulated:
         console.print(f"[bold yellow]{SIMULATION_NOTE}[/]")

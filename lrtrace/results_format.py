@@ -65,7 +65,10 @@ class RunRecord(BaseModel):
     engine: str  # "torch:<checkpoint>", "simulated:<profile>", "ros:<action>"
     simulated: bool  # True: virtual-time simulation, not a measurement
     profile: str = ""
-    max_batch: int | None = None
+    max_batch: int | None = None  # the cap asked for (sweeps); None: the target's default
+    # the cap the run used, the default included; None where the target cannot tell
+    # (ros) and in files written before it
+    batch_cap: int | None = None
     network_latency_s: float = 0.008
     wall_s: float = 0.0
     # seconds the engine spent in iterations (replay clock: virtual for the simulator);

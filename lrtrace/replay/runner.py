@@ -41,7 +41,8 @@ def replay(
         console.print(
             f"[bold yellow]SIMULATION[/]: virtual-time replay on latency profile "
             f"{target.profile!r}; figures are modelled, not measured "
-            f"(tokenizer: {getattr(target, 'tokenizer_source', 'given')})."
+            f"(tokenizer: {getattr(target, 'tokenizer_source', 'given')}; "
+            f"max batch {target.batch_cap(None)} unless a cap is given)."
         )
     columns = (
         TextColumn("{task.description}"),
@@ -62,6 +63,7 @@ def replay(
                     simulated=target.simulated,
                     profile=target.profile,
                     max_batch=max_batch,
+                    batch_cap=target.batch_cap(max_batch),
                     network_latency_s=network_latency_s,
                 )
                 records: list[TaskRecord] = []

@@ -19,6 +19,10 @@ class ReplayTarget(Protocol):
     simulated: bool
     profile: str
 
+    def batch_cap(self, max_batch: int | None) -> int | None:
+        """The cap on generations per iteration a run given `max_batch` uses (the
+        target's default when None); None where the target cannot tell."""
+
     def run(
         self,
         trace: TraceFile,

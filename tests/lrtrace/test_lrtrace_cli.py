@@ -33,7 +33,9 @@ def bad(capsys: pytest.CaptureFixture[str], argv: list[str], match: str) -> None
     assert match in err, err
 
 
-def test_compose_replay_report(tmp_path: Path, tokenizer_path: Path) -> None:
+def test_compose_replay_report(
+    tmp_path: Path, tokenizer_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     trace, res = tmp_path / "w.lrt", tmp_path / "r.json"
     assert main(["compose", "--wid", "1", "--duration", "40", "--seed", "5", "-o", str(trace)]) == 0
     loaded = trace_format.read(trace)
@@ -45,6 +47,7 @@ def test_compose_replay_report(tmp_path: Path, tokenizer_path: Path) -> None:
     assert [r.label for r in results.runs] == ["timely@2", "timely@8", "fcfs@2", "fcfs@8"]
     assert all(r.simulated and r.engine == f"simulated:{PAPER_PROFILE.name}" for r in results.runs)
     assert all(t.finished for r in results.runs for t in r.tasks)
+    assert [r.batch_cap for r in results.runs] == [2, 8, 2, 8]
     assert all(r.engine_busy_s is not None for r in results.runs)
     busy = {r.label: r.engine_busy_s or 0.0 for r in results.runs}
     assert all(b > 0 for b in busy.values())
@@ -57,10 +60,13 @@ def test_compose_replay_report(tmp_path: Path, tokenizer_path: Path) -> None:
     assert recorded and all(e.robot_type == "drone" and e.duration_s > 0 for e in recorded)
     assert len(recorded) < sum(len(t.segments) for t in results.runs[1].tasks)
     stats, plots = tmp_path / "s.json", tmp_path / "plots"
+    capsys.readouterr()
     assert main(["report", str(res), "--json", str(stats), "--plots", str(plots)]) == 0
+    assert "max batch: timely@2 2, timely@8 8, fcfs@2 2, fcfs@8 8" in capsys.readouterr().out
     doc = json.loads(stats.read_text())
     assert doc["simulated"] is True and "SIMULATION" in doc["note"]
     shares = {r["label"]: r["engine_busy_share"] for r in doc["runs"]}
+    assert {r["label"]: r["batch_cap"] for r in doc["runs"]}["fcfs@2"] == 2
     assert shares == {label: pytest.approx(b / 40.0) for label, b in busy.items()}
     groups = {(s["run"], s["group"]) for s in doc["stats"]}
     assert ("fcfs@8", "urgent-drone") in groups and ("timely@2", "trace 1") in groups
@@ -83,6 +89,7 @@ def test_replay_without_the_prefix_cache(
         assert main(argv) == 0
         (run,) = results_format.read(res).runs
         assert run.engine.endswith(" (no prefix cache)") == (name == "whole")
+        assert run.max_batch is None and run.batch_cap == PAPER_PROFILE.max_batch_size == 8
         assert all(t.finished for t in run.tasks)
         everyone = next(g for g in run_stats(run) if g.group == "all")
         means[name] = everyone.response_s.mean

@@ -17,6 +17,8 @@ from lrtrace.replay.exec_sampler import ExecTimeSampler
 from lrtrace.replay.targets.sim import SimTarget
 from lrtrace.results_format import RunRecord, TaskRecord
 from lrtrace.workload import preset
+from timely_core.engine.simulated import SimulatedEngine
+from timely_core.service_config import ServiceConfig
 
 CATALOG = load_catalog()
 TRACE = compose(preset(1).model_copy(update={"duration_s": 60.0, "seed": 3}), CATALOG)
@@ -94,3 +96,42 @@ def test_batch_cap_limits_concurrency(tokenizer: Any) -> None:
     base = [task_metrics(r) for r in run(tokenizer, "fcfs")]
     capped = [task_metrics(r) for r in records]
     assert sum(m.response_s for m in capped if m) >= sum(m.response_s for m in base if m)
+
+
+def step_sizes(
+    monkeypatch: pytest.MonkeyPatch, target: SimTarget, max_batch: int | None
+) -> list[int]:
+    """How many generations each engine iteration of one fcfs run of BURSTS was given."""
+    sizes: list[int] = []
+    step = SimulatedEngine.step
+
+    def counting(self: SimulatedEngine, gen_ids: list[int]) -> Any:
+        sizes.append(len(gen_ids))
+        return step(self, gen_ids)
+
+    monkeypatch.setattr(SimulatedEngine, "step", counting)
+    records: list[TaskRecord] = []
+    target.run(BURSTS, "fcfs", max_batch, records, lambda r: None, threading.Event())
+    monkeypatch.undo()
+    assert all(r.finished and r.success for r in records)
+    return sizes
+
+
+# WID 2's bursts (up to 16 tasks at once) are wider than the paper's engine ran
+BURSTS = compose(preset(2).model_copy(update={"duration_s": 40.0, "seed": 1}), CATALOG)
+
+
+def test_paper_profile_runs_at_most_its_engines_8_sequences(
+    tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert PAPER_PROFILE.max_batch_size == 8
+    target = SimTarget(PAPER_PROFILE, tokenizer, ExecTimeSampler(), CATALOG)
+    assert target.batch_cap(None) == 8 and target.batch_cap(16) == 16
+    assert max(step_sizes(monkeypatch, target, None)) == 8
+    # an explicit cap (a sweep, or a what-if) overrides the profile's
+    assert max(step_sizes(monkeypatch, target, 16)) > 8
+    # a profile without a cap of its own leaves the service's default
+    uncapped = PAPER_PROFILE.model_copy(update={"max_batch_size": None})
+    target = SimTarget(uncapped, tokenizer, ExecTimeSampler(), CATALOG)
+    assert target.batch_cap(None) == ServiceConfig().max_batch_size
+    assert max(step_sizes(monkeypatch, target, None)) > 8

@@ -105,6 +105,12 @@ class InProcessTarget:
         """Service settings this target needs for `trace`, beyond the shared ones."""
         return {}
 
+    def _default_batch_cap(self) -> int:
+        return self._config.max_batch_size
+
+    def batch_cap(self, max_batch: int | None) -> int:
+        return self._default_batch_cap() if max_batch is None else max_batch
+
     def run(
         self,
         trace: TraceFile,
@@ -117,8 +123,7 @@ class InProcessTarget:
         self._languages = languages_for(trace, self._languages)
         update: dict[str, object] = {"dispatch_latency_s": self._latency}
         update.update(self._config_update(trace))
-        if max_batch is not None:
-            update["max_batch_size"] = max_batch
+        update["max_batch_size"] = self.batch_cap(max_batch)
         service = self._new_service(trace, policy, self._config.model_copy(update=update))
         for agent in trace.agents:  # prefixes are prefilled before the replay clock starts
             service.register_robot(agent.agent_id, robot_type=agent.robot_type)

@@ -45,6 +45,9 @@ class RosTarget:
             raise LrtraceError("timely_ros.replay_target has no replay() function")
         return cls(module, network_latency_s)
 
+    def batch_cap(self, max_batch: int | None) -> int | None:
+        return None  # the planner node's own configuration, not visible from here
+
     def run(
         self,
         trace: TraceFile,

@@ -129,6 +129,11 @@ class SimTarget(InProcessTarget):
         target.tokenizer_source = source
         return target
 
+    def _default_batch_cap(self) -> int:
+        # the profiled setting's own cap (the paper's engine ran at most 8 sequences)
+        cap = self.profile_model.max_batch_size
+        return self._config.max_batch_size if cap is None else cap
+
     def _config_update(self, trace: TraceFile) -> dict[str, object]:
         # every arrival is handed over up front (submit_at), so the bound on waiting
         # tasks must hold the whole trace; it is not what is being measured here
