@@ -130,6 +130,10 @@ def test_paper_profile_runs_at_most_its_engines_8_sequences(
     assert max(step_sizes(monkeypatch, target, None)) == 8
     # an explicit cap (a sweep, or a what-if) overrides the profile's
     assert max(step_sizes(monkeypatch, target, 16)) > 8
+    # so does a service config that sets one
+    config = ServiceConfig(max_batch_size=12)
+    configured = SimTarget(PAPER_PROFILE, tokenizer, ExecTimeSampler(), CATALOG, 0.008, config)
+    assert configured.batch_cap(None) == 12
     # a profile without a cap of its own leaves the service's default
     uncapped = PAPER_PROFILE.model_copy(update={"max_batch_size": None})
     target = SimTarget(uncapped, tokenizer, ExecTimeSampler(), CATALOG)

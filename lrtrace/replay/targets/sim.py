@@ -130,9 +130,12 @@ class SimTarget(InProcessTarget):
         return target
 
     def _default_batch_cap(self) -> int:
-        # the profiled setting's own cap (the paper's engine ran at most 8 sequences)
+        # the profiled setting's own cap (the paper's engine ran at most 8 sequences),
+        # unless the service config given to the target sets one
         cap = self.profile_model.max_batch_size
-        return self._config.max_batch_size if cap is None else cap
+        if cap is None or "max_batch_size" in self._config.model_fields_set:
+            return self._config.max_batch_size
+        return cap
 
     def _config_update(self, trace: TraceFile) -> dict[str, object]:
         # every arrival is handed over up front (submit_at), so the bound on waiting
