@@ -81,14 +81,15 @@ class LinearLatencyModel:
 # (weights streamed once per iteration) + one token's compute; the per-token compute is
 # what prefill costs per token beyond that fixed part: (328 - 21.5) ms / 2884 =
 # 0.1063 ms. Swap: §4.1, 170 MB restored in 9.5 ms.
-# The serving configuration is the one TimelyLLM's released code gives vLLM for every
-# policy, the vLLM baseline included (rtengine/vllm_llm_scheduler.py: EngineArgs
-# max_num_seqs=8, gpu_memory_utilization=0.8, max_model_len=4000,
-# enable_prefix_caching=True): at most 8 sequences per iteration; KV capacity = 0.8 x
-# 24 GiB minus 16.1 GB of weights minus ~1.5 GB of activations and runtime -> ~3.0 GB
-# / 128 KiB; without chunked prefill vLLM batches max(max_model_len, 2048) = 4000
-# tokens per iteration. This is the one definition; lrtrace's
-# `paper-llama3-8b-rtx4090` latency profile is built from it.
+# The serving configuration is the one TimelyLLM's code gives vLLM for every policy,
+# the vLLM baseline included (rtengine/vllm_llm_scheduler.py in
+# github.com/MarkoMile/TimelyLLM, a port that keeps upstream's values, hard-coded for
+# the 24 GB RTX 4090: EngineArgs max_num_seqs=8, gpu_memory_utilization=0.8,
+# max_model_len=4000, enable_prefix_caching=True): at most 8 sequences per iteration;
+# KV capacity = 0.8 x 24 GiB minus 16.1 GB of weights minus ~1.5 GB of activations
+# and runtime -> ~3.0 GB / 128 KiB; without chunked prefill vLLM batches
+# max(max_model_len, 2048) = 4000 tokens per iteration. This is the one definition;
+# lrtrace's `paper-llama3-8b-rtx4090` latency profile is built from it.
 PAPER_KV_BYTES_PER_TOKEN = 32 * 8 * 128 * 2 * 2
 PAPER_KV_CAPACITY_TOKENS = int((0.8 * 24 * 2**30 - 16.1e9 - 1.5e9) / PAPER_KV_BYTES_PER_TOKEN)
 PAPER_SWAP_BYTES_PER_S = 170e6 / 9.5e-3
