@@ -38,9 +38,9 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from timely_core.engine.config import EngineConfig
 from timely_core.engine.protocol import HandlingStrategy, SamplingParams
-from timely_core.engine.torch_engine import TorchEngine
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT = ROOT / "robot_models" / "checkpoints" / "planner"
@@ -70,7 +70,7 @@ class Workload:
 def planner_workload(path: Path) -> Workload:
     from robot_models.dataset import LRTRACE_TASKS
     from robot_models.language import load_language
-    from timely_core.engine.loader import load_tokenizer
+    from timely_core.engine.torch.loader import load_tokenizer
 
     tokenizer = load_tokenizer(path)
 

@@ -3,7 +3,7 @@
 An LRTrace event starts up to 8 (WID 1, 3) or 16 (WID 2) tasks at once, so the
 engine prefills a burst of one robot's requests after that robot's registered
 prefix. This times one engine iteration that prefills such a burst, to the first
-token of every request, with the cascade (`timely_core.engine.model.prefill_cascade`)
+token of every request, with the cascade (`timely_core.engine.torch.model.prefill_cascade`)
 and without it (the same engine, the runner's cascade switched off), alternating
 the two so that load drift hits both alike; it checks both give the same first
 tokens. Real planner prompts (the LRTrace tasks' requests after the robot prefix).
@@ -24,9 +24,9 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from timely_core.engine.config import EngineConfig
 from timely_core.engine.protocol import SamplingParams
-from timely_core.engine.torch_engine import TorchEngine
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT = ROOT / "robot_models" / "checkpoints" / "planner"
@@ -38,7 +38,7 @@ def robot_prompts() -> dict[str, tuple[list[int], list[list[int]]]]:
     """Per robot type: the prefix ids and the LRTrace requests' ids after it."""
     from robot_models.dataset import LRTRACE_TASKS
     from robot_models.language import load_language
-    from timely_core.engine.loader import load_tokenizer
+    from timely_core.engine.torch.loader import load_tokenizer
 
     tokenizer = load_tokenizer(CHECKPOINT)
 

@@ -29,12 +29,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from timely_core.batch_control import LatencyGuidedBatch, RunningBudget
-from timely_core.policies import make_policy
-from timely_core.priority import DEFAULT_SEGMENT_GENERATION_S, pud_priority
-from timely_core.queue_table import QueueEntry
-from timely_core.scheduler import Scheduler
-from timely_core.tuf import Tuf
+from timely_core.scheduling.batch_control import LatencyGuidedBatch, RunningBudget
+from timely_core.scheduling.policies import make_policy
+from timely_core.scheduling.priority import DEFAULT_SEGMENT_GENERATION_S, pud_priority
+from timely_core.scheduling.queue_table import QueueEntry
+from timely_core.scheduling.scheduler import Scheduler
+from timely_core.scheduling.tuf import Tuf
 
 SIZES = (1, 8, 100, 1000)
 GOAL_S_AT_1000 = 0.2e-3

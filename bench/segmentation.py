@@ -45,16 +45,16 @@ from robot_models.language import load_language
 from robot_models.training.tokenizer import train_tokenizer
 from timely_core.clock import Clock, MonotonicClock, VirtualClock
 from timely_core.engine.protocol import SamplingParams
-from timely_core.engine.simulated import (
+from timely_core.engine.sim.engine import (
     LinearLatencyModel,
     SimulatedEngine,
     SimulatedEngineConfig,
 )
-from timely_core.plan_language import PlanLanguage
+from timely_core.language.plan_language import PlanLanguage
 from timely_core.request import TaskRequest
-from timely_core.robots import encode_prefix, encode_request, prefix_key
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
+from timely_core.serving.robots import encode_prefix, encode_request, prefix_key
 
 GOAL = 0.02
 MAX_TOKENS = 256
@@ -141,8 +141,8 @@ class EngineFactory:
     def make(self) -> tuple[StepTimedEngine, Clock, Callable[[], float]]:
         """A fresh engine, the service clock, and a reader of generation time."""
         if self.kind == "torch":
-            from timely_core.engine.config import EngineConfig
-            from timely_core.engine.torch_engine import TorchEngine
+            from timely_core.engine.torch.config import EngineConfig
+            from timely_core.engine.torch.engine import TorchEngine
 
             engine = StepTimedEngine(TorchEngine(self.model, EngineConfig()))
             return engine, MonotonicClock(), time.perf_counter

@@ -11,7 +11,7 @@ from lrtrace.catalog import Catalog
 from lrtrace.errors import LrtraceError
 from lrtrace.trace_format import Agent, TraceFile, TraceTask
 from lrtrace.workload import WorkloadSpec
-from timely_core.tuf import Tuf
+from timely_core.scheduling.tuf import Tuf
 
 
 def agents_for(spec: WorkloadSpec, catalog: Catalog) -> list[Agent]:

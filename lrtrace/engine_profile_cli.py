@@ -52,8 +52,8 @@ def robot_prefix_tokens(model: Path) -> int:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from robot_models.checkpoints import default_planner_path
-    from timely_core.engine.config import EngineConfig
-    from timely_core.engine.torch_engine import TorchEngine
+    from timely_core.engine.torch.config import EngineConfig
+    from timely_core.engine.torch.engine import TorchEngine
 
     model = args.model or default_planner_path()
     config_path = model / "config.json"

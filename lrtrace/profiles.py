@@ -10,7 +10,7 @@ SimulatedEngine's `LinearLatencyModel`, so the simulator runs the service's real
 scheduling code in virtual time on a cost model measured on a real engine
 (`lrtrace profile-engine`) or derived from a published one (the paper's Table 1).
 Measured profiles are JSON files in `lrtrace/profiles/`, validated on load; the
-paper's is built from its one definition in `timely_core.engine.simulated`.
+paper's is built from its one definition in `timely_core.engine.sim.engine`.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def save(profile: LatencyProfile, path: Path | None = None) -> Path:
 def _paper_profile() -> LatencyProfile:
     """The paper's setting, from its one definition in timely_core (the simulated
     engine's `PAPER_LLAMA3_8B_RTX4090`, where the derivation is written down)."""
-    from timely_core.engine import simulated as sim
+    from timely_core.engine.sim import engine as sim
 
     model = sim.PAPER_LLAMA3_8B_RTX4090
     return LatencyProfile(
@@ -129,7 +129,7 @@ def _paper_profile() -> LatencyProfile:
             "per-token compute; fixed part 21.5 ms so a batch-1 decode at 2.9k context is "
             "22 ms. Serving configuration of TimelyLLM's code for every policy (vLLM "
             "max_num_seqs=8, gpu_memory_utilization=0.8, prefix caching on): max batch 8, "
-            "~3.0 GB of KV (timely_core.engine.simulated.PAPER_LLAMA3_8B_RTX4090)"
+            "~3.0 GB of KV (timely_core.engine.sim.engine.PAPER_LLAMA3_8B_RTX4090)"
         ),
     )
 

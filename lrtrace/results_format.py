@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from lrtrace.errors import LrtraceError
 from lrtrace.trace_format import one_line
 from lrtrace.workload import WorkloadSpec
-from timely_core.tuf import Tuf
+from timely_core.scheduling.tuf import Tuf
 
 RESULTS_FORMAT: Final = "lrtrace-results"
 RESULTS_VERSION: Final = 1

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from lrtrace.errors import LrtraceError
 from lrtrace.workload import WorkloadSpec
-from timely_core.tuf import Tuf
+from timely_core.scheduling.tuf import Tuf
 
 TRACE_FORMAT: Final = "lrtrace-trace"
 TRACE_VERSION: Final = 1

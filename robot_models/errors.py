@@ -1,6 +1,6 @@
 """The two documented failures of a plan: bad syntax and bad skill use.
 
-Both subclass `ValueError`, which is what `timely_core.plan_language` promises its
+Both subclass `ValueError`, which is what `timely_core.language.plan_language` promises its
 callers; anything else escaping the parser is a bug.
 """
 

@@ -1,6 +1,6 @@
 """`RobotPlanLanguage`: one robot type's prompt, parser and execution-time model,
-shaped to satisfy `timely_core.plan_language.PlanLanguage` and, when it learns from
-executions, `timely_core.execution_feedback.ExecutionFeedback` (structurally: this
+shaped to satisfy `timely_core.language.plan_language.PlanLanguage` and, when it learns from
+executions, `timely_core.serving.execution_feedback.ExecutionFeedback` (structurally: this
 package never imports timely_core)."""
 
 from __future__ import annotations

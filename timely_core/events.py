@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from timely_core.plan_language import PlanStatement
+from timely_core.language.plan_language import PlanStatement
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import unicodedata
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from timely_core.tuf import Tuf
+from timely_core.scheduling.tuf import Tuf
 
 MAX_INSTRUCTION_CHARS = 2000
 MAX_SCENE_CHARS = 8000

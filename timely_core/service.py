@@ -22,16 +22,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from timely_core.admission import admit
 from timely_core.clock import Clock, MonotonicClock
 from timely_core.engine.protocol import Engine
 from timely_core.errors import TaskFinished, UnknownTask
-from timely_core.execution_feedback import report_execution
-from timely_core.generation import GenerationState
-from timely_core.plan_language import PlanLanguage
-from timely_core.policies import Policy, make_policy
+from timely_core.language.plan_language import PlanLanguage
 from timely_core.request import TaskRequest
-from timely_core.robots import (
+from timely_core.scheduling.policies import Policy, make_policy
+from timely_core.service_config import ServiceConfig
+from timely_core.serving.admission import admit
+from timely_core.serving.execution_feedback import report_execution
+from timely_core.serving.generation import GenerationState
+from timely_core.serving.loop import ServiceLoop
+from timely_core.serving.robots import (
     Robot,
     StoredPrefix,
     encode_prefix,
@@ -40,9 +42,7 @@ from timely_core.robots import (
     resolve_language,
     validate_robot_id,
 )
-from timely_core.service_config import ServiceConfig
-from timely_core.service_loop import ServiceLoop
-from timely_core.service_state import ServiceState
+from timely_core.serving.state import ServiceState
 from timely_core.stats import ServiceStats
 from timely_core.task_handle import TaskHandle
 

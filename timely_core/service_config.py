@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from timely_core.batch_control import DEFAULT_WCET_SEGMENT_TOKENS
 from timely_core.engine.protocol import HandlingStrategy
-from timely_core.priority import DEFAULT_MIN_SLACK_S, DEFAULT_SEGMENT_GENERATION_S
+from timely_core.scheduling.batch_control import DEFAULT_WCET_SEGMENT_TOKENS
+from timely_core.scheduling.priority import DEFAULT_MIN_SLACK_S, DEFAULT_SEGMENT_GENERATION_S
 
 
 class ServiceConfig(BaseModel):

@@ -15,7 +15,7 @@ from typing import Any
 
 from robot_models.exec_time import ExecTimeModel
 from robot_models.plan_ast import Assign, CallStmt, If, Loop, Return, Stmt, calls_in
-from timely_core.plan_language import PlanStatement
+from timely_core.language.plan_language import PlanStatement
 
 
 class ExecTimeSampler:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from timely_core.plan_language import PlanStatement
+from timely_core.language.plan_language import PlanStatement
 
 NETWORK_LATENCY_S = 0.008
 

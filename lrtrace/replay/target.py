@@ -8,7 +8,7 @@ from typing import Protocol
 
 from lrtrace.results_format import Target, TaskRecord
 from lrtrace.trace_format import TraceFile
-from timely_core.policies.registry import POLICY_NAMES
+from timely_core.scheduling.policies.registry import POLICY_NAMES
 
 POLICIES: tuple[str, ...] = POLICY_NAMES  # the service's own names, so they never drift
 

@@ -80,7 +80,7 @@ def _results_file(path: Path) -> Path:
     from lrtrace import results_format
     from lrtrace.results_format import ResultsFile, RunRecord, SegmentRecord, TaskRecord
     from lrtrace.workload import preset
-    from timely_core.tuf import Tuf
+    from timely_core.scheduling.tuf import Tuf
 
     def seg(index: int, text: str, start: float, duration: float) -> SegmentRecord:
         return SegmentRecord(

@@ -8,7 +8,7 @@ import pytest
 
 from lrtrace.metrics import Summary, run_stats, task_metrics
 from lrtrace.results_format import RunRecord, SegmentRecord, TaskRecord
-from timely_core.tuf import Tuf
+from timely_core.scheduling.tuf import Tuf
 
 
 def seg(i: int, emitted: float, start: float, end: float) -> SegmentRecord:

@@ -13,7 +13,7 @@ from lrtrace.errors import LrtraceError
 from lrtrace.profile_engine import ProfilePlan, StepSample, fit, measure, profile_from
 from lrtrace.profiles import PAPER_PROFILE, PROFILE_DIR, LatencyProfile, available, load
 from lrtrace.replay.targets.sim import latency_model
-from timely_core.engine.simulated import LinearLatencyModel
+from timely_core.engine.sim.engine import LinearLatencyModel
 
 
 def test_paper_profile_reproduces_table_1() -> None:
@@ -55,8 +55,8 @@ def test_bad_profile_file(tmp_path: Path) -> None:
 
 
 def test_profile_engine_on_the_real_torch_engine(tmp_path: Path, tiny_llama: Path) -> None:
-    from timely_core.engine.config import EngineConfig
-    from timely_core.engine.torch_engine import TorchEngine
+    from timely_core.engine.torch.config import EngineConfig
+    from timely_core.engine.torch.engine import TorchEngine
 
     engine = TorchEngine(tiny_llama, EngineConfig(num_threads=1))
     plan = ProfilePlan(
@@ -86,8 +86,8 @@ def test_profile_engine_on_the_real_torch_engine(tmp_path: Path, tiny_llama: Pat
 def test_profile_engine_in_the_served_regime(tiny_llama: Path) -> None:
     """Prompts after a registered prefix, as the service runs them: prefill counts only
     what the engine computes (the request; the prefix's partial last block is copied)."""
-    from timely_core.engine.config import EngineConfig
-    from timely_core.engine.torch_engine import TorchEngine
+    from timely_core.engine.torch.config import EngineConfig
+    from timely_core.engine.torch.engine import TorchEngine
 
     engine = TorchEngine(tiny_llama, EngineConfig(num_threads=1, block_size=16))
     plan = ProfilePlan(

@@ -24,8 +24,8 @@ def ended_by(ended: list[str]) -> Callable[[TaskRecord], None]:
 
 
 def test_real_clock_replay_ends_every_task(llama_for_tokenizer: Path, tokenizer: Any) -> None:
-    from timely_core.engine.config import EngineConfig
-    from timely_core.engine.torch_engine import TorchEngine
+    from timely_core.engine.torch.config import EngineConfig
+    from timely_core.engine.torch.engine import TorchEngine
 
     engine = TorchEngine(llama_for_tokenizer, EngineConfig(num_threads=1))
     config = ServiceConfig(max_tokens=24, max_segment_tokens=8)
@@ -47,8 +47,8 @@ def test_real_clock_replay_ends_every_task(llama_for_tokenizer: Path, tokenizer:
 
 
 def test_stop_cancels_open_tasks(llama_for_tokenizer: Path, tokenizer: Any) -> None:
-    from timely_core.engine.config import EngineConfig
-    from timely_core.engine.torch_engine import TorchEngine
+    from timely_core.engine.torch.config import EngineConfig
+    from timely_core.engine.torch.engine import TorchEngine
 
     engine = TorchEngine(llama_for_tokenizer, EngineConfig(num_threads=1))
     target = ServiceTarget(engine, tokenizer, ExecTimeSampler(), "torch:tiny")
@@ -65,8 +65,8 @@ def test_stop_cancels_open_tasks(llama_for_tokenizer: Path, tokenizer: Any) -> N
 def test_service_overhead_is_measured_per_policy(llama_for_tokenizer: Path, tokenizer: Any) -> None:
     """The service's own time per iteration, from a short replay on the real engine."""
     from lrtrace.service_overhead import describe, measure_overhead, workload
-    from timely_core.engine.config import EngineConfig
-    from timely_core.engine.torch_engine import TorchEngine
+    from timely_core.engine.torch.config import EngineConfig
+    from timely_core.engine.torch.engine import TorchEngine
 
     engine = TorchEngine(llama_for_tokenizer, EngineConfig(num_threads=1))
     config = ServiceConfig(max_tokens=24, max_segment_tokens=8)

@@ -17,7 +17,7 @@ from lrtrace.replay.exec_sampler import ExecTimeSampler
 from lrtrace.replay.targets.sim import SimTarget
 from lrtrace.results_format import RunRecord, TaskRecord
 from lrtrace.workload import preset
-from timely_core.engine.simulated import SimulatedEngine
+from timely_core.engine.sim.engine import SimulatedEngine
 from timely_core.service_config import ServiceConfig
 
 CATALOG = load_catalog()

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from robot_models.language import RobotPlanLanguage, load_language
-from timely_core.plan_language import PlanLanguage, PlanStatement
+from timely_core.language.plan_language import PlanLanguage, PlanStatement
 
 ROOT = Path(__file__).resolve().parents[2] / "robot_models"
 

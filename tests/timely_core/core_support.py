@@ -15,12 +15,12 @@ from functools import lru_cache
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from timely_core.clock import VirtualClock
-from timely_core.engine.simulated import (
+from timely_core.engine.sim.engine import (
     LinearLatencyModel,
     SimulatedEngine,
     SimulatedEngineConfig,
 )
-from timely_core.plan_language import PlanStatement
+from timely_core.language.plan_language import PlanStatement
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
 

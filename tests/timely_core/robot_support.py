@@ -12,7 +12,7 @@ from tokenizers import Tokenizer
 from robot_models.dataset.lrtrace_tasks import LRTRACE_TASKS
 from robot_models.language import load_language
 from robot_models.training.tokenizer import train_tokenizer
-from timely_core.plan_language import PlanLanguage
+from timely_core.language.plan_language import PlanLanguage
 
 
 @lru_cache(maxsize=1)

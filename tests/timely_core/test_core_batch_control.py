@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from timely_core.batch_control import LatencyGuidedBatch, RunningBudget
-from timely_core.policies import make_policy
-from timely_core.queue_table import QueueEntry
-from timely_core.scheduler import Scheduler
+from timely_core.scheduling.batch_control import LatencyGuidedBatch, RunningBudget
+from timely_core.scheduling.policies import make_policy
+from timely_core.scheduling.queue_table import QueueEntry
+from timely_core.scheduling.scheduler import Scheduler
 
 
 def entry(gen_id: int, ref_s: float = 0.0, ert_s: float = 1.0, beta: float = 1.0) -> QueueEntry:

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.timely_core.core_support import make_tokenizer
-from timely_core.detokenizer import IncrementalDetokenizer
+from timely_core.language.detokenizer import IncrementalDetokenizer
 
 MULTIBYTE = "say('猫 и кот, déjà vu');"
 

@@ -18,15 +18,15 @@ from robot_models.checkpoints import default_planner_path
 from robot_models.dataset.lrtrace_tasks import LRTRACE_TASKS, LRTraceTask
 from robot_models.language import load_language
 from timely_core.clock import MonotonicClock
-from timely_core.engine.config import EngineConfig
 from timely_core.engine.protocol import SamplingParams
-from timely_core.engine.torch_engine import TorchEngine
-from timely_core.plan_language import PlanLanguage
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
+from timely_core.language.plan_language import PlanLanguage
 from timely_core.request import TaskRequest
-from timely_core.robots import encode_prefix, encode_request
+from timely_core.scheduling.tuf import Tuf
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
-from timely_core.tuf import Tuf
+from timely_core.serving.robots import encode_prefix, encode_request
 
 ROBOTS = 20
 MAX_TOKENS = 200

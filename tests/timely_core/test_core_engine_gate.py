@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from timely_core.engine_gate import EngineGate
+from timely_core.serving.engine_gate import EngineGate
 
 
 def _wait_until(predicate: object, timeout_s: float = 10.0) -> None:

@@ -10,9 +10,9 @@ import pytest
 
 from tests.timely_core.core_support import StatementParser, TinyLanguage, make_service
 from timely_core.events import Segment
-from timely_core.execution_feedback import ExecutionFeedback
-from timely_core.plan_language import PlanLanguage, PlanStatement
+from timely_core.language.plan_language import PlanLanguage, PlanStatement
 from timely_core.request import TaskRequest
+from timely_core.serving.execution_feedback import ExecutionFeedback
 
 PLANS = {"look for the cat": "mf(50); tl(90); search('cat'); say('found it');"}
 

@@ -9,8 +9,8 @@ import pytest
 from tests.timely_core.core_support import make_service
 from timely_core.events import TaskResult
 from timely_core.request import TaskRequest
+from timely_core.scheduling.tuf import Tuf
 from timely_core.service_config import ServiceConfig
-from timely_core.tuf import Tuf
 
 NORMAL_PLAN = (
     "pick('red_box'); place('red_box', 'blue_box'); pick('cyan_box'); "

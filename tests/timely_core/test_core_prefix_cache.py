@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from tests.timely_core.core_support import TinyLanguage, eos_id, make_service, make_tokenizer
 from timely_core.engine.protocol import HandlingStrategy
-from timely_core.engine.simulated import SimulatedEngineConfig
+from timely_core.engine.sim.engine import SimulatedEngineConfig
 from timely_core.request import TaskRequest
-from timely_core.robots import encode_prefix, encode_request
 from timely_core.service_config import ServiceConfig
+from timely_core.serving.robots import encode_prefix, encode_request
 
 PLANS = {
     "evade": "mu(30); tr(45); md(30);",

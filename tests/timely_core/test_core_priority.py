@@ -7,8 +7,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from timely_core.priority import pud_priorities, pud_priority
-from timely_core.tuf import Tuf
+from timely_core.scheduling.priority import pud_priorities, pud_priority
+from timely_core.scheduling.tuf import Tuf
 
 G = 0.09
 tufs = st.builds(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from tests.timely_core.core_support import TinyLanguage, make_service, make_tokenizer
 from timely_core.request import TaskRequest
-from timely_core.robots import encode_prefix, encode_request, request_header_ids
+from timely_core.serving.robots import encode_prefix, encode_request, request_header_ids
 
 PLANS = {"evade": "mu(30); tr(45); md(30);", "look for the cat": "mf(50); search('cat');"}
 

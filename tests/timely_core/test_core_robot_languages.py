@@ -10,12 +10,12 @@ from robot_models.dataset.lrtrace_tasks import LRTRACE_TASKS
 from robot_models.language import load_language
 from tests.timely_core.robot_support import golden, languages, tokenizer
 from timely_core.clock import VirtualClock
-from timely_core.engine.simulated import LinearLatencyModel, SimulatedEngine, SimulatedEngineConfig
+from timely_core.engine.sim.engine import LinearLatencyModel, SimulatedEngine, SimulatedEngineConfig
 from timely_core.events import Segment
 from timely_core.request import TaskRequest
+from timely_core.scheduling.tuf import Tuf
 from timely_core.service import PlanningService
 from timely_core.task_handle import TaskHandle
-from timely_core.tuf import Tuf
 
 
 def golden_engine(clock: VirtualClock) -> SimulatedEngine:

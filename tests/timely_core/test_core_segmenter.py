@@ -7,10 +7,10 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.timely_core.core_support import StatementParser, make_tokenizer
-from timely_core.chat_language import ChatLanguage, SentenceParser, reading_time_s
-from timely_core.detokenizer import IncrementalDetokenizer
-from timely_core.plan_language import StreamingStatementParser
-from timely_core.segmenter import SegmentationError, SegmentCut, Segmenter
+from timely_core.language.chat_language import ChatLanguage, SentenceParser, reading_time_s
+from timely_core.language.detokenizer import IncrementalDetokenizer
+from timely_core.language.plan_language import StreamingStatementParser
+from timely_core.language.segmenter import SegmentationError, SegmentCut, Segmenter
 
 PLAN = "mf(50); tl(90); search('cat'); say('猫 found');"
 

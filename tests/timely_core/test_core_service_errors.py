@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from tests.timely_core.core_support import TinyLanguage, make_service
 from timely_core.clock import VirtualClock
-from timely_core.engine.simulated import SimulatedEngine
+from timely_core.engine.sim.engine import SimulatedEngine
 from timely_core.errors import (
     DuplicateTask,
     PromptTooLong,
@@ -21,7 +21,7 @@ from timely_core.errors import (
     UnknownRobotType,
     UnknownTask,
 )
-from timely_core.plan_language import PlanStatement
+from timely_core.language.plan_language import PlanStatement
 from timely_core.request import MAX_INSTRUCTION_CHARS, TaskRequest
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.timely_core.core_support import make_service
-from timely_core.chat_language import ChatLanguage
 from timely_core.events import Segment
-from timely_core.policies import POLICY_NAMES
+from timely_core.language.chat_language import ChatLanguage
 from timely_core.request import TaskRequest
-from timely_core.tuf import Tuf
+from timely_core.scheduling.policies import POLICY_NAMES
+from timely_core.scheduling.tuf import Tuf
 
 PLANS = {
     "look for the cat": "mf(50); tl(90); search('cat'); say('found it');",

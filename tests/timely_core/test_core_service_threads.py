@@ -8,11 +8,11 @@ import time
 
 from tests.timely_core.core_support import TinyLanguage, eos_id, make_tokenizer, plan_script
 from timely_core.clock import MonotonicClock, VirtualClock
-from timely_core.engine.simulated import LinearLatencyModel, SimulatedEngine, SimulatedEngineConfig
+from timely_core.engine.sim.engine import LinearLatencyModel, SimulatedEngine, SimulatedEngineConfig
 from timely_core.events import Segment
 from timely_core.request import TaskRequest
+from timely_core.scheduling.tuf import Tuf
 from timely_core.service import PlanningService
-from timely_core.tuf import Tuf
 
 PLANS = {
     "look for the cat": "mf(50); tl(90); search('cat'); say('found it');",

@@ -20,14 +20,14 @@ import torch
 
 from tests.timely_core.core_support import eos_id, make_tokenizer
 from timely_core.clock import MonotonicClock
-from timely_core.engine.config import EngineConfig
 from timely_core.engine.protocol import HandlingStrategy, SamplingParams
-from timely_core.engine.torch_engine import TorchEngine
-from timely_core.plan_language import PlanStatement
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
+from timely_core.language.plan_language import PlanStatement
 from timely_core.request import TaskRequest
-from timely_core.robots import encode_prefix, encode_request
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
+from timely_core.serving.robots import encode_prefix, encode_request
 
 MAX_TOKENS = 24
 INSTRUCTIONS = ["look for the cat", "evade the dog", "stack the boxes", "find the keys"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from timely_core.tuf import Tuf
+from timely_core.scheduling.tuf import Tuf
 
 
 def test_presets_follow_the_paper() -> None:

@@ -13,12 +13,12 @@ import pytest
 from robot_models.dataset.lrtrace_tasks import LRTRACE_TASKS
 from tests.timely_core.robot_support import golden, languages, tokenizer
 from timely_core.clock import VirtualClock
-from timely_core.engine.simulated import LinearLatencyModel, SimulatedEngine, SimulatedEngineConfig
+from timely_core.engine.sim.engine import LinearLatencyModel, SimulatedEngine, SimulatedEngineConfig
 from timely_core.request import TaskRequest
+from timely_core.scheduling.tuf import Tuf
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
 from timely_core.task_handle import TaskHandle
-from timely_core.tuf import Tuf
 
 EVENTS = 12
 # Two events a second: on Table 1's profile a batch member costs 0.1 ms of compute per

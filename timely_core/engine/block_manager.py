@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from timely_core.engine.generation import GenerationState, KvLocation
-from timely_core.engine.kv_cache import KvCache
 from timely_core.engine.protocol import OutOfKvMemory
+from timely_core.engine.sequence import KvLocation, Sequence
+from timely_core.engine.torch.kv_cache import KvCache
 
 _ROOT_HASH = -1
 
@@ -127,7 +127,7 @@ class BlockManager:
             parent = digest
         return matched
 
-    def register_full_blocks(self, state: GenerationState) -> None:
+    def register_full_blocks(self, state: Sequence) -> None:
         """Publish the hash of every block of `state` that became full and computed."""
         size = self.block_size
         for i in range(len(state.block_hashes), state.num_computed // size):
@@ -148,7 +148,7 @@ class BlockManager:
         return blocks_for(num_tokens, self.block_size) - shared + (1 if shared else 0)
 
     def admit(
-        self, state: GenerationState, prefix: PinnedPrefix | None, compute_all: bool = False
+        self, state: Sequence, prefix: PinnedPrefix | None, compute_all: bool = False
     ) -> None:
         """Give `state` device blocks for all its tokens, reusing cached KV.
 
@@ -186,14 +186,14 @@ class BlockManager:
         state.num_computed, state.kv = computed, KvLocation.DEVICE
         self.register_full_blocks(state)
 
-    def blocks_to_grow(self, state: GenerationState, num_tokens: int) -> int:
+    def blocks_to_grow(self, state: Sequence, num_tokens: int) -> int:
         return max(0, blocks_for(num_tokens, self.block_size) - len(state.block_table))
 
-    def grow(self, state: GenerationState, num_tokens: int) -> None:
+    def grow(self, state: Sequence, num_tokens: int) -> None:
         """Extend the table to hold `num_tokens` tokens (a decode crossing a block)."""
         state.block_table.extend(self._allocate(self.blocks_to_grow(state, num_tokens)))
 
-    def free(self, state: GenerationState) -> None:
+    def free(self, state: Sequence) -> None:
         """Drop all of `state`'s KV (finish, abort, discard). Last block first, as
         vLLM does: a table's tail is evicted from the prefix cache before its head
         (which other prompts are likelier to share), and the free stack hands the
@@ -206,7 +206,7 @@ class BlockManager:
         state.block_table, state.block_hashes, state.host_blocks = [], [], {}
         state.num_computed, state.kv = 0, KvLocation.NONE
 
-    def swap_out(self, state: GenerationState) -> bool:
+    def swap_out(self, state: Sequence) -> bool:
         """Copy `state`'s exclusive blocks to the host pool and free them on device;
         shared blocks stay (others hold them anyway). False if the host pool is full."""
         exclusive = [i for i, b in enumerate(state.block_table) if self.ref_counts[b] == 1]
@@ -220,7 +220,7 @@ class BlockManager:
         state.kv = KvLocation.HOST
         return True
 
-    def swap_in(self, state: GenerationState) -> None:
+    def swap_in(self, state: Sequence) -> None:
         """Copy swapped blocks back to fresh device blocks. Raises OutOfKvMemory."""
         indices = sorted(state.host_blocks)
         device = self._allocate(len(indices))
@@ -233,7 +233,7 @@ class BlockManager:
         state.kv = KvLocation.DEVICE
 
     # ---- pinned prefixes -------------------------------------------------
-    def pin(self, prefix_id: str, state: GenerationState) -> PinnedPrefix:
+    def pin(self, prefix_id: str, state: Sequence) -> PinnedPrefix:
         """Keep the fully computed `state`'s blocks as prefix `prefix_id`."""
         prefix = PinnedPrefix(prefix_id, list(state.token_ids), list(state.block_table))
         self.prefixes[prefix_id] = prefix

@@ -16,12 +16,26 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from timely_core.engine.block_manager import BlockManager, PinnedPrefix
-from timely_core.engine.config import EngineConfig
-from timely_core.engine.generation import GenerationState, KvLocation
-from timely_core.engine.model_runner import Chunk
 from timely_core.engine.protocol import HandlingStrategy, OutOfKvMemory
+from timely_core.engine.sequence import KvLocation, Sequence
+from timely_core.engine.torch.config import EngineConfig
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Compute KV for tokens [start, start + length) of `state`; sample after it if
+    `sample` (the chunk reaches the end of the known tokens)."""
+
+    state: Sequence
+    start: int
+    length: int
+
+    @property
+    def sample(self) -> bool:
+        return self.start + self.length == len(self.state.token_ids)
 
 
 class IterationScheduler:
@@ -29,9 +43,7 @@ class IterationScheduler:
         self.config = config
         self.blocks = blocks
 
-    def schedule(
-        self, states: list[GenerationState], live: Iterable[GenerationState]
-    ) -> list[Chunk]:
+    def schedule(self, states: list[Sequence], live: Iterable[Sequence]) -> list[Chunk]:
         """Chunks for this iteration over `states` (caller order); `live` are all
         generations the engine holds (preemption candidates)."""
         budget = self.config.max_batched_tokens
@@ -59,7 +71,7 @@ class IterationScheduler:
             budget -= length
         return chunks
 
-    def resume(self, state: GenerationState, live: Iterable[GenerationState]) -> None:
+    def resume(self, state: Sequence, live: Iterable[Sequence]) -> None:
         """Restore a suspended generation, preempting other suspended ones if it must
         (`reclaim`). Raises OutOfKvMemory, having preempted nobody, if even that is
         not enough."""
@@ -67,17 +79,17 @@ class IterationScheduler:
             self.reclaim(state, self.restore_cost(state), live)
         self.restore(state)
 
-    def reclaim(self, state: GenerationState, need: int, live: Iterable[GenerationState]) -> bool:
+    def reclaim(self, state: Sequence, need: int, live: Iterable[Sequence]) -> bool:
         """Free `need` device blocks for `state` (being added or resumed) by
         preempting suspended generations, never a runnable one: the running batch
         stays as it is. False, preempting nobody, if that cannot free enough."""
         return self._make_room(state, need, [], [], live, runnable=False)
 
-    def reclaimable(self, live: Iterable[GenerationState]) -> int:
+    def reclaimable(self, live: Iterable[Sequence]) -> int:
         """Device blocks `reclaim` could free."""
         return self._frees([s for s in live if s.suspended and s.kv is KvLocation.DEVICE])
 
-    def restore(self, state: GenerationState) -> None:
+    def restore(self, state: Sequence) -> None:
         """Bring a generation's KV back to device (swap-in, or re-admission for a
         re-prefill of prompt + generated ids). Raises OutOfKvMemory, changing nothing."""
         if state.kv is KvLocation.HOST:
@@ -85,20 +97,20 @@ class IterationScheduler:
         elif state.kv is KvLocation.NONE:
             self.blocks.admit(state, self._restore_prefix(state))
 
-    def restore_cost(self, state: GenerationState) -> int:
+    def restore_cost(self, state: Sequence) -> int:
         """Free device blocks `restore` needs at most."""
         if state.kv is KvLocation.HOST:
             return len(state.host_blocks)
         return self.blocks.admission_cost(len(state.token_ids), self._restore_prefix(state))
 
-    def _restore_prefix(self, state: GenerationState) -> PinnedPrefix | None:
+    def _restore_prefix(self, state: Sequence) -> PinnedPrefix | None:
         """The pinned prefix a re-admission of `state` shares, if it still starts with it."""
         prefix = self.blocks.prefixes.get(state.prefix_id or "")
         if prefix is not None and state.token_ids[: len(prefix.token_ids)] != prefix.token_ids:
             return None
         return prefix
 
-    def try_restore(self, state: GenerationState) -> bool:
+    def try_restore(self, state: Sequence) -> bool:
         try:
             self.restore(state)
         except OutOfKvMemory:
@@ -107,11 +119,11 @@ class IterationScheduler:
 
     def _make_room(
         self,
-        state: GenerationState,
+        state: Sequence,
         need: int,
-        later: list[GenerationState],
+        later: list[Sequence],
         chunks: list[Chunk],
-        live: Iterable[GenerationState],
+        live: Iterable[Sequence],
         runnable: bool = True,
     ) -> bool:
         """Preempt until `need` device blocks are free; False, preempting nobody, if
@@ -139,13 +151,13 @@ class IterationScheduler:
             self._preempt(victims.pop(0))
         return True
 
-    def _frees(self, victims: list[GenerationState]) -> int:
+    def _frees(self, victims: list[Sequence]) -> int:
         """Device blocks preempting all of `victims` would return to the pool: those
         no one else holds (a prefix's blocks stay with the prefix)."""
         holders = Counter(b for s in victims for b in s.block_table)
         return sum(1 for b, n in holders.items() if self.blocks.ref_counts[b] == n)
 
-    def _preempt(self, state: GenerationState) -> None:
+    def _preempt(self, state: Sequence) -> None:
         if state.kv is not KvLocation.DEVICE:
             return
         strategy = HandlingStrategy(self.config.preemption_strategy)

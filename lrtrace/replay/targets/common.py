@@ -13,7 +13,7 @@ from lrtrace.replay.drive import Pacer, RealPacer, ServiceDriver, VirtualPacer
 from lrtrace.replay.fleet import ExecutionSampler
 from lrtrace.results_format import TaskRecord
 from lrtrace.trace_format import TraceFile
-from timely_core.plan_language import PlanLanguage
+from timely_core.language.plan_language import PlanLanguage
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
 from timely_core.stats import ServiceStats

@@ -50,8 +50,8 @@ class ServiceTarget(InProcessTarget):
         engine's content-hash cache, so every prompt is prefilled whole."""
         from lrtrace.replay.exec_sampler import ExecTimeSampler
         from robot_models.checkpoints import default_planner_path
-        from timely_core.engine.config import EngineConfig
-        from timely_core.engine.torch_engine import TorchEngine
+        from timely_core.engine.torch.config import EngineConfig
+        from timely_core.engine.torch.engine import TorchEngine
 
         path = model or default_planner_path()
         if not (path / "config.json").is_file():

@@ -22,15 +22,15 @@ from lrtrace.replay.targets.common import (
 from lrtrace.results_format import Target
 from lrtrace.trace_format import TraceFile
 from timely_core.clock import VirtualClock
-from timely_core.engine.simulated import (
+from timely_core.engine.sim.engine import (
     LinearLatencyModel,
     SimulatedEngine,
     SimulatedEngineConfig,
 )
-from timely_core.plan_language import PlanLanguage
-from timely_core.robots import encode_request
+from timely_core.language.plan_language import PlanLanguage
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
+from timely_core.serving.robots import encode_request
 
 BLOCK_SIZE = 16
 

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from timely_core.engine.protocol import Engine, SamplingParams
-from timely_core.engine.torch_engine import TorchEngine
+from timely_core.engine.torch.engine import TorchEngine
 
 VOCAB = 512
 EOS = 3

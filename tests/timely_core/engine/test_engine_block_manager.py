@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from timely_core.engine.block_manager import BlockManager
-from timely_core.engine.generation import GenerationState, KvLocation
-from timely_core.engine.kv_cache import KvCache
 from timely_core.engine.protocol import OutOfKvMemory, SamplingParams
+from timely_core.engine.sequence import KvLocation, Sequence
+from timely_core.engine.torch.kv_cache import KvCache
 
 SIZE = 4
 
@@ -25,11 +25,11 @@ def _block(manager: BlockManager, block: int) -> torch.Tensor:
     return manager.cache.device[:, :, :, block * SIZE : (block + 1) * SIZE]
 
 
-def _state(gen_id: int, tokens: Iterable[int]) -> GenerationState:
-    return GenerationState(gen_id, ids := list(tokens), len(ids), SamplingParams(), gen_id)
+def _state(gen_id: int, tokens: Iterable[int]) -> Sequence:
+    return Sequence(gen_id, ids := list(tokens), len(ids), SamplingParams(), gen_id)
 
 
-def _computed(manager: BlockManager, state: GenerationState) -> None:
+def _computed(manager: BlockManager, state: Sequence) -> None:
     state.num_computed = len(state.token_ids)
     manager.register_full_blocks(state)
 

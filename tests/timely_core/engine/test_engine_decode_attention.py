@@ -6,11 +6,11 @@ from pathlib import Path
 
 import torch
 
-from timely_core.engine.config import EngineConfig
-from timely_core.engine.model.decode_attention import DecodeGroup, decode_attention
-from timely_core.engine.model_runner import Chunk
 from timely_core.engine.protocol import SamplingParams
-from timely_core.engine.torch_engine import TorchEngine
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
+from timely_core.engine.torch.model.decode_attention import DecodeGroup, decode_attention
+from timely_core.engine.torch.model_runner import Chunk
 
 
 def test_engine_cascade_over_shared_blocks_equals_plain_attention() -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from engine_testkit import check_memory, drive, hf_greedy, random_prompts, save_checkpoint
 
-from timely_core.engine.config import EngineConfig
 from timely_core.engine.protocol import SamplingParams
-from timely_core.engine.torch_engine import TorchEngine
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
 
 NEW_TOKENS = 12
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from timely_core.engine.loader import CheckpointError, load_model, load_tokenizer
-from timely_core.engine.model.config import ModelConfig
+from timely_core.engine.torch.loader import CheckpointError, load_model, load_tokenizer
+from timely_core.engine.torch.model.config import ModelConfig
 
 
 def _edit_config(path: Path, **changes: Any) -> None:

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from engine_testkit import check_memory, random_prompts
 
-from timely_core.engine.config import EngineConfig
 from timely_core.engine.protocol import (
     HandlingStrategy,
     OutOfKvMemory,
     SamplingParams,
     UnknownGeneration,
 )
-from timely_core.engine.torch_engine import TorchEngine
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
 
 PARAMS = SamplingParams(max_tokens=6)
 

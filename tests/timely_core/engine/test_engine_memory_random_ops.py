@@ -10,13 +10,13 @@ from engine_testkit import check_memory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from timely_core.engine.config import EngineConfig
 from timely_core.engine.protocol import (
     HandlingStrategy,
     OutOfKvMemory,
     SamplingParams,
 )
-from timely_core.engine.torch_engine import TorchEngine
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
 
 PREFIXES = {
     "a": [(3 * i) % 500 + 4 for i in range(21)],

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from engine_testkit import check_memory, drive, hf_greedy
 
-from timely_core.engine.config import EngineConfig
-from timely_core.engine.loader import load_tokenizer
 from timely_core.engine.protocol import SamplingParams
-from timely_core.engine.torch_engine import TorchEngine
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
+from timely_core.engine.torch.loader import load_tokenizer
 
 PLANNER = Path(__file__).resolve().parents[3] / "robot_models" / "checkpoints" / "planner"
 MAX_PLAN_TOKENS = 120

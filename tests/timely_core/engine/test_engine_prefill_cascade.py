@@ -11,16 +11,16 @@ import torch
 import torch.nn.functional as F
 from engine_testkit import check_memory, drive, hf_greedy, random_prompts
 
-from timely_core.engine.config import EngineConfig
-from timely_core.engine.model.attention import AttentionBatch
-from timely_core.engine.model.prefill_cascade import (
+from timely_core.engine.protocol import SamplingParams
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
+from timely_core.engine.torch.model.attention import AttentionBatch
+from timely_core.engine.torch.model.prefill_cascade import (
     CascadeSpan,
     SharedPrefill,
     shared_prefill_attention,
 )
-from timely_core.engine.model_runner import Chunk
-from timely_core.engine.protocol import SamplingParams
-from timely_core.engine.torch_engine import TorchEngine
+from timely_core.engine.torch.model_runner import Chunk
 
 NEW = 8
 

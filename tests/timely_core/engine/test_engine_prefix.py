@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from engine_testkit import check_memory, drive, hf_greedy, random_prompts
 
-from timely_core.engine.config import EngineConfig
 from timely_core.engine.protocol import EngineError, SamplingParams
-from timely_core.engine.torch_engine import TorchEngine
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
 
 NEW = 10
 PARAMS = SamplingParams(max_tokens=NEW)

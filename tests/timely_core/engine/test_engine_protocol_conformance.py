@@ -9,9 +9,9 @@ import pytest
 import torch
 from engine_testkit import drive, random_prompts
 
-from timely_core.engine.config import EngineConfig
 from timely_core.engine.protocol import Engine, SamplingParams, UnknownGeneration
-from timely_core.engine.torch_engine import TorchEngine
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
 
 PARAMS = SamplingParams(max_tokens=5)
 

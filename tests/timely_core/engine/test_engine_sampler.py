@@ -7,10 +7,10 @@ from pathlib import Path
 import torch
 from engine_testkit import drive, random_prompts
 
-from timely_core.engine.config import EngineConfig
 from timely_core.engine.protocol import SamplingParams
-from timely_core.engine.sampler import make_generator, sample
-from timely_core.engine.torch_engine import TorchEngine
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
+from timely_core.engine.torch.sampler import make_generator, sample
 
 
 def test_engine_top_p_keeps_only_the_nucleus() -> None:

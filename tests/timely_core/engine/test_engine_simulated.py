@@ -15,7 +15,7 @@ from timely_core.engine.protocol import (
     SamplingParams,
     UnknownGeneration,
 )
-from timely_core.engine.simulated import (
+from timely_core.engine.sim.engine import (
     LinearLatencyModel,
     SimulatedEngine,
     SimulatedEngineConfig,

@@ -11,15 +11,15 @@ from engine_testkit import check_memory, drive, random_prompts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from timely_core.engine.config import EngineConfig
-from timely_core.engine.generation import KvLocation
 from timely_core.engine.protocol import (
     EngineError,
     HandlingStrategy,
     OutOfKvMemory,
     SamplingParams,
 )
-from timely_core.engine.torch_engine import TorchEngine
+from timely_core.engine.sequence import KvLocation
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
 
 NEW = 10
 PROMPTS = random_prompts(21, 3, 60)

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from timely_interfaces.action import PlanTask
 
 from timely_core.request import TaskRequest
-from timely_core.tuf import Tuf
+from timely_core.scheduling.tuf import Tuf
 from timely_ros.config import PlannerParams, RobotSpec
 
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from robot_models.dataset import LRTRACE_TASKS, build_dataset
-from timely_core.plan_language import PlanLanguage
-from timely_core.robots import encode_request
+from timely_core.language.plan_language import PlanLanguage
+from timely_core.serving.robots import encode_request
 
 
 class KnownPlans:

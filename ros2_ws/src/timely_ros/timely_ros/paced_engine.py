@@ -12,7 +12,7 @@ import time
 
 from timely_core.clock import VirtualClock
 from timely_core.engine.protocol import HandlingStrategy, MemoryReport, SamplingParams, StepOutput
-from timely_core.engine.simulated import (
+from timely_core.engine.sim.engine import (
     LatencyModel,
     Script,
     SimulatedEngine,

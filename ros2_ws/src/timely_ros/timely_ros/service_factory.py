@@ -9,7 +9,7 @@ from typing import Any
 
 from robot_models.language import load_language
 from timely_core.clock import MonotonicClock
-from timely_core.plan_language import PlanLanguage
+from timely_core.language.plan_language import PlanLanguage
 from timely_core.service import PlanningService
 from timely_ros.config import ConfigError, PlannerParams
 
@@ -51,11 +51,11 @@ def build_engine(
 ) -> Any:
     kv_bytes = int(params.kv_budget_mb * 2**20)
     if params.engine == "torch":
-        from timely_core.engine.config import EngineConfig
-        from timely_core.engine.torch_engine import TorchEngine
+        from timely_core.engine.torch.config import EngineConfig
+        from timely_core.engine.torch.engine import TorchEngine
 
         return TorchEngine(path, EngineConfig(device_kv_bytes=kv_bytes, host_kv_bytes=kv_bytes))
-    from timely_core.engine.simulated import LinearLatencyModel, SimulatedEngineConfig
+    from timely_core.engine.sim.engine import LinearLatencyModel, SimulatedEngineConfig
     from timely_ros.known_plans import KnownPlans
     from timely_ros.paced_engine import PacedSimulatedEngine
 

@@ -1,0 +1,56 @@
+"""The engine's view of one generation: its token ids, where its KV lives, and
+how far the KV has been computed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import torch
+
+from timely_core.engine.protocol import HandlingStrategy, SamplingParams
+
+
+class KvLocation(str, Enum):
+    """Where a generation's KV blocks are."""
+
+    DEVICE = "device"  # `block_table` holds device blocks for every computed token
+    HOST = "host"  # exclusive blocks copied to the host pool (`host_blocks`)
+    NONE = "none"  # discarded: the next run re-prefills prompt + generated ids
+
+
+@dataclass(eq=False)  # identity: two generations are never "equal"
+class Sequence:
+    """Token ids, block table and progress of one live generation.
+
+    Invariant while on DEVICE: `block_table` covers `len(token_ids)` tokens minus at
+    most the one just sampled, and the KV of the first `num_computed` tokens is in it.
+    """
+
+    gen_id: int
+    token_ids: list[int]
+    prompt_len: int
+    params: SamplingParams
+    admitted_seq: int  # admission order; the most recent is preempted first
+    prefix_id: str | None = None
+    generator: torch.Generator | None = None
+    block_table: list[int] = field(default_factory=list)
+    block_hashes: list[int] = field(default_factory=list)  # chained hash per full block
+    host_blocks: dict[int, int] = field(default_factory=dict)  # table index -> host block
+    num_computed: int = 0
+    kv: KvLocation = KvLocation.DEVICE
+    suspended: bool = False
+    strategy: HandlingStrategy | None = None  # how it was last suspended or preempted
+
+    @property
+    def num_generated(self) -> int:
+        return len(self.token_ids) - self.prompt_len
+
+    @property
+    def num_pending(self) -> int:
+        """Tokens whose KV still has to be computed before the next sample."""
+        return len(self.token_ids) - self.num_computed
+
+    @property
+    def is_decoding(self) -> bool:
+        return self.num_pending == 1 and self.num_generated > 0

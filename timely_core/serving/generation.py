@@ -1,0 +1,147 @@
+"""The policy-side state of one task's generation: what was decoded and dispatched,
+and the times the scheduler and the result need (Eq. 3's segment waiting times)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from timely_core.events import Segment, TaskResult
+from timely_core.language.plan_language import PlanLanguage, PlanStatement
+from timely_core.language.segmenter import SegmentCut, Segmenter
+from timely_core.request import TaskRequest
+
+
+class GenerationState(str, Enum):
+    PENDING = "pending"  # submitted for a future time (submit_at), not yet arrived
+    QUEUED = "queued"  # waiting for the engine (first segment, or resumed)
+    RUNNING = "running"  # in the engine's batch
+    FINISHED = "finished"  # result delivered (success, error or cancelled)
+
+
+@dataclass
+class SegmentRecord:
+    """A dispatched segment and when the robot executes it."""
+
+    segment: Segment
+    dispatch_s: float  # emitted + network latency: the robot has it from then on
+    estimated_execution_s: float  # minimum, from the execution-time model
+    finished_at_s: float | None = None  # reported by segment_done
+
+
+@dataclass
+class Generation:
+    gen_id: int
+    seq: int  # submission order
+    task_id: str
+    request: TaskRequest
+    language: PlanLanguage
+    prefix_id: str
+    prompt_ids: list[int]
+    arrival_s: float
+    segmenter: Segmenter
+    state: GenerationState = GenerationState.QUEUED
+    in_engine: bool = False  # added to the engine (and not aborted or finished there)
+    suspended: bool = False  # suspended in the engine, waiting to be resumed
+    segment_tokens: int = 0  # tokens generated in the segment being generated
+    records: list[SegmentRecord] = field(default_factory=list)
+    # a completed segment kept for one more token, to learn whether the plan ends with it
+    awaiting_next_token: SegmentCut | None = None
+    held_statements: list[PlanStatement] = field(default_factory=list)  # whole-plan mode
+    held_text: str = ""
+    held_ids: list[int] = field(default_factory=list)
+
+    @property
+    def robot_id(self) -> str:
+        return self.request.robot_id
+
+    @property
+    def next_index(self) -> int:
+        """Index k of the segment being generated."""
+        return len(self.records)
+
+    def completions_s(self) -> list[float]:
+        """End of each dispatched segment's execution: reported by segment_done, else
+        estimated (it starts at dispatch, or when the robot finishes the previous one)."""
+        ends: list[float] = []
+        previous_end = float("-inf")
+        for record in self.records:
+            if record.finished_at_s is not None:
+                end = record.finished_at_s
+            else:
+                end = max(record.dispatch_s, previous_end) + record.estimated_execution_s
+            ends.append(end)
+            previous_end = end
+        return ends
+
+    def measured_execution_s(self, index: int) -> float | None:
+        """How long the robot took for segment `index`, from its start (dispatch, or
+        the reported end of the previous segment if later) to its reported end;
+        None unless both ends were reported (an estimated start would bias it)."""
+        record = self.records[index]
+        if record.finished_at_s is None:
+            return None
+        start = record.dispatch_s
+        if index > 0:
+            previous_end = self.records[index - 1].finished_at_s
+            if previous_end is None:
+                return None
+            start = max(start, previous_end)
+        duration = record.finished_at_s - start
+        return duration if duration >= 0 else None
+
+    def segment_ref_s(self) -> float:
+        """Eq. 4's reference time of the next segment: arrival for k = 0, else the
+        (estimated or reported) completion of the previous segment's execution."""
+        if not self.records:
+            return self.arrival_s
+        return self.completions_s()[-1]
+
+    def segment_ert_s(self) -> float:
+        """The next segment's ERT: the request's for k = 0, 0 for later ones (TUF1)."""
+        return self.request.tuf.expected_response_time_s if not self.records else 0.0
+
+    def segment_deadline_s(self) -> float:
+        """When the next segment should start executing."""
+        return self.segment_ref_s() + self.segment_ert_s()
+
+    def segment_waits_s(self) -> list[float]:
+        """W(s_k): arrival -> dispatch for k = 0; for k > 0 the robot's idle time
+        between the end of segment k-1 and the dispatch of segment k (0 if early)."""
+        waits: list[float] = []
+        ends = self.completions_s()
+        for k, record in enumerate(self.records):
+            if k == 0:
+                waits.append(record.dispatch_s - self.arrival_s)
+            else:
+                waits.append(max(record.dispatch_s - ends[k - 1], 0.0))
+        return waits
+
+    def result(self, error: str, now_s: float) -> TaskResult:
+        """The task's result (Eq. 1 utility on W(s0), Eq. 3 over all segments).
+        Without any dispatched segment the response time is the time waited so far
+        and the utility is 0."""
+        tuf = self.request.tuf
+        waits = self.segment_waits_s()
+        if waits:
+            response = waits[0]
+            completion = self.completions_s()[-1] - self.arrival_s
+            utility = tuf.utility(response)
+            segment_utility = utility + sum(tuf.resumed_utility(w) for w in waits[1:])
+        else:
+            response = completion = max(now_s - self.arrival_s, 0.0)
+            utility = segment_utility = 0.0
+        return TaskResult(
+            task_id=self.task_id,
+            robot_id=self.robot_id,
+            success=not error,
+            plan_text=self.segmenter.text,
+            segment_count=len(self.records),
+            response_time_s=response,
+            waiting_time_s=sum(waits) if waits else response,
+            utility=utility,
+            error=error,
+            completion_time_s=completion,
+            segment_waits_s=tuple(waits),
+            segment_utility=segment_utility,
+        )

@@ -1,0 +1,89 @@
+"""The service loop: engine iterations run by a background thread on a real clock
+(`start`/`stop`), or stepped by the caller in virtual time (`run`), where the
+clock jumps to the next arrival when nothing else can happen. Each iteration holds
+the state's `engine_gate` (and its `lock` only around the bookkeeping); deliveries
+run after each iteration, outside both."""
+
+from __future__ import annotations
+
+import threading
+
+from timely_core.serving.iteration import EngineIteration
+from timely_core.serving.state import ServiceState
+
+
+class ServiceLoop:
+    def __init__(self, state: ServiceState) -> None:
+        self._state = state
+        self._iteration = EngineIteration(state)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Run the loop in a background thread (no-op if it runs already)."""
+        state = self._state
+        with state.lock:
+            if self._thread is not None:
+                return
+            state.stopping = False
+            self._thread = threading.Thread(
+                target=self._serve, name="planning-service", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, timeout_s: float) -> None:
+        """Stop the background thread; unfinished tasks stay as they are."""
+        state = self._state
+        with state.wake:
+            state.stopping = True
+            state.signal_work()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout_s)
+
+    def _serve(self) -> None:
+        state = self._state
+        while True:
+            with state.wake:
+                if state.stopping:
+                    return
+            started = state.clock.now()
+            with state.engine_gate.loop():
+                worked = self._iteration.run_guarded()
+            with state.wake:
+                if not (worked or state.deliveries or state.work_signalled or state.stopping):
+                    state.wake.wait(self._idle_wait_s())
+            state.run_deliveries()
+            if worked:  # no idle wait in this pass
+                state.loop_busy_s += state.clock.now() - started
+
+    def _idle_wait_s(self) -> float:
+        state = self._state
+        next_arrival = state.next_arrival_s()
+        if next_arrival is None:
+            return state.config.idle_wait_s
+        return min(max(next_arrival - state.clock.now(), 0.0), state.config.idle_wait_s)
+
+    def run(self, until_s: float | None, max_iterations: int) -> None:
+        """Step until the clock reaches `until_s` (None: until idle), sleeping the
+        clock to the next arrival when nothing else can happen."""
+        state = self._state
+        for _ in range(max_iterations):
+            started = state.clock.now()
+            with state.engine_gate.loop():
+                with state.lock:
+                    done = until_s is not None and state.clock.now() >= until_s
+                worked = True if done else self._iteration.run_guarded()
+                with state.lock:
+                    next_arrival = None if done else state.next_arrival_s()
+            state.run_deliveries()
+            if done:
+                return
+            if worked:
+                state.loop_busy_s += state.clock.now() - started
+                continue
+            if next_arrival is None or (until_s is not None and next_arrival > until_s):
+                if until_s is not None:
+                    state.clock.sleep_until(until_s)
+                return
+            state.clock.sleep_until(next_arrival)
+        raise RuntimeError(f"the service did not become idle within {max_iterations} iterations")

@@ -1,0 +1,150 @@
+"""From generated tokens to dispatched segments: each new token goes through its
+generation's segmenter; a completed segment is delivered to the task's handle (or,
+for whole-plan policies, kept until the plan ends), and under segmented policies
+the generation is then suspended in the engine (its KV handled by
+`handling_strategy`) and re-queued with the priority of its next segment.
+
+`Segment.final`: a segment is final when the end of generation is decoded with it
+or before it is delivered. The end usually comes one token after the last
+statement, so a segment whose robot is still busy with earlier segments (longer
+than G and one iteration, by the estimates) waits in the batch for that one token
+before it is delivered; the first segment, and any the robot already waits for,
+go at once, and then `final` may be False on the last one (the result follows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from timely_core.engine.protocol import StepOutput
+from timely_core.events import Segment
+from timely_core.language.plan_language import PlanStatement
+from timely_core.language.segmenter import SegmentationError, SegmentCut
+from timely_core.scheduling.policies import DispatchMode
+from timely_core.serving.generation import Generation, SegmentRecord
+from timely_core.serving.state import ServiceState
+
+
+class SegmentDispatch:
+    def __init__(self, state: ServiceState) -> None:
+        self._state = state
+
+    def on_token(self, generation: Generation, output: StepOutput, now: float) -> None:
+        """One engine output of `generation`, produced at `now`."""
+        state = self._state
+        if output.finished:
+            generation.in_engine = False  # the engine freed it
+            state.running.pop(generation.gen_id, None)
+        held = [generation.awaiting_next_token] if generation.awaiting_next_token else []
+        generation.awaiting_next_token = None
+        try:
+            new = self._segment(generation, output)
+        except SegmentationError as exc:
+            self._on_cuts(generation, held, now, plan_ended=False)  # it was valid
+            state.fail(generation, str(exc))
+            return
+        if new and not output.finished and self._may_wait_for_next_token(generation, now):
+            generation.awaiting_next_token = new.pop()
+        cuts = held + new
+        self._on_cuts(generation, cuts, now, plan_ended=output.finished)
+        if output.finished:
+            self._finish(generation, now)
+        elif cuts and state.policy.suspend_after_segment and generation.awaiting_next_token is None:
+            state.engine.suspend(generation.gen_id, state.config.handling_strategy)
+            generation.suspended = True
+            state.running.pop(generation.gen_id, None)
+            state.enqueue(generation)
+
+    def _segment(self, generation: Generation, output: StepOutput) -> list[SegmentCut]:
+        """The cuts completed by this output (the end of generation closes the plan).
+        Raises `SegmentationError` for text that can never become a valid plan."""
+        terminal = output.finished and output.token_id in self._terminal_ids()
+        cuts: list[SegmentCut] = []
+        if not terminal:
+            generation.segment_tokens += 1
+            cut = generation.segmenter.push(output.token_id)
+            if cut is not None:
+                cuts.append(cut)
+        if output.finished:
+            tail = generation.segmenter.close()
+            if tail is not None:
+                cuts.append(tail)
+        return cuts
+
+    def _may_wait_for_next_token(self, generation: Generation, now: float) -> bool:
+        """Whether a completed segment may wait for the next token, which tells if the
+        plan ends with it (`Segment.final`). Only when that costs the robot nothing:
+        it is still executing earlier segments (by the minimum estimates, or as
+        reported by `segment_done`) for longer than G and one iteration. A first
+        segment, or one the robot already waits for, is dispatched at once."""
+        state = self._state
+        if state.policy.dispatch is DispatchMode.WHOLE or not generation.records:
+            return False
+        iteration_s = state.scheduler.batch.iteration_s(len(state.running)) or 0.0
+        margin_s = max(state.config.segment_generation_s, iteration_s)
+        ready_s = now + margin_s + state.config.dispatch_latency_s
+        return ready_s <= generation.segment_ref_s()
+
+    def _on_cuts(
+        self, generation: Generation, cuts: Sequence[SegmentCut], now: float, plan_ended: bool
+    ) -> None:
+        for i, cut in enumerate(cuts):
+            self._on_cut(generation, cut, now, final=plan_ended and i == len(cuts) - 1)
+
+    def _terminal_ids(self) -> set[int]:
+        return {self._state.engine.eos_token_id, *self._state.params.stop_token_ids}
+
+    def _on_cut(self, generation: Generation, cut: SegmentCut, now: float, final: bool) -> None:
+        if self._state.policy.dispatch is DispatchMode.WHOLE:
+            generation.held_statements.extend(cut.statements)
+            generation.held_text += cut.text
+            generation.held_ids.extend(cut.token_ids)
+            return
+        self._dispatch(generation, cut.text, cut.statements, cut.token_ids, now, final)
+
+    def _dispatch(
+        self,
+        generation: Generation,
+        text: str,
+        statements: Sequence[PlanStatement],
+        token_ids: Sequence[int],
+        now: float,
+        final: bool,
+    ) -> None:
+        state = self._state
+        minimum_s, _ = generation.language.estimate_execution_s(list(statements))
+        segment = Segment(
+            task_id=generation.task_id,
+            robot_id=generation.robot_id,
+            index=generation.next_index,
+            text=text,
+            statements=tuple(statements),
+            token_ids=tuple(token_ids),
+            estimated_execution_s=minimum_s,
+            emitted_at_s=now,
+            final=final,
+        )
+        generation.records.append(
+            SegmentRecord(segment, now + state.config.dispatch_latency_s, minimum_s)
+        )
+        generation.segment_tokens = generation.segmenter.pending_tokens  # of the next one
+        state.counters["segments"] += 1
+        handle = state.handles[generation.task_id]
+        state.deliveries.append(lambda: handle.deliver_segment(segment))
+
+    def _finish(self, generation: Generation, now: float) -> None:
+        state = self._state
+        if state.policy.dispatch is DispatchMode.WHOLE and generation.held_statements:
+            self._dispatch(
+                generation,
+                generation.held_text,
+                generation.held_statements,
+                generation.held_ids,
+                now,
+                final=True,
+            )
+        if not generation.records:
+            state.fail(generation, "the model produced no executable statement")
+            return
+        state.end(generation, error="")
+        state.counters["succeeded"] += 1

@@ -1,0 +1,144 @@
+"""What the parts of a `PlanningService` share: the engine, the scheduler, every
+task's generation and handle, the counters, and the deliveries waiting to reach
+the handles.
+
+All of it is guarded by one lock (`lock`; `wake` is its condition). The engine is
+guarded by `engine_gate`, always taken before `lock`: the loop holds it for a whole
+iteration and releases `lock` during the engine's step (engine_iteration.py).
+Deliveries (the handles' callbacks) run after both are released, in order, through
+`run_deliveries`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from timely_core.clock import Clock
+from timely_core.engine.protocol import Engine, SamplingParams
+from timely_core.scheduling.batch_control import LatencyGuidedBatch
+from timely_core.scheduling.policies import Policy
+from timely_core.scheduling.queue_table import QueueEntry
+from timely_core.scheduling.scheduler import Scheduler
+from timely_core.service_config import ServiceConfig
+from timely_core.serving.engine_gate import EngineGate
+from timely_core.serving.generation import Generation, GenerationState
+from timely_core.serving.robots import Robot, StoredPrefix
+from timely_core.task_handle import TaskHandle
+
+Delivery = Callable[[], None]
+COUNTERS = (
+    "submitted",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "rejected",
+    "segments",
+    "iterations",
+    "decisions",
+)
+
+
+class ServiceState:
+    def __init__(
+        self, engine: Engine, tokenizer: Any, policy: Policy, clock: Clock, config: ServiceConfig
+    ) -> None:
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.policy = policy
+        self.clock = clock
+        self.config = config
+        batch = LatencyGuidedBatch(config.wcet_segment_tokens, admit_per_step=config.admit_per_step)
+        self.scheduler = Scheduler(policy, batch, config.max_batch_size)
+        self.params = SamplingParams(temperature=0.0, max_tokens=config.max_tokens)
+        self.lock = threading.RLock()
+        self.wake = threading.Condition(self.lock)
+        self.engine_gate = EngineGate()
+        # Set (under `lock`) when new work may have arrived since the loop last looked:
+        # the loop does not sleep on `wake` while it is set.
+        self.work_signalled = False
+        self.robots: dict[str, Robot] = {}
+        self.prefixes: dict[str, StoredPrefix] = {}
+        self.generations: dict[str, Generation] = {}  # by task id, finished ones too
+        self.handles: dict[str, TaskHandle] = {}
+        self.by_gen_id: dict[int, Generation] = {}  # live only
+        self.running: dict[int, Generation] = {}
+        self.pending: list[tuple[float, int, str]] = []  # (arrival, seq, task id) heap
+        self.deliveries: list[Delivery] = []
+        self.delivery_lock = threading.RLock()  # batches reach handles in order
+        self.next_gen_id = 0
+        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.decision_time_s = 0.0
+        self.engine_busy_s = 0.0  # service clock inside engine iterations
+        self.loop_busy_s = 0.0  # service clock in loop passes that ran one (ServiceStats)
+        self.stopping = False
+
+    def waiting_first(self) -> int:
+        """Tasks that have arrived and wait for their first admission (max_queue)."""
+        return sum(
+            1
+            for g in self.by_gen_id.values()
+            if g.state is GenerationState.QUEUED and not g.in_engine
+        )
+
+    def next_arrival_s(self) -> float | None:
+        """Arrival time of the next pending task (tasks cancelled before arriving are
+        dropped here, so the virtual clock never jumps for them)."""
+        while self.pending:
+            _, _, task_id = self.pending[0]
+            if self.generations[task_id].state is GenerationState.PENDING:
+                return self.pending[0][0]
+            heapq.heappop(self.pending)
+        return None
+
+    def enqueue(self, generation: Generation) -> None:
+        """Queue the generation's next segment with its priority inputs (Eq. 4)."""
+        generation.state = GenerationState.QUEUED
+        tuf = generation.request.tuf
+        self.scheduler.enqueue(
+            QueueEntry(
+                gen_id=generation.gen_id,
+                seq=generation.seq,
+                ref_s=generation.segment_ref_s(),
+                ert_s=generation.segment_ert_s(),
+                slope=tuf.slope,
+                initial_utility=tuf.initial_utility,
+                segment_generation_s=self.config.segment_generation_s,
+                arrival_s=generation.arrival_s,
+                initial_deadline_s=generation.arrival_s + tuf.expected_response_time_s,
+            )
+        )
+
+    def end(self, generation: Generation, error: str) -> None:
+        """Take the generation out of everything (freeing its KV) and deliver its result."""
+        if generation.in_engine:
+            self.engine.abort(generation.gen_id)
+            generation.in_engine = False
+        if generation.gen_id in self.scheduler:
+            self.scheduler.remove(generation.gen_id)
+        self.running.pop(generation.gen_id, None)
+        self.by_gen_id.pop(generation.gen_id, None)
+        generation.state = GenerationState.FINISHED
+        result = generation.result(error, self.clock.now())
+        handle = self.handles[generation.task_id]
+        self.deliveries.append(lambda: handle.deliver_result(result))
+
+    def fail(self, generation: Generation, error: str) -> None:
+        """End the generation with `error`, counted as failed."""
+        self.end(generation, error)
+        self.counters["failed"] += 1
+
+    def signal_work(self) -> None:
+        """Wake the loop for new work; call with `lock` held."""
+        self.work_signalled = True
+        self.wake.notify_all()
+
+    def run_deliveries(self) -> None:
+        """Deliver what the last steps produced; call without holding `lock`."""
+        with self.delivery_lock:
+            with self.lock:
+                deliveries, self.deliveries = self.deliveries, []
+            for deliver in deliveries:
+                deliver()
