@@ -355,20 +355,12 @@ def summary_rows(name: str, sec: dict[str, Any]) -> list[list[str]]:
 # paper's 0.25 events/s leave it idle). Both drone loads keep the paper's relation of
 # WID 1 to WID 2 (Table 3: the same EPS; up to 8 tasks per event on 25 agents, up to
 # 16 on 42), so the low load has about half the tasks of the high one, at the event
-# rate where the low load contends one torch thread: probed with fcfs and timely over
-# 20 s each (one run per rate unless noted), fcfs kept 90% and 86% of the urgent
-# maximum at 15 and 16 events/s, 81% at 17, 46%, 65% and 62% in three runs at 18
-# (the paper's low load: 59.5%), 46% and 27% at 19; timely 97-98% at each rate, but
-# one of the three runs at 18 went past capacity (urgent 85%, normal tasks 67%).
-# Probes after the first full run at 18 (whose median run had timely's normal tasks
-# 5.6% under fcfs's): fcfs 46% and 42% at 17.5 with timely's normal tasks at 73% in
-# one of the two runs; fcfs 60% at 17 with timely's normal tasks 10% under fcfs's;
-# fcfs 34% in an instrumented run at 18 (engine busy 19.0 of the 20 s). At
-# every rate near this capacity some runs push timely's normal tasks past it.
-# Earlier calibrations: 15 events/s, before the request header was stored with the
-# prefix (about a fifth of a drone request's prefill) and before bursts stopped being
-# admitted one per step; about 8 events/s, before the service stopped holding its
-# lock through engine steps.
+# rate where the low load contends one torch thread: where fcfs starts to lose urgent
+# utility, as it does under the paper's low load, while timely keeps it. Near that
+# capacity a run either keeps up or falls behind for good, and the capacity moves
+# with the engine and the machine's other load: hence the repeats, and a recalibration
+# when the serving path gets faster. The probes behind this value and the earlier
+# calibrations: bench/results/NOTES.md, "REAL_EPS".
 REAL_EPS = 18.0
 
 

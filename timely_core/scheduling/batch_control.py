@@ -21,9 +21,10 @@ the most urgent generation:
   generation, only make the candidate late as well. (The paper checks only the
   most urgent running generation; with its 10-token bound an urgent first segment
   never "meets" a 0.2 s budget, so nothing would protect it.) The bound is the
-  paper's; a segment longer than it (our normal drone plans open with a ~35-token
-  conditional) can be deferred into a small miss: in the paper-profile WID 2
-  replay urgent tasks gain 5% of their maximum and normal ones lose 1.3%.
+  paper's, so for a longer segment (a normal drone plan's opening conditional) the
+  wait is underestimated and a deferred candidate can miss its deadline slightly:
+  urgent utility is bought with a little normal utility. Measured trade-off:
+  docs/design-notes.md, "Latency-guided batch".
 """
 
 from __future__ import annotations
@@ -78,9 +79,10 @@ class LatencyGuidedBatch:
         var_x = sum((b - mean_x) ** 2 for b, _ in self._samples)
         if var_x == 0:
             # One batch size in the window (a steady batch between bursts): its level
-            # is known, the marginal cost keeps the last fitted slope. Forgetting it
-            # made the next burst join one generation per iteration (the "lag for
-            # one"), adding an iteration or two to most of the burst's first segments.
+            # is known, the marginal cost keeps the last fitted slope. Without a slope
+            # the next burst would join one generation per iteration (the "lag for
+            # one"), delaying the first segments of all but its first task
+            # (docs/design-notes.md, "Latency-guided batch").
             if self._fit is not None:
                 slope = self._fit[1]
                 self._fit = (self._mean_s - slope * mean_x, slope)

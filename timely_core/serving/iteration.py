@@ -9,11 +9,11 @@ service; an error in one task's handling ends that task only.
 
 The state's lock is released while the engine computes: a robot's `submit` or
 `segment_done` then waits for at most the short bookkeeping before or after a step,
-never for the step. (Held through the step, the lock made each submission of a
-burst wait for one or more iterations: 120-190 ms on average, and up to 0.8 s, in
-a WID 1-like replay on this CPU, more than the engine's own time to the first
-segment.) Whatever else calls the engine (`cancel`, `register_robot`, `stats`)
-takes `engine_gate` first, so the running batch cannot change during a step.
+never for the step. Held through the step, the lock would make each submission of a
+burst wait for one or more iterations, which can exceed the engine's own time to the
+first segment (measured: docs/design-notes.md, "Lock released during the engine
+step"). Whatever else calls the engine (`cancel`, `register_robot`, `stats`) takes
+`engine_gate` first, so the running batch cannot change during a step.
 """
 
 from __future__ import annotations

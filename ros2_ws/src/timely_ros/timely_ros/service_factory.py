@@ -19,11 +19,11 @@ SIM_BLOCK_SIZE = 16
 SIM_BYTES_PER_BLOCK = 2 * 2**20
 
 # The engine thread shares the GIL with the executor threads of every node in the
-# process. A forward pass releases and retakes the GIL at each of its ~100 torch
-# ops; with CPython's default 5 ms switch interval another thread can hold it that
-# long each time (a convoy), so one decode step took up to 0.5 s. Measured with
-# `timely demo` (8 robots in one process, torch engine): mean response 5.9 s and
-# 12/21 tasks completed at 5 ms, 149 ms and 21/21 at 0.2 ms.
+# process. A forward pass releases and retakes the GIL at each of its torch ops; with
+# CPython's default 5 ms switch interval another thread can hold it that long each
+# time (a convoy), so one decode step pays many switch intervals and robots' tasks
+# miss their budgets. A short interval bounds each of those waits. Measured in
+# `timely demo`: docs/design-notes.md, "GIL switch interval".
 GIL_SWITCH_INTERVAL_S = 2e-4
 
 
