@@ -45,11 +45,8 @@ from robot_models.language import load_language
 from robot_models.training.tokenizer import train_tokenizer
 from timely_core.clock import Clock, MonotonicClock, VirtualClock
 from timely_core.engine.protocol import SamplingParams
-from timely_core.engine.sim.engine import (
-    LinearLatencyModel,
-    SimulatedEngine,
-    SimulatedEngineConfig,
-)
+from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
+from timely_core.engine.sim.latency import PAPER_LLAMA3_8B_RTX4090
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.request import TaskRequest
 from timely_core.service import PlanningService
@@ -151,7 +148,7 @@ class EngineFactory:
         engine = StepTimedEngine(
             SimulatedEngine(
                 clock,
-                LinearLatencyModel.paper_llama3_8b_rtx4090(),
+                PAPER_LLAMA3_8B_RTX4090,
                 golden_script(self.tokenizer, self.jobs),
                 SimulatedEngineConfig(eos_token_id=0 if eos is None else eos),
             )

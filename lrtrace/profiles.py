@@ -1,16 +1,13 @@
-"""Latency profiles: the cost of one engine iteration as a function of its batch.
+"""Latency profiles: a `LatencyModel` (timely_core's one model of what an engine
+iteration costs) together with where it came from and the serving setting it
+describes (KV capacity, tokens and generations per iteration).
 
-`seconds = iteration_s + prefill_token_s * prefill_tokens + decode_s * decodes
-           + context_token_s * context_tokens + service_overhead_s`
-
-(`context_tokens`: the KV entries the decodes attend to; `service_overhead_s`: the
-planning service's own time per iteration, which the engine waits through: zero
-time in virtual time, so the simulator adds it.) A profile parameterises the
-SimulatedEngine's `LinearLatencyModel`, so the simulator runs the service's real
-scheduling code in virtual time on a cost model measured on a real engine
-(`lrtrace profile-engine`) or derived from a published one (the paper's Table 1).
-Measured profiles are JSON files in `lrtrace/profiles/`, validated on load; the
-paper's is built from its one definition in `timely_core.engine.sim.engine`.
+The simulator runs the service's real scheduling code in virtual time on a
+profile directly: measured on a real engine (`lrtrace profile-engine`, which also
+measures the service's own time per iteration, `service_overhead_s`) or derived
+from a published one (the paper's Table 1). Measured profiles are JSON files in
+`lrtrace/profiles/`, validated on load; the paper's is built from its one
+definition in `timely_core.engine.sim.latency`.
 """
 
 from __future__ import annotations
@@ -18,50 +15,29 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from lrtrace.errors import LrtraceError
 from lrtrace.trace_format import one_line
+from timely_core.engine.sim.latency import LatencyModel
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 
 
-class LatencyProfile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class LatencyProfile(LatencyModel):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")
     description: str
     source: str  # "paper" or "measured"
-    iteration_s: float = Field(ge=0, allow_inf_nan=False)
-    prefill_token_s: float = Field(ge=0, allow_inf_nan=False)
-    decode_s: float = Field(ge=0, allow_inf_nan=False)
-    context_token_s: float = Field(ge=0, allow_inf_nan=False)
     kv_capacity_tokens: int = Field(gt=0, description="device KV capacity of the setting")
     max_batched_tokens: int = Field(default=2048, gt=0)
     kv_bytes_per_token: int = Field(default=131072, gt=0)
-    swap_bytes_per_s: float = Field(default=17.9e9, gt=0, allow_inf_nan=False)
     # the setting's cap on generations per iteration (its engine's max_num_seqs): a
     # replay's max batch unless --max-batch is given; None: the service's default
     max_batch_size: int | None = Field(default=None, ge=1)
-    # measured profiles: scheduling, per-token parsing and dispatch per iteration, by a
-    # short replay on the real service (`service_overhead`); 0: not modelled
-    service_overhead_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     derivation: str = ""  # how the coefficients were obtained, with the fit's error
     samples: int = Field(default=0, ge=0)
     rel_error_p50: float | None = None  # measured profiles: |fit - measured| / measured
     rel_error_p95: float | None = None
-
-    def iteration_seconds(self, prefill_tokens: int, decodes: int, context_tokens: int) -> float:
-        """The modelled duration of one iteration (for reports and tests)."""
-        if prefill_tokens == 0 and decodes == 0:
-            return 0.0
-        return (
-            self.iteration_s
-            + self.service_overhead_s
-            + self.prefill_token_s * prefill_tokens
-            + self.decode_s * decodes
-            + self.context_token_s * context_tokens
-        )
 
 
 def path_of(name: str) -> Path:
@@ -106,30 +82,25 @@ def save(profile: LatencyProfile, path: Path | None = None) -> Path:
 
 def _paper_profile() -> LatencyProfile:
     """The paper's setting, from its one definition in timely_core (the simulated
-    engine's `PAPER_LLAMA3_8B_RTX4090`, where the derivation is written down)."""
-    from timely_core.engine.sim import engine as sim
+    latency model `PAPER_LLAMA3_8B_RTX4090`, where the derivation is written down)."""
+    from timely_core.engine.sim import latency as paper
 
-    model = sim.PAPER_LLAMA3_8B_RTX4090
     return LatencyProfile(
+        **paper.PAPER_LLAMA3_8B_RTX4090.model_dump(),
         name="paper-llama3-8b-rtx4090",
         description="TimelyLLM paper setting: Llama3-8B fp16 on an RTX 4090 (Table 1)",
         source="paper",
-        iteration_s=model.fixed_s,
-        prefill_token_s=model.per_prefill_token_s,
-        decode_s=model.per_decode_s,
-        context_token_s=model.per_context_token_s,
-        kv_capacity_tokens=sim.PAPER_KV_CAPACITY_TOKENS,
-        max_batched_tokens=sim.PAPER_MAX_BATCHED_TOKENS,
-        kv_bytes_per_token=sim.PAPER_KV_BYTES_PER_TOKEN,
-        swap_bytes_per_s=sim.PAPER_SWAP_BYTES_PER_S,
-        max_batch_size=sim.PAPER_MAX_NUM_SEQS,
+        kv_capacity_tokens=paper.PAPER_KV_CAPACITY_TOKENS,
+        max_batched_tokens=paper.PAPER_MAX_BATCHED_TOKENS,
+        kv_bytes_per_token=paper.PAPER_KV_BYTES_PER_TOKEN,
+        max_batch_size=paper.PAPER_MAX_NUM_SEQS,
         derivation=(
             "Table 1: prefill 2884 tokens = 328 ms, decode ~22 ms/token; context cost from "
             "KV bytes/token (128 KiB) over 1008 GB/s; decode per-sequence compute = prefill "
             "per-token compute; fixed part 21.5 ms so a batch-1 decode at 2.9k context is "
             "22 ms. Serving configuration of TimelyLLM's code for every policy (vLLM "
             "max_num_seqs=8, gpu_memory_utilization=0.8, prefix caching on): max batch 8, "
-            "~3.0 GB of KV (timely_core.engine.sim.engine.PAPER_LLAMA3_8B_RTX4090)"
+            "~3.0 GB of KV (timely_core.engine.sim.latency.PAPER_LLAMA3_8B_RTX4090)"
         ),
     )
 

@@ -12,8 +12,7 @@ from lrtrace.cli import main
 from lrtrace.errors import LrtraceError
 from lrtrace.profile_engine import ProfilePlan, StepSample, fit, measure, profile_from
 from lrtrace.profiles import PAPER_PROFILE, PROFILE_DIR, LatencyProfile, available, load
-from lrtrace.replay.targets.sim import latency_model
-from timely_core.engine.sim.engine import LinearLatencyModel
+from timely_core.engine.sim.latency import PAPER_LLAMA3_8B_RTX4090, LatencyModel
 
 
 def test_paper_profile_reproduces_table_1() -> None:
@@ -21,7 +20,9 @@ def test_paper_profile_reproduces_table_1() -> None:
     assert PAPER_PROFILE.iteration_seconds(0, 1, 2900) == pytest.approx(0.022, rel=0.01)
     assert load(PAPER_PROFILE.name) == PAPER_PROFILE
     # One definition: the profile is the simulated engine's paper model, not a copy.
-    assert latency_model(PAPER_PROFILE) == LinearLatencyModel.paper_llama3_8b_rtx4090()
+    fields = LatencyModel.model_fields
+    assert LatencyModel(**PAPER_PROFILE.model_dump(include=set(fields))) == PAPER_LLAMA3_8B_RTX4090
+    assert isinstance(PAPER_PROFILE, LatencyModel)
     assert not (PROFILE_DIR / f"{PAPER_PROFILE.name}.json").exists()
 
 
@@ -80,7 +81,7 @@ def test_profile_engine_on_the_real_torch_engine(tmp_path: Path, tiny_llama: Pat
     assert loaded.service_overhead_s == 0.0
     assert main([*argv[:-2], "--service-duration", "-1"]) == 2
     assert "shared 40-token prefix" in loaded.description
-    assert latency_model(loaded).iteration_s(64, 2, 200) > 0
+    assert loaded.iteration_seconds(64, 2, 200) > 0
 
 
 def test_profile_engine_in_the_served_regime(tiny_llama: Path) -> None:
@@ -117,7 +118,4 @@ def test_service_overhead_is_part_of_every_simulated_iteration() -> None:
     assert loaded.iteration_seconds(0, 1, 100) == pytest.approx(
         plain.iteration_seconds(0, 1, 100) + 0.002
     )
-    assert latency_model(loaded).iteration_s(0, 1, 100) == pytest.approx(
-        latency_model(plain).iteration_s(0, 1, 100) + 0.002
-    )
-    assert latency_model(loaded).iteration_s(0, 0, 0) == 0.0  # an empty step costs nothing
+    assert loaded.iteration_seconds(0, 0, 0) == 0.0  # an empty step costs nothing

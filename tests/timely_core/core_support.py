@@ -16,10 +16,10 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from timely_core.clock import VirtualClock
 from timely_core.engine.sim.engine import (
-    LinearLatencyModel,
     SimulatedEngine,
     SimulatedEngineConfig,
 )
+from timely_core.engine.sim.latency import PAPER_LLAMA3_8B_RTX4090, LatencyModel
 from timely_core.language.plan_language import PlanStatement
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
@@ -141,14 +141,14 @@ def plan_script(plans: Mapping[str, str]) -> Callable[[Sequence[int]], list[int]
     return script
 
 
-PAPER_LATENCY = LinearLatencyModel.paper_llama3_8b_rtx4090()
+PAPER_LATENCY = PAPER_LLAMA3_8B_RTX4090
 
 
 def make_service(
     plans: Mapping[str, str],
     policy: str = "timely",
     robots: Sequence[str] = ("drone1",),
-    latency: LinearLatencyModel = PAPER_LATENCY,
+    latency: LatencyModel = PAPER_LATENCY,
     config: ServiceConfig | None = None,
     engine_config: SimulatedEngineConfig | None = None,
 ) -> tuple[PlanningService, VirtualClock, SimulatedEngine]:

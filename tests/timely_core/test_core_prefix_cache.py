@@ -1,6 +1,7 @@
-"""`ServiceConfig.prefix_cache`: with it off every prompt is prefilled whole, as on a
-server without a prefix cache, plans unchanged; and a fleet whose suspended
-generations hold every KV block still finishes (the engine swaps them out)."""
+"""`ServiceConfig.prefix_cache`: with it off (and the engine's content cache off, as
+on a server without a prefix cache) every prompt is prefilled whole, plans
+unchanged; and a fleet whose suspended generations hold every KV block still
+finishes (the engine swaps them out)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,10 @@ def prompt_len(instruction: str) -> int:
 
 
 def test_without_the_prefix_cache_every_prompt_is_prefilled_whole() -> None:
-    service, _, engine = make_service(PLANS, robots=("d1", "d2"), config=NO_CACHE)
+    engine_config = SimulatedEngineConfig(eos_token_id=eos_id(), enable_prefix_caching=False)
+    service, _, engine = make_service(
+        PLANS, robots=("d1", "d2"), config=NO_CACHE, engine_config=engine_config
+    )
     assert engine.stats.prefill_tokens == 0  # nothing prefilled at registration
     assert service.stats().kv_device_blocks_free == service.stats().kv_device_blocks_total
     handles = [
@@ -56,7 +60,10 @@ def test_suspended_generations_holding_every_block_do_not_stall_the_fleet() -> N
         robots=robots,
         config=ServiceConfig(prefix_cache=False, handling_strategy=HandlingStrategy.PRESERVE),
         engine_config=SimulatedEngineConfig(
-            eos_token_id=eos_id(), block_size=16, device_blocks=3 * blocks_per_prompt
+            eos_token_id=eos_id(),
+            block_size=16,
+            device_blocks=3 * blocks_per_prompt,
+            enable_prefix_caching=False,
         ),
     )
     tasks = ["look for the cat", "evade"] * 4

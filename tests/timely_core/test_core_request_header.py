@@ -62,7 +62,8 @@ def test_a_request_opening_otherwise_is_served_whole_and_alone() -> None:
     service.register_robot("d1", MoodyLanguage())
     service.register_robot("d2", TinyLanguage())
     tokenizer = make_tokenizer()
-    prompt_len = len(encode_prefix(tokenizer, TinyLanguage().prompt_prefix())) + len(
+    prefix_len = len(encode_prefix(tokenizer, TinyLanguage().prompt_prefix()))
+    prompt_len = prefix_len + len(
         encode_request(tokenizer, MoodyLanguage().format_request("!fire", "evade"))
     )
     before = engine.stats.prefill_tokens
@@ -74,5 +75,8 @@ def test_a_request_opening_otherwise_is_served_whole_and_alone() -> None:
     usual_tokens = len(
         encode_request(tokenizer, TinyLanguage().format_request("sofa", "look for the cat"))
     ) - len(request_header_ids(tokenizer, TinyLanguage()))
-    # the odd prompt is prefilled whole (it does not start with the stored ids)
-    assert engine.stats.prefill_tokens - before == prompt_len + usual_tokens
+    # the odd prompt is served without the stored prefix (it does not start with the
+    # stored ids): only the prefix's full blocks come from the engine's content cache
+    block = engine.memory().block_size
+    cached = prefix_len // block * block
+    assert engine.stats.prefill_tokens - before == prompt_len - cached + usual_tokens

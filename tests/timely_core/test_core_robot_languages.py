@@ -10,7 +10,8 @@ from robot_models.dataset.lrtrace_tasks import LRTRACE_TASKS
 from robot_models.language import load_language
 from tests.timely_core.robot_support import golden, languages, tokenizer
 from timely_core.clock import VirtualClock
-from timely_core.engine.sim.engine import LinearLatencyModel, SimulatedEngine, SimulatedEngineConfig
+from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
+from timely_core.engine.sim.latency import PAPER_LLAMA3_8B_RTX4090
 from timely_core.events import Segment
 from timely_core.request import TaskRequest
 from timely_core.scheduling.tuf import Tuf
@@ -23,7 +24,7 @@ def golden_engine(clock: VirtualClock) -> SimulatedEngine:
     assert eos is not None
     return SimulatedEngine(
         clock,
-        LinearLatencyModel.paper_llama3_8b_rtx4090(),
+        PAPER_LLAMA3_8B_RTX4090,
         golden,
         SimulatedEngineConfig(eos_token_id=eos),
     )

@@ -8,7 +8,8 @@ import time
 
 from tests.timely_core.core_support import TinyLanguage, eos_id, make_tokenizer, plan_script
 from timely_core.clock import MonotonicClock, VirtualClock
-from timely_core.engine.sim.engine import LinearLatencyModel, SimulatedEngine, SimulatedEngineConfig
+from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
+from timely_core.engine.sim.latency import LatencyModel
 from timely_core.events import Segment
 from timely_core.request import TaskRequest
 from timely_core.scheduling.tuf import Tuf
@@ -26,7 +27,7 @@ def instant_engine() -> SimulatedEngine:
     service's real one)."""
     return SimulatedEngine(
         VirtualClock(),
-        LinearLatencyModel(),
+        LatencyModel(),
         plan_script(PLANS),
         SimulatedEngineConfig(eos_token_id=eos_id()),
     )

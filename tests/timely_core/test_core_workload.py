@@ -13,7 +13,8 @@ import pytest
 from robot_models.dataset.lrtrace_tasks import LRTRACE_TASKS
 from tests.timely_core.robot_support import golden, languages, tokenizer
 from timely_core.clock import VirtualClock
-from timely_core.engine.sim.engine import LinearLatencyModel, SimulatedEngine, SimulatedEngineConfig
+from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
+from timely_core.engine.sim.latency import PAPER_LLAMA3_8B_RTX4090
 from timely_core.request import TaskRequest
 from timely_core.scheduling.tuf import Tuf
 from timely_core.service import PlanningService
@@ -37,7 +38,7 @@ def mean_utility(policy: str, max_batch_size: int) -> tuple[float, float]:
     assert eos is not None
     engine = SimulatedEngine(
         clock,
-        LinearLatencyModel.paper_llama3_8b_rtx4090(),
+        PAPER_LLAMA3_8B_RTX4090,
         golden,
         SimulatedEngineConfig(eos_token_id=eos),
     )

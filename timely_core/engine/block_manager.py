@@ -1,4 +1,6 @@
-"""Block bookkeeping for the paged KV cache (no tensors here except via KvCache).
+"""Block bookkeeping for the paged KV cache, shared by the torch engine and the
+simulator (tensors only through a `BlockCopier`: the torch engine's KV cache, or the
+simulator's transfer meter).
 
 Device blocks are reference-counted: a block is shared by every generation whose
 prompt starts with the same content (found by a chained content hash) and by the
@@ -12,12 +14,36 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Protocol
 
 from timely_core.engine.protocol import OutOfKvMemory
 from timely_core.engine.sequence import KvLocation, Sequence
-from timely_core.engine.torch.kv_cache import KvCache
 
+# Tokens per KV block unless an engine is configured otherwise (vLLM's default too).
+DEFAULT_BLOCK_SIZE = 16
 _ROOT_HASH = -1
+
+
+class BlockCopier(Protocol):
+    """Moves the contents of KV blocks: within the device pool, and between it and
+    the host pool."""
+
+    def copy_device(self, src: list[int], dst: list[int]) -> None: ...
+
+    def swap_out(self, device_blocks: list[int], host_blocks: list[int]) -> None: ...
+
+    def swap_in(self, host_blocks: list[int], device_blocks: list[int]) -> None: ...
+
+
+@dataclass
+class AdmissionPlan:
+    """How `admit` would place a sequence: blocks it shares (cached or the prefix's),
+    tokens whose KV they already hold, and free blocks it takes."""
+
+    shared: list[int]
+    computed: int
+    copy_on_write: bool
+    cost: int
 
 
 def chain_hash(parent: int, tokens: tuple[int, ...]) -> int:
@@ -44,7 +70,7 @@ class BlockManager:
         block_size: int,
         num_device_blocks: int,
         num_host_blocks: int,
-        cache: KvCache,
+        cache: BlockCopier,
         caching: bool = True,
     ) -> None:
         self.block_size = block_size
@@ -60,6 +86,8 @@ class BlockManager:
         self._content: dict[int, tuple[int, tuple[int, ...]]] = {}  # block -> (parent, tokens)
         self._free_host: list[int] = list(range(num_host_blocks - 1, -1, -1))
         self.prefixes: dict[str, PinnedPrefix] = {}
+        self.swapped_out_blocks = 0  # totals, for stats and the simulator's costs
+        self.swapped_in_blocks = 0
 
     # ---- pool primitives -------------------------------------------------
     @property
@@ -143,47 +171,56 @@ class BlockManager:
 
     # ---- generations -----------------------------------------------------
     def admission_cost(self, num_tokens: int, prefix: PinnedPrefix | None) -> int:
-        """Free device blocks an admission of `num_tokens` tokens needs at most."""
-        shared = len(prefix.blocks) if prefix is not None else 0
-        return blocks_for(num_tokens, self.block_size) - shared + (1 if shared else 0)
+        """Free device blocks an admission of `num_tokens` tokens sharing `prefix`
+        needs when nothing past the prefix is cached (`plan` is exact)."""
+        full = len(prefix.token_ids) // self.block_size if prefix is not None else 0
+        return blocks_for(num_tokens, self.block_size) - full
 
-    def admit(
-        self, state: Sequence, prefix: PinnedPrefix | None, compute_all: bool = False
-    ) -> None:
-        """Give `state` device blocks for all its tokens, reusing cached KV.
-
-        All but the last token may come from the cache (its logits are needed) unless
-        `compute_all` (registering a prefix). Raises OutOfKvMemory, changing nothing.
-        """
-        size, tokens = self.block_size, state.token_ids
-        limit = len(tokens) if compute_all else len(tokens) - 1
-        if prefix is not None:
+    def plan(
+        self, token_ids: list[int], prefix: PinnedPrefix | None, compute_all: bool = False
+    ) -> AdmissionPlan:
+        """Where `admit` finds KV for `token_ids`: the longest run of cached leading
+        full blocks, or the pinned prefix's blocks when the cache holds no more.
+        All but the last token may come from the cache (its logits are needed)
+        unless `compute_all` (registering a prefix)."""
+        size = self.block_size
+        limit = len(token_ids) if compute_all else len(token_ids) - 1
+        shared = self.lookup(token_ids, limit // size)
+        computed = len(shared) * size
+        if prefix is not None and computed < len(prefix.token_ids):
             shared, computed = list(prefix.blocks), len(prefix.token_ids)
-        else:
-            shared = self.lookup(tokens, limit // size)
-            computed = len(shared) * size
         computed = min(computed, limit)
         write_block = computed // size
         copy_on_write = write_block < len(shared)
         if copy_on_write:
             shared = shared[: write_block + 1]
-        fresh = blocks_for(len(tokens), size) - len(shared) + (1 if copy_on_write else 0)
+        fresh = blocks_for(len(token_ids), size) - len(shared) + (1 if copy_on_write else 0)
         revived = sum(1 for block in shared if self.ref_counts[block] == 0)
-        if fresh + revived > self.num_free_device:
+        return AdmissionPlan(shared, computed, copy_on_write, fresh + revived)
+
+    def admit(
+        self, state: Sequence, prefix: PinnedPrefix | None, compute_all: bool = False
+    ) -> None:
+        """Give `state` device blocks for all its tokens, reusing cached KV (`plan`).
+        Raises OutOfKvMemory, changing nothing."""
+        plan = self.plan(state.token_ids, prefix, compute_all)
+        if plan.cost > self.num_free_device:
             raise OutOfKvMemory(
-                f"generation {state.gen_id} needs {fresh + revived} free KV blocks "
-                f"({len(tokens)} tokens), only {self.num_free_device} free"
+                f"generation {state.gen_id} needs {plan.cost} free KV blocks "
+                f"({len(state.token_ids)} tokens), only {self.num_free_device} free"
             )
-        for block in shared:
+        for block in plan.shared:
             self._share(block)
-        table = shared + self._allocate(fresh)
-        if copy_on_write:
+        fresh = blocks_for(len(state.token_ids), self.block_size) - len(plan.shared)
+        table = plan.shared + self._allocate(fresh + (1 if plan.copy_on_write else 0))
+        if plan.copy_on_write:
+            write_block = plan.computed // self.block_size
             private = table.pop()
             self.cache.copy_device([table[write_block]], [private])
             self._release(table[write_block])
             table[write_block] = private
         state.block_table, state.block_hashes = table, []
-        state.num_computed, state.kv = computed, KvLocation.DEVICE
+        state.num_computed, state.kv = plan.computed, KvLocation.DEVICE
         self.register_full_blocks(state)
 
     def blocks_to_grow(self, state: Sequence, num_tokens: int) -> int:
@@ -214,6 +251,7 @@ class BlockManager:
             return False
         host = [self._free_host.pop() for _ in exclusive]
         self.cache.swap_out([state.block_table[i] for i in exclusive], host)
+        self.swapped_out_blocks += len(exclusive)
         for index, host_block in zip(exclusive, host, strict=True):
             self._release(state.block_table[index])
             state.host_blocks[index] = host_block
@@ -226,6 +264,7 @@ class BlockManager:
         device = self._allocate(len(indices))
         host = [state.host_blocks[i] for i in indices]
         self.cache.swap_in(host, device)
+        self.swapped_in_blocks += len(host)
         for index, block in zip(indices, device, strict=True):
             state.block_table[index] = block
         self._free_host.extend(host)

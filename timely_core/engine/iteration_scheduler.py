@@ -1,15 +1,18 @@
 """What one iteration computes: token budget, decode-first order, and preemption
-when a decode needs a block and none is free.
+when a decode needs a block and none is free. Shared by the torch engine and the
+simulator, so both preempt the same victims.
 
-The policy layer decides *which* generations run (the `gen_ids` of a step, in its
-priority order); this only fits them into one forward: decodes first (one token
-each), then prefill chunks, until `max_batched_tokens` is spent. A decode that
-crosses into a new block, or a preempted generation coming back, and finds too
-few free preempts, most recently admitted first, runnable generations not in this
-step, then suspended ones (a preserved cache is not worth a stalled batch: with
-every block held by waiting generations no step could run), then the last-listed
-ones of this step, with `EngineConfig.preemption_strategy` (swap; discard when the
-host pool is full). Pinned prefixes are never touched.
+The policy layer decides *which* generations run (the `gen_ids` of a step, most
+urgent first) and ranks every live generation (`set_ranking`); this only fits them
+into one forward: decodes first (one token each), then prefill chunks, until
+`max_batched_tokens` is spent. A decode that crosses into a new block, or a
+preempted generation coming back, and finds too few free preempts generations
+outside this step first, least urgent first by the ranking (a preserved cache is
+not worth a stalled batch: with every block held by waiting generations no step
+could run), then this step's own, least urgent first; never one already scheduled
+in it. Victims are swapped, or discarded when `preemption_strategy` says so or the
+host pool is full. Generations the ranking does not name go first, most recently
+admitted first (runnable before suspended). Pinned prefixes are never touched.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from dataclasses import dataclass
 from timely_core.engine.block_manager import BlockManager, PinnedPrefix
 from timely_core.engine.protocol import HandlingStrategy, OutOfKvMemory
 from timely_core.engine.sequence import KvLocation, Sequence
-from timely_core.engine.torch.config import EngineConfig
+
+_UNRANKED = 2**62  # the rank of a generation the ranking does not name: the least urgent
 
 
 @dataclass(frozen=True)
@@ -39,14 +43,32 @@ class Chunk:
 
 
 class IterationScheduler:
-    def __init__(self, config: EngineConfig, blocks: BlockManager) -> None:
-        self.config = config
+    def __init__(
+        self,
+        blocks: BlockManager,
+        max_batched_tokens: int,
+        preemption_strategy: HandlingStrategy = HandlingStrategy.SWAP,
+    ) -> None:
+        if preemption_strategy is HandlingStrategy.PRESERVE:
+            raise ValueError("preemption_strategy must be swap or discard, not preserve")
         self.blocks = blocks
+        self.max_batched_tokens = max_batched_tokens
+        self.preemption_strategy = preemption_strategy
+        self.preemptions = 0
+        self._rank: dict[int, int] = {}
+
+    def set_ranking(self, gen_ids: list[int]) -> None:
+        """The policy's ranking of live generations, most urgent first."""
+        self._rank = {gen_id: position for position, gen_id in enumerate(gen_ids)}
+
+    def _expendability(self, state: Sequence) -> int:
+        """Sort key of victims, most expendable first: unnamed, then least urgent."""
+        return -self._rank.get(state.gen_id, _UNRANKED)
 
     def schedule(self, states: list[Sequence], live: Iterable[Sequence]) -> list[Chunk]:
         """Chunks for this iteration over `states` (caller order); `live` are all
         generations the engine holds (preemption candidates)."""
-        budget = self.config.max_batched_tokens
+        budget = self.max_batched_tokens
         decoding = [s.kv is KvLocation.DEVICE and s.num_pending == 1 for s in states]
         order = [s for s, d in zip(states, decoding, strict=True) if d]
         order += [s for s, d in zip(states, decoding, strict=True) if not d]
@@ -101,7 +123,7 @@ class IterationScheduler:
         """Free device blocks `restore` needs at most."""
         if state.kv is KvLocation.HOST:
             return len(state.host_blocks)
-        return self.blocks.admission_cost(len(state.token_ids), self._restore_prefix(state))
+        return self.blocks.plan(state.token_ids, self._restore_prefix(state)).cost
 
     def _restore_prefix(self, state: Sequence) -> PinnedPrefix | None:
         """The pinned prefix a re-admission of `state` shares, if it still starts with it."""
@@ -144,11 +166,14 @@ class IterationScheduler:
             ),
             key=lambda s: (s.suspended, -s.admitted_seq),
         )
-        victims = outside + (later[::-1] if runnable else [])
+        outside.sort(key=self._expendability)  # stable: unranked keep the order above
+        victims = outside
+        if runnable:
+            victims += sorted(reversed(later), key=self._expendability)
         if self._frees(victims) < need - self.blocks.num_free_device:
             return False
         while need > self.blocks.num_free_device:
-            self._preempt(victims.pop(0))
+            self.preempt(victims.pop(0))
         return True
 
     def _frees(self, victims: list[Sequence]) -> int:
@@ -157,12 +182,20 @@ class IterationScheduler:
         holders = Counter(b for s in victims for b in s.block_table)
         return sum(1 for b, n in holders.items() if self.blocks.ref_counts[b] == n)
 
-    def _preempt(self, state: Sequence) -> None:
+    def preempt(self, state: Sequence) -> None:
+        """Take `state`'s KV off the device by `preemption_strategy`."""
         if state.kv is not KvLocation.DEVICE:
             return
-        strategy = HandlingStrategy(self.config.preemption_strategy)
-        if strategy is HandlingStrategy.SWAP and self.blocks.swap_out(state):
+        self.preemptions += 1
+        if self.preemption_strategy is HandlingStrategy.SWAP and self.blocks.swap_out(state):
             state.strategy = HandlingStrategy.SWAP
             return
+        self.discard(state)
+
+    def discard(self, state: Sequence) -> None:
+        """Drop `state`'s KV. Its blocks are free at once; the hashed ones stay
+        findable until reallocated, so a re-admission reuses whatever is still
+        cached and recomputes the rest (`discarded_computed` tells how much)."""
+        state.discarded_computed = max(state.discarded_computed, state.num_computed)
         self.blocks.free(state)
         state.strategy = HandlingStrategy.DISCARD

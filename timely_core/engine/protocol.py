@@ -3,8 +3,8 @@
 The policy layer (queue, priorities, segmentation, handling strategies) decides
 *who* runs; an `Engine` only obeys: it holds generations by id, runs one
 iteration over the generations it is told to run, and reports tokens and memory.
-Both backends (`torch`, `vllm`) and the virtual-time simulator implement it, so
-every policy runs unchanged on each.
+The torch engine and the virtual-time simulator implement it (on the same paged-KV
+books, paged_engine.py), so every policy runs unchanged on each.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ class HandlingStrategy(str, Enum):
 
     PRESERVE = "preserve"  # keep device blocks; resume costs nothing
     SWAP = "swap"  # copy blocks to the host pool, free device blocks; resume copies back
-    DISCARD = "discard"  # free blocks; resume re-prefills prompt + generated ids
+    # free blocks at once; resume reuses what the prefix cache still holds of them
+    # and re-prefills the rest of prompt + generated ids
+    DISCARD = "discard"
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,15 @@ class Engine(Protocol):
     @property
     def eos_token_id(self) -> int: ...
 
+    @property
+    def max_generations(self) -> int:
+        """Generations one `step` may run; a longer list is refused."""
+
+    def set_ranking(self, gen_ids: list[int]) -> None:
+        """The policy's current ranking of live generations, most urgent first.
+        When KV memory runs short the engine preempts the least urgent first;
+        generations the ranking does not name count as less urgent than all."""
+
     def register_prefix(self, prefix_id: str, token_ids: list[int]) -> None:
         """Prefill `token_ids` once and pin their KV blocks (Teola's partial
         prefill of a robot's fixed prompt). Re-registering an id replaces it."""
@@ -102,8 +113,9 @@ class Engine(Protocol):
 
     def step(self, gen_ids: list[int]) -> list[StepOutput]:
         """Run one iteration (chunked prefill mixed with decodes, within the
-        engine's token budget) over the given runnable generations; return one
-        output per generation that produced a token this iteration."""
+        engine's token budget) over the given runnable generations, most urgent
+        first (prefill budget goes in this order); return one output per
+        generation that produced a token this iteration, in the same order."""
 
     def suspend(self, gen_id: int, strategy: HandlingStrategy) -> None:
         """Stop scheduling `gen_id`, keeping its token ids; handle its KV by `strategy`."""

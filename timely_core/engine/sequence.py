@@ -1,14 +1,17 @@
-"""The engine's view of one generation: its token ids, where its KV lives, and
-how far the KV has been computed."""
+"""The engine's view of one generation (nano-vllm's `Sequence`): its token ids,
+where its KV lives, and how far the KV has been computed. Shared by the torch
+engine and the simulator, which keep the same paged-KV books."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-
-import torch
+from typing import TYPE_CHECKING
 
 from timely_core.engine.protocol import HandlingStrategy, SamplingParams
+
+if TYPE_CHECKING:
+    import torch
 
 
 class KvLocation(str, Enum):
@@ -31,9 +34,9 @@ class Sequence:
     token_ids: list[int]
     prompt_len: int
     params: SamplingParams
-    admitted_seq: int  # admission order; the most recent is preempted first
+    admitted_seq: int  # admission order: among unranked victims the most recent goes first
     prefix_id: str | None = None
-    generator: torch.Generator | None = None
+    generator: torch.Generator | None = None  # seeded sampling (torch engine)
     block_table: list[int] = field(default_factory=list)
     block_hashes: list[int] = field(default_factory=list)  # chained hash per full block
     host_blocks: dict[int, int] = field(default_factory=dict)  # table index -> host block
@@ -41,6 +44,8 @@ class Sequence:
     kv: KvLocation = KvLocation.DEVICE
     suspended: bool = False
     strategy: HandlingStrategy | None = None  # how it was last suspended or preempted
+    # computed tokens whose KV a discard dropped: what a re-admission may recompute
+    discarded_computed: int = 0
 
     @property
     def num_generated(self) -> int:

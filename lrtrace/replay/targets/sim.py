@@ -22,41 +22,29 @@ from lrtrace.replay.targets.common import (
 from lrtrace.results_format import Target
 from lrtrace.trace_format import TraceFile
 from timely_core.clock import VirtualClock
-from timely_core.engine.sim.engine import (
-    LinearLatencyModel,
-    SimulatedEngine,
-    SimulatedEngineConfig,
-)
+from timely_core.engine.block_manager import DEFAULT_BLOCK_SIZE
+from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
 from timely_core.serving.robots import encode_request
 
-BLOCK_SIZE = 16
 
-
-def latency_model(profile: LatencyProfile) -> LinearLatencyModel:
-    """The profile's cost model; the service's own time per iteration is part of the
-    fixed cost, as the real service's loop makes the engine wait for it."""
-    return LinearLatencyModel(
-        fixed_s=profile.iteration_s + profile.service_overhead_s,
-        per_prefill_token_s=profile.prefill_token_s,
-        per_decode_s=profile.decode_s,
-        per_context_token_s=profile.context_token_s,
-    )
-
-
-def engine_config(profile: LatencyProfile, eos_token_id: int) -> SimulatedEngineConfig:
-    bytes_per_block = profile.kv_bytes_per_token * BLOCK_SIZE
-    blocks = max(1, profile.kv_capacity_tokens // BLOCK_SIZE)
+def engine_config(
+    profile: LatencyProfile, eos_token_id: int, prefix_caching: bool = True
+) -> SimulatedEngineConfig:
+    """The profiled setting's KV pool (host pool four times the device's) and
+    tokens per iteration, in blocks of the engines' default size; `prefix_caching`
+    False models a server without a prefix cache."""
+    blocks = max(1, profile.kv_capacity_tokens // DEFAULT_BLOCK_SIZE)
     return SimulatedEngineConfig(
         eos_token_id=eos_token_id,
-        block_size=BLOCK_SIZE,
+        block_size=DEFAULT_BLOCK_SIZE,
         device_blocks=blocks,
         host_blocks=blocks * 4,
-        bytes_per_block=bytes_per_block,
+        bytes_per_block=profile.kv_bytes_per_token * DEFAULT_BLOCK_SIZE,
         max_batched_tokens=profile.max_batched_tokens,
-        swap_s_per_block=bytes_per_block / profile.swap_bytes_per_s,
+        enable_prefix_caching=prefix_caching,
     )
 
 
@@ -147,9 +135,9 @@ class SimTarget(InProcessTarget):
         eos = self._tokenizer.token_to_id("<eos>")
         engine = SimulatedEngine(
             clock,
-            latency_model(self.profile_model),
+            self.profile_model,
             PlanScript(self._tokenizer, self._catalog, self._languages),
-            engine_config(self.profile_model, 0 if eos is None else int(eos)),
+            engine_config(self.profile_model, 0 if eos is None else int(eos), config.prefix_cache),
         )
         service = PlanningService(
             engine, self._tokenizer, policy, clock=clock, config=config, languages=self._languages

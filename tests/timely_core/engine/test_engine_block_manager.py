@@ -22,6 +22,7 @@ def _manager(device: int = 8, host: int = 4) -> BlockManager:
 
 def _block(manager: BlockManager, block: int) -> torch.Tensor:
     """The device KV of one block, all layers and heads."""
+    assert isinstance(manager.cache, KvCache)
     return manager.cache.device[:, :, :, block * SIZE : (block + 1) * SIZE]
 
 

@@ -7,6 +7,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from timely_core.engine.block_manager import DEFAULT_BLOCK_SIZE
 from timely_core.engine.protocol import HandlingStrategy
 
 DTYPES: dict[str, torch.dtype] = {
@@ -31,7 +32,7 @@ class EngineConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    block_size: int = Field(default=16, ge=1, le=1024)
+    block_size: int = Field(default=DEFAULT_BLOCK_SIZE, ge=1, le=1024)
     # both pools are allocated (and resident) at construction
     device_kv_bytes: int = Field(default=128 * 2**20, gt=0)
     host_kv_bytes: int = Field(default=64 * 2**20, ge=0)

@@ -1,12 +1,15 @@
 """Turn one iteration's scheduled chunks into flat tensors and run the model.
 
-Decodes come first (their attention is one padded call), prefill chunks follow:
-first those that open with the same cached blocks (attended as a cascade), then the
-rest. All index tensors are built with a handful of vectorised ops per iteration, not a
-Python loop per token.
+`run` fills a `_FlatBatch` in three parts: the decodes (their attention is one padded
+call), then the prefill chunks that open with the same cached blocks (attended as a
+cascade, one group per prefix), then the other prefill chunks, each attended on its
+own. An iteration of decodes only skips the flat batch. Index tensors are built with a
+few vectorised ops per chunk, not a Python loop per token.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import torch
 
@@ -19,6 +22,33 @@ from timely_core.engine.torch.model.prefill_cascade import CascadeSpan, SharedPr
 
 MIN_SHARED_BLOCKS = 2  # below this, reading shared blocks per generation is as cheap
 MAX_RUNS = 4  # a lone decode attends piecewise over at most this many runs, else gathers
+
+
+@dataclass
+class _FlatBatch:
+    """One iteration's tokens in row order, and the rows whose logits are sampled
+    (`sampled[i]` samples from row `logits_rows[i]`)."""
+
+    ids: list[int] = field(default_factory=list)
+    positions: list[torch.Tensor] = field(default_factory=list)
+    slots: list[torch.Tensor] = field(default_factory=list)  # where each row's KV goes
+    logits_rows: list[int] = field(default_factory=list)
+    sampled: list[Chunk] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return len(self.ids)
+
+    def add_chunk(self, c: Chunk, context: torch.Tensor) -> None:
+        """Append a prefill chunk's rows; `context`: the slots of its first
+        start + length tokens."""
+        end = c.start + c.length
+        self.ids.extend(c.state.token_ids[c.start : end])
+        self.positions.append(torch.arange(c.start, end))
+        self.slots.append(context[c.start :])
+        if c.sample:
+            self.logits_rows.append(self.rows - 1)
+            self.sampled.append(c)
 
 
 class ModelRunner:
@@ -96,99 +126,62 @@ class ModelRunner:
 
     def run(self, chunks: list[Chunk]) -> tuple[list[Chunk], torch.Tensor]:
         """Forward over `chunks`; returns the chunks that sample and their float32
-        logits, row for row (one-token chunks after cached context go first: they
-        share one padded attention call)."""
+        logits, row for row: the decodes, then the sampling prefill chunks in row order."""
         decodes = [c for c in chunks if _is_decode(c)]
         if len(decodes) == len(chunks):
             return decodes, self._run_decodes(decodes)
-        ids: list[int] = []
-        positions: list[torch.Tensor] = []
-        slot_parts: list[torch.Tensor] = []
-        logits_rows: list[int] = []
-        spans: list[PrefillSpan] = []
         prefills = [c for c in chunks if not _is_decode(c)]
-        group = self._decode_group(decodes) if decodes else None
-        if group is not None:
-            ids.extend(c.state.token_ids[c.start] for c in decodes)
-            positions.append(torch.tensor([c.start for c in decodes], dtype=torch.long))
-            slot_parts.append(
-                torch.tensor(
-                    [
-                        c.state.block_table[c.start // self.block_size] * self.block_size
-                        + c.start % self.block_size
-                        for c in decodes
-                    ]
-                )
-            )
-            logits_rows.extend(range(group.size))
         groups = self._shared_groups(prefills) if self._cascade else []
         grouped = {id(c) for members, _ in groups for c in members}
-        prefills = [c for members, _ in groups for c in members] + [
-            c for c in prefills if id(c) not in grouped
-        ]
-        shared: list[SharedPrefill] = []
-        offset = len(ids)
-        for members, blocks in groups:
-            first = offset
-            cascade_spans = []
-            for c in members:
-                context = self._slots(c.state.block_table, c.start + c.length)
-                cascade_spans.append(self._cascade_span(offset, c, context, blocks))
-                offset = self._add_tokens(
-                    c, offset, context, ids, positions, slot_parts, logits_rows
-                )
-            table = members[0].state.block_table
-            length = blocks * self.block_size
-            shared.append(
-                SharedPrefill(
-                    first,
-                    offset,
-                    self._slots(table, length),
-                    self._run_start(table, length),
-                    tuple(cascade_spans),
-                )
-            )
-        for c in prefills[len(grouped) :]:
-            end = c.start + c.length
-            context = self._slots(c.state.block_table, end)
-            spans.append(_span(offset, c, context, self._run_start(c.state.block_table, end)))
-            offset = self._add_tokens(c, offset, context, ids, positions, slot_parts, logits_rows)
+        plain = [c for c in prefills if id(c) not in grouped]
+        flat = _FlatBatch()
+        decode = self._add_decodes(flat, decodes) if decodes else None
+        shared = tuple(self._add_cascade(flat, members, blocks) for members, blocks in groups)
+        spans = tuple(self._add_prefill(flat, c) for c in plain)
         batch = AttentionBatch(
-            slot_mapping=torch.cat(slot_parts),
-            decode=group,
-            spans=tuple(spans),
-            shared=tuple(shared),
+            slot_mapping=torch.cat(flat.slots), decode=decode, spans=spans, shared=shared
         )
-        max_position = max(c.start + c.length for c in chunks) - 1
         logits = self.model.forward(
-            torch.tensor(ids, dtype=torch.long),
-            torch.cat(positions),
-            max_position,
+            torch.tensor(flat.ids, dtype=torch.long),
+            torch.cat(flat.positions),
+            max(c.start + c.length for c in chunks) - 1,
             batch,
             self.cache.layer_views,
-            torch.tensor(logits_rows, dtype=torch.long),
+            torch.tensor(flat.logits_rows, dtype=torch.long),
         )
-        return decodes + [c for c in prefills if c.sample], logits
+        return flat.sampled, logits
 
-    def _add_tokens(
-        self,
-        c: Chunk,
-        offset: int,
-        context: torch.Tensor,
-        ids: list[int],
-        positions: list[torch.Tensor],
-        slot_parts: list[torch.Tensor],
-        logits_rows: list[int],
-    ) -> int:
-        """Append a prefill chunk's tokens, positions and slots (`context`: the slots
-        of its first start + length tokens); returns the next row."""
+    def _add_decodes(self, flat: _FlatBatch, decodes: list[Chunk]) -> DecodeGroup:
+        """Append the decodes as the batch's first rows, every one sampling."""
+        inputs = self._decode_inputs(decodes)
+        flat.ids.extend(inputs[0].tolist())
+        flat.positions.append(inputs[1])
+        flat.slots.append(inputs[2])
+        flat.logits_rows.extend(range(len(decodes)))
+        flat.sampled.extend(decodes)
+        return self._decode_group(decodes)
+
+    def _add_cascade(self, flat: _FlatBatch, members: list[Chunk], blocks: int) -> SharedPrefill:
+        """Append chunks that open with the same `blocks` cached blocks, as contiguous
+        rows attended together over those blocks."""
+        first = flat.rows
+        spans = []
+        for c in members:
+            context = self._slots(c.state.block_table, c.start + c.length)
+            spans.append(self._cascade_span(flat.rows, c, context, blocks))
+            flat.add_chunk(c, context)
+        table, length = members[0].state.block_table, blocks * self.block_size
+        shared_slots = self._slots(table, length)
+        shared_start = self._run_start(table, length)
+        return SharedPrefill(first, flat.rows, shared_slots, shared_start, tuple(spans))
+
+    def _add_prefill(self, flat: _FlatBatch, c: Chunk) -> PrefillSpan:
+        """Append a prefill chunk attended on its own, over its whole context."""
         end = c.start + c.length
-        ids.extend(c.state.token_ids[c.start : end])
-        positions.append(torch.arange(c.start, end))
-        slot_parts.append(context[c.start :])
-        if c.sample:
-            logits_rows.append(offset + c.length - 1)
-        return offset + c.length
+        context = self._slots(c.state.block_table, end)
+        span = _span(flat.rows, c, context, self._run_start(c.state.block_table, end))
+        flat.add_chunk(c, context)
+        return span
 
     def _shared_groups(self, prefills: list[Chunk]) -> list[tuple[list[Chunk], int]]:
         """Prefill chunks that open with the same at least MIN_SHARED_BLOCKS cached
@@ -227,21 +220,25 @@ class ModelRunner:
             mask.repeat_interleave(self._query_group, dim=0),
         )
 
-    def _run_decodes(self, decodes: list[Chunk]) -> torch.Tensor:
-        """The usual iteration, decodes only: token ids, positions and cache slots in
-        one small tensor, and every row samples (no logits selection)."""
+    def _decode_inputs(self, decodes: list[Chunk]) -> torch.Tensor:
+        """[3 (token id, position, cache slot), decodes]: each decode's one token."""
         size = self.block_size
-        positions = [c.start for c in decodes]
-        inputs = torch.tensor(
+        return torch.tensor(
             [
                 [c.state.token_ids[c.start] for c in decodes],
-                positions,
+                [c.start for c in decodes],
                 [c.state.block_table[c.start // size] * size + c.start % size for c in decodes],
             ]
         )
+
+    def _run_decodes(self, decodes: list[Chunk]) -> torch.Tensor:
+        """The usual iteration, decodes only: one small input tensor, and every row
+        samples (no logits selection)."""
+        inputs = self._decode_inputs(decodes)
         batch = AttentionBatch(slot_mapping=inputs[2], decode=self._decode_group(decodes), spans=())
+        max_position = max(c.start for c in decodes)
         return self.model.forward(
-            inputs[0], inputs[1], max(positions), batch, self.cache.layer_views, None
+            inputs[0], inputs[1], max_position, batch, self.cache.layer_views, None
         )
 
 

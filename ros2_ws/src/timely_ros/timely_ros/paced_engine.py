@@ -12,12 +12,8 @@ import time
 
 from timely_core.clock import VirtualClock
 from timely_core.engine.protocol import HandlingStrategy, MemoryReport, SamplingParams, StepOutput
-from timely_core.engine.sim.engine import (
-    LatencyModel,
-    Script,
-    SimulatedEngine,
-    SimulatedEngineConfig,
-)
+from timely_core.engine.sim.engine import Script, SimulatedEngine, SimulatedEngineConfig
+from timely_core.engine.sim.latency import LatencyModel
 
 
 class PacedSimulatedEngine:
@@ -41,6 +37,13 @@ class PacedSimulatedEngine:
     @property
     def eos_token_id(self) -> int:
         return self.inner.eos_token_id
+
+    @property
+    def max_generations(self) -> int:
+        return self.inner.max_generations
+
+    def set_ranking(self, gen_ids: list[int]) -> None:
+        self.inner.set_ranking(gen_ids)
 
     def register_prefix(self, prefix_id: str, token_ids: list[int]) -> None:
         before = self.clock.now()

@@ -13,11 +13,6 @@ from timely_core.language.plan_language import PlanLanguage
 from timely_core.service import PlanningService
 from timely_ros.config import ConfigError, PlannerParams
 
-# The simulated engine models Llama3-8B fp16 (TimelyLLM Table 1): 128 KiB of KV per
-# token, 16-token blocks.
-SIM_BLOCK_SIZE = 16
-SIM_BYTES_PER_BLOCK = 2 * 2**20
-
 # The engine thread shares the GIL with the executor threads of every node in the
 # process. A forward pass releases and retakes the GIL at each of its torch ops; with
 # CPython's default 5 ms switch interval another thread can hold it that long each
@@ -55,22 +50,18 @@ def build_engine(
         from timely_core.engine.torch.engine import TorchEngine
 
         return TorchEngine(path, EngineConfig(device_kv_bytes=kv_bytes, host_kv_bytes=kv_bytes))
-    from timely_core.engine.sim.engine import LinearLatencyModel, SimulatedEngineConfig
+    from timely_core.engine.sim.engine import SimulatedEngineConfig
+    from timely_core.engine.sim.latency import PAPER_KV_BYTES_PER_BLOCK, PAPER_LLAMA3_8B_RTX4090
     from timely_ros.known_plans import KnownPlans
     from timely_ros.paced_engine import PacedSimulatedEngine
 
     eos = tokenizer.token_to_id("<eos>")
-    blocks = max(1, kv_bytes // SIM_BYTES_PER_BLOCK)
+    # the paper's model (Llama3-8B fp16) in the engines' default block size
+    blocks = max(1, kv_bytes // PAPER_KV_BYTES_PER_BLOCK)
     config = SimulatedEngineConfig(
-        eos_token_id=0 if eos is None else int(eos),
-        block_size=SIM_BLOCK_SIZE,
-        device_blocks=blocks,
-        host_blocks=blocks,
-        bytes_per_block=SIM_BYTES_PER_BLOCK,
+        eos_token_id=0 if eos is None else int(eos), device_blocks=blocks, host_blocks=blocks
     )
-    return PacedSimulatedEngine(
-        LinearLatencyModel.paper_llama3_8b_rtx4090(), KnownPlans(tokenizer, languages), config
-    )
+    return PacedSimulatedEngine(PAPER_LLAMA3_8B_RTX4090, KnownPlans(tokenizer, languages), config)
 
 
 def build_service(params: PlannerParams) -> PlanningService:

@@ -1,0 +1,278 @@
+"""`PagedEngine`: the `Engine` lifecycle over a paged KV pool, shared by the torch
+engine and the simulator so both keep exactly the same books: admission with
+prefix sharing and the content-hash cache, suspension by strategy, preemption,
+memory reports. A subclass says only how an iteration's chunks are computed and
+which token each sampling chunk yields (a model forward, or a latency model and
+a script).
+
+Memory policy (never a crash): `add`, `resume` and `register_prefix` reserve
+device blocks for every known token up front, `add` and `resume` preempting
+suspended generations if they must, and raise `OutOfKvMemory` (changing nothing)
+when even that is not enough; `suspend(SWAP)` falls back to discard when the host
+pool is full; inside `step`, a decode short of a block preempts
+(iteration_scheduler.py). A preempted generation stays runnable: the next step
+that lists it swaps it back in or re-prefills it once memory allows; until then it
+produces no token. Only a step none of whose generations fits with every other one
+preempted raises `OutOfKvMemory` (no later step could run them either).
+
+Discard, precisely: the generation's blocks count as free at once; those holding
+full, computed blocks stay findable by content until reallocated, so a resume
+reuses whatever is still cached and recomputes the rest (`recomputed_tokens`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from timely_core.engine.block_manager import BlockCopier, BlockManager, PinnedPrefix
+from timely_core.engine.iteration_scheduler import Chunk, IterationScheduler
+from timely_core.engine.protocol import (
+    EngineError,
+    HandlingStrategy,
+    MemoryReport,
+    OutOfKvMemory,
+    SamplingParams,
+    StepOutput,
+    UnknownGeneration,
+)
+from timely_core.engine.sequence import KvLocation, Sequence
+
+
+class PagedEngine:
+    def __init__(
+        self,
+        *,
+        block_size: int,
+        num_device_blocks: int,
+        num_host_blocks: int,
+        bytes_per_block: int,
+        copier: BlockCopier,
+        max_batched_tokens: int,
+        max_generations: int,
+        preemption_strategy: HandlingStrategy,
+        prefix_caching: bool,
+        eos_ids: tuple[int, ...],
+    ) -> None:
+        self.block_size = block_size
+        self.bytes_per_block = bytes_per_block
+        self.max_generations = max_generations
+        self.blocks = BlockManager(
+            block_size, num_device_blocks, num_host_blocks, copier, prefix_caching
+        )
+        self.scheduler = IterationScheduler(
+            self.blocks, max_batched_tokens, HandlingStrategy(preemption_strategy)
+        )
+        self._eos = eos_ids
+        self._gens: dict[int, Sequence] = {}
+        self._admissions = itertools.count()
+        self.recomputed_tokens = 0  # KV computed again after a discard
+        self.suspensions = 0
+        self.resumptions = 0
+
+    # ---- subclass hooks --------------------------------------------------
+    def _forward(self, chunks: list[Chunk]) -> list[tuple[Chunk, int]]:
+        """Compute the KV of `chunks` (possibly none); the sampled token of each
+        chunk that reaches the end of its known tokens, in chunk order."""
+        raise NotImplementedError
+
+    def _compute_prefix(self, state: Sequence) -> None:
+        """Compute the KV of a prefix being registered, from `state.num_computed` on."""
+        raise NotImplementedError
+
+    def _check_tokens(self, token_ids: list[int], what: str) -> None:
+        if not token_ids:
+            raise ValueError(f"{what} is empty")
+
+    def _generator(self, params: SamplingParams) -> Any:
+        """Validate `params`; the generation's private random stream, if it has one."""
+        return None
+
+    @contextmanager
+    def _copies(self) -> Iterator[None]:
+        """Around block bookkeeping that may copy KV (swaps, copy-on-write)."""
+        yield
+
+    # ---- protocol: identity and memory -----------------------------------
+    @property
+    def eos_token_id(self) -> int:
+        """The model's (first) EOS id; -1 if none is known."""
+        return self._eos[0] if self._eos else -1
+
+    def memory(self) -> MemoryReport:
+        return MemoryReport(
+            block_size=self.block_size,
+            bytes_per_block=self.bytes_per_block,
+            device_blocks_total=self.blocks.num_device_blocks,
+            device_blocks_free=self.blocks.num_free_device,
+            host_blocks_total=self.blocks.num_host_blocks,
+            host_blocks_free=self.blocks.num_free_host,
+            pinned_prefix_blocks=self.blocks.num_pinned_blocks,
+        )
+
+    def token_ids(self, gen_id: int) -> list[int]:
+        return list(self._state(gen_id).token_ids)
+
+    def generation(self, gen_id: int) -> Sequence:
+        """The engine's state of a live generation (read it, do not change it)."""
+        return self._state(gen_id)
+
+    def set_ranking(self, gen_ids: list[int]) -> None:
+        self.scheduler.set_ranking(gen_ids)
+
+    # ---- protocol: prefixes ----------------------------------------------
+    def register_prefix(self, prefix_id: str, token_ids: list[int]) -> None:
+        """Raises OutOfKvMemory if the prefix does not fit; a previous registration
+        of the same id then stays as it was."""
+        self._check_tokens(token_ids, f"prefix {prefix_id!r}")
+        state = Sequence(-1, list(token_ids), len(token_ids), SamplingParams(), -1)
+        with self._copies():
+            self.blocks.admit(state, None, compute_all=True)
+        self._compute_prefix(state)
+        state.num_computed = len(token_ids)
+        self.blocks.register_full_blocks(state)
+        if prefix_id in self.blocks.prefixes:
+            self.blocks.unpin(prefix_id)
+        self.blocks.pin(prefix_id, state)
+
+    def unregister_prefix(self, prefix_id: str) -> None:
+        self._prefix(prefix_id)
+        self.blocks.unpin(prefix_id)
+
+    # ---- protocol: admission ---------------------------------------------
+    def can_admit(self, num_tokens: int, prefix_id: str | None = None) -> bool:
+        prefix = self._prefix(prefix_id) if prefix_id is not None else None
+        cost = self.blocks.admission_cost(num_tokens, prefix)
+        free = self.blocks.num_free_device
+        return cost <= free or cost <= free + self.scheduler.reclaimable(self._gens.values())
+
+    def add(
+        self,
+        gen_id: int,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        prefix_id: str | None = None,
+    ) -> None:
+        if gen_id in self._gens:
+            raise EngineError(f"generation {gen_id} is already live")
+        self._check_tokens(prompt_token_ids, f"prompt of generation {gen_id}")
+        generator = self._generator(params)
+        prefix = None
+        if prefix_id is not None:
+            prefix = self._prefix(prefix_id)
+            if prompt_token_ids[: len(prefix.token_ids)] != prefix.token_ids:
+                raise ValueError(
+                    f"prompt of generation {gen_id} does not start with prefix {prefix_id!r}"
+                )
+        state = Sequence(
+            gen_id=gen_id,
+            token_ids=list(prompt_token_ids),
+            prompt_len=len(prompt_token_ids),
+            params=params,
+            admitted_seq=next(self._admissions),
+            prefix_id=prefix_id,
+            generator=generator,
+        )
+        with self._copies():
+            cost = self.blocks.plan(state.token_ids, prefix).cost
+            self.scheduler.reclaim(state, cost, self._gens.values())
+            self.blocks.admit(state, prefix)
+        self._gens[gen_id] = state
+
+    # ---- protocol: lifecycle ---------------------------------------------
+    def suspend(self, gen_id: int, strategy: HandlingStrategy) -> None:
+        """Swap falls back to discard (recorded in `generation(id).strategy`) when the
+        host pool cannot hold the generation's blocks."""
+        state = self._state(gen_id)
+        if state.suspended:
+            raise EngineError(f"generation {gen_id} is already suspended")
+        strategy = HandlingStrategy(strategy)
+        state.suspended, state.strategy = True, strategy
+        self.suspensions += 1
+        if strategy is HandlingStrategy.SWAP and state.kv is KvLocation.DEVICE:
+            with self._copies():
+                swapped = self.blocks.swap_out(state)
+            if not swapped:
+                self.scheduler.discard(state)
+        elif strategy is HandlingStrategy.DISCARD:
+            self.scheduler.discard(state)
+
+    def resume(self, gen_id: int) -> None:
+        state = self._state(gen_id)
+        if not state.suspended:
+            raise EngineError(f"generation {gen_id} is not suspended")
+        try:
+            with self._copies():
+                self.scheduler.resume(state, self._gens.values())
+        except OutOfKvMemory as exc:
+            raise OutOfKvMemory(
+                f"generation {gen_id} does not fit in device KV memory to resume ({exc})"
+            ) from None
+        state.suspended = False
+        self.resumptions += 1
+
+    def abort(self, gen_id: int) -> None:
+        self.blocks.free(self._state(gen_id))
+        del self._gens[gen_id]
+
+    # ---- protocol: one iteration -----------------------------------------
+    def step(self, gen_ids: list[int]) -> list[StepOutput]:
+        if len(set(gen_ids)) != len(gen_ids):
+            raise EngineError(f"step lists a generation twice: {gen_ids}")
+        if len(gen_ids) > self.max_generations:
+            raise EngineError(
+                f"step lists {len(gen_ids)} generations; this engine runs at most "
+                f"max_generations={self.max_generations} per iteration"
+            )
+        states = [self._runnable(g) for g in gen_ids]
+        with self._copies():  # preemption swaps and swap-ins are block copies
+            chunks = self.scheduler.schedule(states, self._gens.values())
+        if states and not chunks:
+            # The first generation does not fit even with every other one preempted:
+            # no later step could run it either, so say so rather than idle forever.
+            raise OutOfKvMemory(
+                f"generation {states[0].gen_id} does not fit in device KV memory "
+                f"({self.blocks.num_device_blocks} blocks) even with every other "
+                "generation preempted"
+            )
+        sampled = self._forward(chunks)
+        for chunk in chunks:
+            state, end = chunk.state, chunk.start + chunk.length
+            self.recomputed_tokens += max(0, min(end, state.discarded_computed) - chunk.start)
+            state.num_computed = end
+            self.blocks.register_full_blocks(state)
+        outputs = {c.state.gen_id: self._append(c.state, token) for c, token in sampled}
+        return [outputs[g] for g in gen_ids if g in outputs]
+
+    # ---- internals -------------------------------------------------------
+    def _append(self, state: Sequence, token: int) -> StepOutput:
+        state.token_ids.append(token)
+        finished = (
+            token in self._eos
+            or token in state.params.stop_token_ids
+            or state.num_generated >= state.params.max_tokens
+        )
+        if finished:
+            self.blocks.free(state)
+            del self._gens[state.gen_id]
+        return StepOutput(gen_id=state.gen_id, token_id=token, finished=finished)
+
+    def _state(self, gen_id: int) -> Sequence:
+        state = self._gens.get(gen_id)
+        if state is None:
+            raise UnknownGeneration(f"no live generation {gen_id}")
+        return state
+
+    def _runnable(self, gen_id: int) -> Sequence:
+        state = self._state(gen_id)
+        if state.suspended:
+            raise EngineError(f"generation {gen_id} is suspended; resume it before stepping")
+        return state
+
+    def _prefix(self, prefix_id: str | None) -> PinnedPrefix:
+        prefix = self.blocks.prefixes.get(prefix_id or "")
+        if prefix is None:
+            raise EngineError(f"no registered prefix {prefix_id!r}")
+        return prefix
