@@ -111,7 +111,10 @@ class PlanningService:
                 if cached:
                     state.engine.register_prefix(key, list(prefix.shared_ids))
                 state.prefixes[key] = prefix
+            previous = state.robots.get(robot_id)
             state.robots[robot_id] = Robot(robot_id, language, prefix, limit)
+            if previous is not None and previous.prefix is not prefix:
+                state.release_prefix(previous.prefix)
 
     def robots(self) -> dict[str, str]:
         """Registered robot ids and their robot types."""

@@ -16,10 +16,9 @@ def entry(gen_id: int, ref_s: float = 0.0, ert_s: float = 1.0, beta: float = 1.0
 
 def test_wcet_from_recent_token_rate_and_max_segment_tokens() -> None:
     batch = LatencyGuidedBatch(wcet_segment_tokens=10)
-    assert batch.tokens_per_s() is None and batch.wcet_s(0) == 0.0
+    assert batch.iteration_s(1) is None and batch.wcet_s(0) == 0.0
     for _ in range(4):
-        batch.record_iteration(0.02, batch_size=3)
-    assert batch.tokens_per_s() == pytest.approx(50.0)
+        batch.record_iteration(0.02, batch_size=3)  # 50 tokens/s per generation
     assert batch.wcet_s(4) == pytest.approx(6 / 50.0)
     assert batch.wcet_s(12) == pytest.approx(1 / 50.0)  # past the bound: one more token
     assert batch.iteration_s(8) == pytest.approx(0.02)  # one batch size seen: no slope yet

@@ -61,14 +61,19 @@ class IterationScheduler:
         """The policy's ranking of live generations, most urgent first."""
         self._rank = {gen_id: position for position, gen_id in enumerate(gen_ids)}
 
+    def _urgency(self, state: Sequence) -> int:
+        """Its place in the ranking: lower is more urgent; unranked ones last."""
+        return self._rank.get(state.gen_id, _UNRANKED)
+
     def _expendability(self, state: Sequence) -> int:
         """Sort key of victims, most expendable first: unnamed, then least urgent."""
-        return -self._rank.get(state.gen_id, _UNRANKED)
+        return -self._urgency(state)
 
     def schedule(self, states: list[Sequence], live: Iterable[Sequence]) -> list[Chunk]:
-        """Chunks for this iteration over `states` (caller order); `live` are all
-        generations the engine holds (preemption candidates)."""
+        """Chunks for this iteration over `states` (in ranking order, then as
+        listed); `live` are all generations the engine holds (preemption candidates)."""
         budget = self.max_batched_tokens
+        states = sorted(states, key=self._urgency)  # stable: unranked ones last, as listed
         decoding = [s.kv is KvLocation.DEVICE and s.num_pending == 1 for s in states]
         order = [s for s, d in zip(states, decoding, strict=True) if d]
         order += [s for s, d in zip(states, decoding, strict=True) if not d]
@@ -153,8 +158,13 @@ class IterationScheduler:
         are never victims; runnable ones only if `runnable`."""
         if need <= self.blocks.num_free_device:
             return True
-        later = [s for s in later if s.kv is KvLocation.DEVICE]
         in_step = {s.gen_id for s in later} | {c.state.gen_id for c in chunks}
+        # of this step's own, only those after it and less urgent than it
+        later = [
+            s
+            for s in later
+            if s.kv is KvLocation.DEVICE and self._urgency(s) >= self._urgency(state)
+        ]
         outside = sorted(
             (
                 s

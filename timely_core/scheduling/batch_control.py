@@ -100,12 +100,6 @@ class LatencyGuidedBatch:
         intercept, slope = self._fit
         return max(intercept + slope * batch_size, self._mean_s * 0.1)
 
-    def tokens_per_s(self) -> float | None:
-        """Recent generation speed of one generation, or None before any iteration."""
-        if not self._samples:
-            return None
-        return 1.0 / self._mean_s
-
     def wcet_s(self, segment_tokens: int, batch_size: int | None = None) -> float:
         """Worst-case time to finish a segment that has `segment_tokens` tokens so far,
         in a batch of `batch_size` (default: the recent mean iteration time)."""

@@ -1,6 +1,8 @@
-"""The scheduler's queue as columns of numpy arrays, one row per queued generation.
+"""The scheduler's table as columns of numpy arrays, one row per live generation:
+queued ones, and the running ones (`running` column), which the policy ranks too
+so that the engine knows whom to preempt first.
 
-Every scheduling decision ranks the whole queue (Eq. 4 depends on the current
+Every scheduling decision ranks the whole table (Eq. 4 depends on the current
 time), so the inputs of every policy's ranking live in preallocated columns:
 adding or removing a generation is O(1) (swap-remove) and ranking touches only
 contiguous arrays, never Python objects. The paper reports 2.03 ms per decision
@@ -16,6 +18,7 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 _FLOAT_COLUMNS = (
     "ref_s",
@@ -51,10 +54,11 @@ class QueueEntry:
 
 
 class QueueTable:
-    """Columnar store of queued generations, keyed by generation id."""
+    """Columnar store of live generations (queued or running), keyed by generation id."""
 
     def __init__(self, capacity: int = 64) -> None:
         self._size = 0
+        self._running = 0
         self._slot_of: dict[int, int] = {}
         self._alloc(max(capacity, 1))
 
@@ -62,6 +66,10 @@ class QueueTable:
         old_size = self._size
         self.gen_id: IntArray = _grow_int(getattr(self, "gen_id", None), capacity, old_size)
         self.seq: IntArray = _grow_int(getattr(self, "seq", None), capacity, old_size)
+        running = np.zeros(capacity, dtype=np.bool_)
+        if old_size:
+            running[:old_size] = self.running[:old_size]
+        self.running: BoolArray = running
         for name in _FLOAT_COLUMNS:
             setattr(self, name, _grow_float(getattr(self, name, None), capacity, old_size))
         self._capacity = capacity
@@ -78,6 +86,11 @@ class QueueTable:
     def __len__(self) -> int:
         return self._size
 
+    @property
+    def num_queued(self) -> int:
+        """Rows not running: generations waiting for the engine."""
+        return self._size - self._running
+
     def __contains__(self, gen_id: object) -> bool:
         return gen_id in self._slot_of
 
@@ -93,21 +106,44 @@ class QueueTable:
         self._size += 1
         self._slot_of[entry.gen_id] = slot
         self.gen_id[slot] = entry.gen_id
+        self.running[slot] = False
+        self._write(slot, entry)
+
+    def _write(self, slot: int, entry: QueueEntry) -> None:
         self.seq[slot] = entry.seq
         for name in _FLOAT_COLUMNS:
             getattr(self, name)[slot] = getattr(entry, name)
 
+    def requeue(self, entry: QueueEntry) -> None:
+        """A running generation waits again, for its next segment (`entry`)."""
+        slot = self._slot_of[entry.gen_id]
+        if not self.running[slot]:
+            raise ValueError(f"generation {entry.gen_id} is already queued")
+        self.set_running(entry.gen_id, False)
+        self._write(slot, entry)
+
+    def set_running(self, gen_id: int, running: bool) -> None:
+        slot = self._slot_of[gen_id]
+        if bool(self.running[slot]) != running:
+            self.running[slot] = running
+            self._running += 1 if running else -1
+
+    def is_running(self, gen_id: int) -> bool:
+        return bool(self.running[self._slot_of[gen_id]])
+
     def set_ref(self, gen_id: int, ref_s: float) -> None:
-        """Move the reference time of a queued segment (segment_done corrected it)."""
+        """Move the reference time of a segment (segment_done corrected it)."""
         self.ref_s[self._slot_of[gen_id]] = ref_s
 
     def remove(self, gen_id: int) -> None:
+        self.set_running(gen_id, False)
         slot = self._slot_of.pop(gen_id)
         last = self._size - 1
         if slot != last:
             moved = int(self.gen_id[last])
             self._slot_of[moved] = slot
             self.gen_id[slot] = self.gen_id[last]
+            self.running[slot] = self.running[last]
             self.seq[slot] = self.seq[last]
             for name in _FLOAT_COLUMNS:
                 column = getattr(self, name)
@@ -126,6 +162,9 @@ class QueueTable:
 
     def gen_id_view(self) -> IntArray:
         return self.gen_id[: self._size]
+
+    def running_view(self) -> BoolArray:
+        return self.running[: self._size]
 
 
 def _grow_float(old: FloatArray | None, capacity: int, size: int) -> FloatArray:

@@ -1,5 +1,7 @@
-"""One scheduling decision: rank the queue by the policy, then admit greedily,
-highest first, while the batch cap, the latency guide (§4.4) and KV memory allow.
+"""One scheduling decision: rank every live generation by the policy, then admit
+queued ones greedily, highest first, while the batch cap, the latency guide (§4.4)
+and KV memory allow. The same ranking orders the running batch and tells the engine
+whom to preempt first.
 
 Separate from the service loop so its cost can be measured on its own
 (bench/scheduling.py) and so every policy shares the same admission rules.
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from timely_core.scheduling.batch_control import LatencyGuidedBatch, RunningBudget
-from timely_core.scheduling.policies.base import Policy
+from timely_core.scheduling.policies.base import Policy, SlotOrder
 from timely_core.scheduling.queue_table import QueueEntry, QueueTable
 
 
@@ -24,16 +26,35 @@ class Scheduler:
         self.table = QueueTable()
 
     def __len__(self) -> int:
-        return len(self.table)
+        """Generations waiting for the engine (running ones not counted)."""
+        return self.table.num_queued
 
     def __contains__(self, gen_id: object) -> bool:
+        """Whether `gen_id` is live here, queued or running."""
         return gen_id in self.table
 
     def enqueue(self, entry: QueueEntry) -> None:
-        self.table.add(entry)
+        """Queue a new generation, or a running one again for its next segment."""
+        if entry.gen_id in self.table:
+            self.table.requeue(entry)
+        else:
+            self.table.add(entry)
+
+    def start(self, gen_id: int) -> None:
+        """The generation was admitted: it runs, and stays ranked."""
+        self.table.set_running(gen_id, True)
 
     def remove(self, gen_id: int) -> None:
         self.table.remove(gen_id)
+
+    def rank(self, now_s: float) -> SlotOrder:
+        """Slots of every live generation, most urgent first by the policy."""
+        return self.policy.order(self.table, now_s)
+
+    def ranked_ids(self, order: SlotOrder) -> list[int]:
+        """The generation ids of `order`."""
+        ids: list[int] = self.table.gen_id_view()[order].tolist()
+        return ids
 
     def set_ref(self, gen_id: int, ref_s: float) -> None:
         self.table.set_ref(gen_id, ref_s)
@@ -43,18 +64,22 @@ class Scheduler:
         now_s: float,
         running: list[RunningBudget],
         fits: Callable[[int], bool],
+        order: SlotOrder | None = None,
     ) -> list[int]:
-        """Generation ids to admit now, best first; they stay in the queue until the
-        caller removes them. `fits(gen_id)` says whether KV memory can take it; the
-        greedy order is kept, so the first one that does not fit ends the decision."""
-        if not len(self.table):
+        """Queued generation ids to admit now, best first; they stay queued until the
+        caller `start`s them. `fits(gen_id)` says whether KV memory can take it; the
+        greedy order is kept, so the first one that does not fit ends the decision.
+        `order`: this point's `rank`, if the caller has it already."""
+        if not len(self):
             return []
-        order = self.policy.order(self.table, now_s)
+        if order is None:
+            order = self.rank(now_s)
         table = self.table
+        queued = ~table.running_view()[order]
         budgets = list(running)
         chosen: list[int] = []
         guided = self.policy.latency_guided_batch
-        for slot in order:
+        for slot in order[queued]:
             if len(budgets) >= self.max_batch_size:
                 break
             deadline = float(table.ref_s[slot] + table.ert_s[slot])

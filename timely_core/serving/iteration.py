@@ -24,6 +24,7 @@ import time
 
 from timely_core.engine.protocol import OutOfKvMemory, StepOutput
 from timely_core.scheduling.batch_control import RunningBudget
+from timely_core.scheduling.policies.base import SlotOrder
 from timely_core.serving.generation import GenerationState
 from timely_core.serving.segment_dispatch import SegmentDispatch
 from timely_core.serving.state import ServiceState
@@ -55,12 +56,15 @@ class EngineIteration:
             state.work_signalled = False
             now = state.clock.now()
             self._release_arrivals(now)
-            self._admit(now)
+            order = state.scheduler.rank(now)
+            ranking = state.scheduler.ranked_ids(order)
+            state.engine.set_ranking(ranking)  # before admission: add/resume may preempt
+            self._admit(now, order)
             if not state.running:
-                self._fail_unfittable()
+                self._fail_unfittable(ranking)
                 return False
             started = state.clock.now()
-            batch = list(state.running)
+            batch = [g for g in ranking if g in state.running]  # most urgent first
         outputs = state.engine.step(batch)  # without the lock: see the module docstring
         with state.lock:
             self._on_outputs(batch, outputs, started)
@@ -100,7 +104,7 @@ class EngineIteration:
                 continue
             state.enqueue(generation)
 
-    def _admit(self, now: float) -> None:
+    def _admit(self, now: float, order: SlotOrder) -> None:
         state = self._state
         if not len(state.scheduler):
             return
@@ -111,7 +115,7 @@ class EngineIteration:
             for g in state.running.values()
         ]
         started = time.perf_counter()
-        chosen = state.scheduler.decide(now, running, self._fits)
+        chosen = state.scheduler.decide(now, running, self._fits, order)
         state.decision_time_s += time.perf_counter() - started
         state.counters["decisions"] += 1
         for gen_id in chosen:
@@ -119,7 +123,10 @@ class EngineIteration:
             try:
                 if not generation.in_engine:
                     state.engine.add(
-                        gen_id, generation.prompt_ids, state.params, generation.prefix_id or None
+                        gen_id,
+                        generation.prompt_ids,
+                        state.params,
+                        state.engine_prefix(generation.prefix_id),
                     )
                     generation.in_engine = True
                 elif generation.suspended:
@@ -131,7 +138,7 @@ class EngineIteration:
                 log.exception("engine refused generation %d", gen_id)
                 state.fail(generation, f"engine refused the generation: {exc}")
                 continue
-            state.scheduler.remove(gen_id)
+            state.scheduler.start(gen_id)
             generation.state = GenerationState.RUNNING
             state.running[gen_id] = generation
 
@@ -139,19 +146,17 @@ class EngineIteration:
         generation = self._state.by_gen_id[gen_id]
         if not generation.in_engine:
             return self._state.engine.can_admit(
-                len(generation.prompt_ids), generation.prefix_id or None
+                len(generation.prompt_ids), self._state.engine_prefix(generation.prefix_id)
             )
         return True  # suspended: resume() reports OutOfKvMemory itself
 
-    def _fail_unfittable(self) -> None:
+    def _fail_unfittable(self, ranking: list[int]) -> None:
         """Nothing runs, yet the best queued generation does not fit: it never will."""
         state = self._state
-        if not len(state.scheduler):
+        live = [state.by_gen_id[g] for g in ranking if g in state.by_gen_id]  # not failed
+        if not live or live[0].in_engine:
             return
-        order = state.policy.order(state.scheduler.table, state.clock.now())
-        generation = state.by_gen_id[int(state.scheduler.table.gen_id[order[0]])]
-        if generation.in_engine:
-            return
+        generation = live[0]
         memory = state.engine.memory()
         if memory.device_blocks_free < memory.device_blocks_total - memory.pinned_prefix_blocks:
             return  # someone still holds memory (a suspended generation); wait for it

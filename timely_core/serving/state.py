@@ -12,6 +12,7 @@ Deliveries (the handles' callbacks) run after both are released, in order, throu
 from __future__ import annotations
 
 import heapq
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,7 @@ from timely_core.serving.generation import Generation, GenerationState
 from timely_core.serving.robots import Robot, StoredPrefix
 from timely_core.task_handle import TaskHandle
 
+log = logging.getLogger(__name__)
 Delivery = Callable[[], None]
 COUNTERS = (
     "submitted",
@@ -41,6 +43,19 @@ COUNTERS = (
 )
 
 
+def batch_cap(config: ServiceConfig, engine: Engine) -> int:
+    """Generations per iteration: the service's cap, within what the engine runs."""
+    if engine.max_generations < config.max_batch_size:
+        log.warning(
+            "max_batch_size=%d is more than the engine runs per iteration; using its "
+            "max_generations=%d",
+            config.max_batch_size,
+            engine.max_generations,
+        )
+        return engine.max_generations
+    return config.max_batch_size
+
+
 class ServiceState:
     def __init__(
         self, engine: Engine, tokenizer: Any, policy: Policy, clock: Clock, config: ServiceConfig
@@ -51,7 +66,7 @@ class ServiceState:
         self.clock = clock
         self.config = config
         batch = LatencyGuidedBatch(config.wcet_segment_tokens, admit_per_step=config.admit_per_step)
-        self.scheduler = Scheduler(policy, batch, config.max_batch_size)
+        self.scheduler = Scheduler(policy, batch, batch_cap(config, engine))
         self.params = SamplingParams(temperature=0.0, max_tokens=config.max_tokens)
         self.lock = threading.RLock()
         self.wake = threading.Condition(self.lock)
@@ -74,6 +89,24 @@ class ServiceState:
         self.engine_busy_s = 0.0  # service clock inside engine iterations
         self.loop_busy_s = 0.0  # service clock in loop passes that ran one (ServiceStats)
         self.stopping = False
+
+    def release_prefix(self, prefix: StoredPrefix) -> None:
+        """Unpin a stored prefix no robot uses any more (a robot re-registered with
+        another prompt). Generations that started with it keep their blocks; those
+        not yet in the engine are prefilled without it (`engine_prefix`)."""
+        if any(robot.prefix is prefix for robot in self.robots.values()):
+            return
+        key = next(k for k, p in self.prefixes.items() if p is prefix)
+        del self.prefixes[key]
+        if prefix.prefix_id is not None:
+            self.engine.unregister_prefix(prefix.prefix_id)
+
+    def engine_prefix(self, prefix_id: str) -> str | None:
+        """`prefix_id` if the engine still holds it, else None."""
+        if not prefix_id:
+            return None
+        held = any(p.prefix_id == prefix_id for p in self.prefixes.values())
+        return prefix_id if held else None
 
     def waiting_first(self) -> int:
         """Tasks that have arrived and wait for their first admission (max_queue)."""

@@ -29,4 +29,5 @@ class TimelyPolicy:
             table.view("segment_generation_s"),
             self.min_slack_s,
         )
-        return np.argsort(-priorities, kind="stable")
+        # ties (every task whose utility has reached 0 has priority 0): by arrival
+        return np.lexsort((table.seq_view(), table.view("arrival_s"), -priorities))
