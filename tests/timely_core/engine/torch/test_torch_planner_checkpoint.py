@@ -14,7 +14,7 @@ from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.loader import load_tokenizer
 
-PLANNER = Path(__file__).resolve().parents[3] / "robot_models" / "checkpoints" / "planner"
+PLANNER = Path(__file__).resolve().parents[4] / "robot_models" / "checkpoints" / "planner"
 MAX_PLAN_TOKENS = 120
 
 pytestmark = pytest.mark.slow
