@@ -138,14 +138,17 @@ class BlockManager:
                 self._free_uncached.append(block)
 
     # ---- prefix cache ----------------------------------------------------
-    def lookup(self, token_ids: list[int], max_blocks: int) -> list[int]:
-        """Cached device blocks holding the KV of the leading full blocks of `token_ids`
-        (none when caching is off; pinned prefixes are shared explicitly anyway)."""
-        size, parent = self.block_size, _ROOT_HASH
+    def lookup(self, token_ids: list[int], max_blocks: int, first: int = 0) -> list[int]:
+        """Cached device blocks holding the KV of the full blocks of `token_ids` from
+        block `first` on, as far as they run unbroken (none when caching is off)."""
+        size = self.block_size
         matched: list[int] = []
         if not self.caching:
             return matched
-        for i in range(min(max_blocks, len(token_ids) // size)):
+        parent = _ROOT_HASH
+        for i in range(first):  # the chain's digest up to `first`, from content alone
+            parent = chain_hash(parent, tuple(token_ids[i * size : (i + 1) * size]))
+        for i in range(first, min(max_blocks, len(token_ids) // size)):
             tokens = tuple(token_ids[i * size : (i + 1) * size])
             digest = chain_hash(parent, tokens)
             block = self._block_of_hash.get(digest)
@@ -172,9 +175,12 @@ class BlockManager:
     # ---- generations -----------------------------------------------------
     def admission_cost(self, num_tokens: int, prefix: PinnedPrefix | None) -> int:
         """Free device blocks an admission of `num_tokens` tokens sharing `prefix`
-        needs when nothing past the prefix is cached (`plan` is exact)."""
-        full = len(prefix.token_ids) // self.block_size if prefix is not None else 0
-        return blocks_for(num_tokens, self.block_size) - full
+        needs at most (exactly when nothing past the prefix is cached: `plan`)."""
+        size = self.block_size
+        full = len(prefix.token_ids) // size if prefix is not None else 0
+        # a prompt ending inside the prefix's full blocks copies its last one to write
+        copy = 1 if prefix is not None and num_tokens <= full * size else 0
+        return blocks_for(num_tokens, size) - full + copy
 
     def plan(
         self, token_ids: list[int], prefix: PinnedPrefix | None, compute_all: bool = False
@@ -185,10 +191,15 @@ class BlockManager:
         unless `compute_all` (registering a prefix)."""
         size = self.block_size
         limit = len(token_ids) if compute_all else len(token_ids) - 1
-        shared = self.lookup(token_ids, limit // size)
-        computed = len(shared) * size
-        if prefix is not None and computed < len(prefix.token_ids):
-            shared, computed = list(prefix.blocks), len(prefix.token_ids)
+        if prefix is None:
+            shared = self.lookup(token_ids, limit // size)
+            computed = len(shared) * size
+        else:  # the prefix's full blocks, then what the cache holds past them
+            full = len(prefix.token_ids) // size
+            shared = prefix.blocks[:full] + self.lookup(token_ids, limit // size, full)
+            computed = len(shared) * size
+            if computed < len(prefix.token_ids):  # its partial last block too
+                shared, computed = list(prefix.blocks), len(prefix.token_ids)
         computed = min(computed, limit)
         write_block = computed // size
         copy_on_write = write_block < len(shared)

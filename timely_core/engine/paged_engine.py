@@ -82,6 +82,9 @@ class PagedEngine:
         """Compute the KV of a prefix being registered, from `state.num_computed` on."""
         raise NotImplementedError
 
+    def _added(self, state: Sequence) -> None:
+        """A generation was admitted (`add`)."""
+
     def _check_tokens(self, token_ids: list[int], what: str) -> None:
         if not token_ids:
             raise ValueError(f"{what} is empty")
@@ -180,6 +183,7 @@ class PagedEngine:
             self.scheduler.reclaim(state, cost, self._gens.values())
             self.blocks.admit(state, prefix)
         self._gens[gen_id] = state
+        self._added(state)
 
     # ---- protocol: lifecycle ---------------------------------------------
     def suspend(self, gen_id: int, strategy: HandlingStrategy) -> None:

@@ -22,7 +22,7 @@ from timely_core.clock import VirtualClock
 from timely_core.engine.block_manager import DEFAULT_BLOCK_SIZE
 from timely_core.engine.iteration_scheduler import Chunk
 from timely_core.engine.paged_engine import PagedEngine
-from timely_core.engine.protocol import HandlingStrategy, SamplingParams, StepOutput
+from timely_core.engine.protocol import HandlingStrategy, StepOutput
 from timely_core.engine.sequence import Sequence as EngineSequence
 from timely_core.engine.sim.latency import PAPER_KV_BYTES_PER_BLOCK, LatencyModel
 
@@ -117,17 +117,10 @@ class SimulatedEngine(PagedEngine):
         stats.suspensions, stats.resumptions = self.suspensions, self.resumptions
         return stats
 
-    def add(
-        self,
-        gen_id: int,
-        prompt_token_ids: list[int],
-        params: SamplingParams,
-        prefix_id: str | None = None,
-    ) -> None:
-        super().add(gen_id, prompt_token_ids, params, prefix_id)
-        self._scripts[gen_id] = list(self.script(list(prompt_token_ids)))
-
     # ---- hooks -----------------------------------------------------------
+    def _added(self, state: EngineSequence) -> None:
+        self._scripts[state.gen_id] = list(self.script(list(state.token_ids)))
+
     def _forward(self, chunks: list[Chunk]) -> list[tuple[Chunk, int]]:
         prefill = decodes = 0
         for chunk in chunks:
