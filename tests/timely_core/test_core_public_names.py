@@ -29,9 +29,7 @@ def documented_imports() -> list[tuple[str, str]]:
 
 
 def documented_paths() -> list[str]:
-    return sorted(
-        {p for doc in DOCS for p in DOTTED.findall(doc.read_text(encoding="utf-8"))}
-    )
+    return sorted({p for doc in DOCS for p in DOTTED.findall(doc.read_text(encoding="utf-8"))})
 
 
 def test_the_docs_name_some_imports() -> None:
