@@ -183,20 +183,25 @@ class BlockManager:
         return blocks_for(num_tokens, size) - full + copy
 
     def plan(
-        self, token_ids: list[int], prefix: PinnedPrefix | None, compute_all: bool = False
+        self,
+        token_ids: list[int],
+        prefix: PinnedPrefix | None,
+        compute_all: bool = False,
+        past_prefix: bool = False,
     ) -> AdmissionPlan:
-        """Where `admit` finds KV for `token_ids`: the longest run of cached leading
-        full blocks, or the pinned prefix's blocks when the cache holds no more.
-        All but the last token may come from the cache (its logits are needed)
-        unless `compute_all` (registering a prefix)."""
+        """Where `admit` finds KV for `token_ids`: the pinned prefix's blocks, and,
+        with `past_prefix` (a re-admission) or without a prefix, the longest run of
+        cached full blocks after them. All but the last token may come from the
+        cache (its logits are needed) unless `compute_all` (registering a prefix)."""
         size = self.block_size
         limit = len(token_ids) if compute_all else len(token_ids) - 1
         if prefix is None:
             shared = self.lookup(token_ids, limit // size)
             computed = len(shared) * size
-        else:  # the prefix's full blocks, then what the cache holds past them
+        else:
             full = len(prefix.token_ids) // size
-            shared = prefix.blocks[:full] + self.lookup(token_ids, limit // size, full)
+            beyond = self.lookup(token_ids, limit // size, full) if past_prefix else []
+            shared = prefix.blocks[:full] + beyond
             computed = len(shared) * size
             if computed < len(prefix.token_ids):  # its partial last block too
                 shared, computed = list(prefix.blocks), len(prefix.token_ids)
@@ -210,11 +215,15 @@ class BlockManager:
         return AdmissionPlan(shared, computed, copy_on_write, fresh + revived)
 
     def admit(
-        self, state: Sequence, prefix: PinnedPrefix | None, compute_all: bool = False
+        self,
+        state: Sequence,
+        prefix: PinnedPrefix | None,
+        compute_all: bool = False,
+        past_prefix: bool = False,
     ) -> None:
         """Give `state` device blocks for all its tokens, reusing cached KV (`plan`).
         Raises OutOfKvMemory, changing nothing."""
-        plan = self.plan(state.token_ids, prefix, compute_all)
+        plan = self.plan(state.token_ids, prefix, compute_all, past_prefix)
         if plan.cost > self.num_free_device:
             raise OutOfKvMemory(
                 f"generation {state.gen_id} needs {plan.cost} free KV blocks "

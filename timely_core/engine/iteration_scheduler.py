@@ -121,14 +121,14 @@ class IterationScheduler:
         re-prefill of prompt + generated ids). Raises OutOfKvMemory, changing nothing."""
         if state.kv is KvLocation.HOST:
             self.blocks.swap_in(state)
-        elif state.kv is KvLocation.NONE:
-            self.blocks.admit(state, self._restore_prefix(state))
+        elif state.kv is KvLocation.NONE:  # its own blocks may still be cached
+            self.blocks.admit(state, self._restore_prefix(state), past_prefix=True)
 
     def restore_cost(self, state: Sequence) -> int:
         """Free device blocks `restore` needs at most."""
         if state.kv is KvLocation.HOST:
             return len(state.host_blocks)
-        return self.blocks.plan(state.token_ids, self._restore_prefix(state)).cost
+        return self.blocks.plan(state.token_ids, self._restore_prefix(state), past_prefix=True).cost
 
     def _restore_prefix(self, state: Sequence) -> PinnedPrefix | None:
         """The pinned prefix a re-admission of `state` shares, if it still starts with it."""

@@ -82,8 +82,11 @@ class PagedEngine:
         """Compute the KV of a prefix being registered, from `state.num_computed` on."""
         raise NotImplementedError
 
-    def _added(self, state: Sequence) -> None:
-        """A generation was admitted (`add`)."""
+    def _prepare(self, state: Sequence) -> None:
+        """A generation is about to be admitted; may refuse it (nothing is held yet)."""
+
+    def _forget(self, gen_id: int) -> None:
+        """A generation ended (finished, aborted) or its admission failed."""
 
     def _check_tokens(self, token_ids: list[int], what: str) -> None:
         if not token_ids:
@@ -178,12 +181,16 @@ class PagedEngine:
             prefix_id=prefix_id,
             generator=generator,
         )
-        with self._copies():
-            cost = self.blocks.plan(state.token_ids, prefix).cost
-            self.scheduler.reclaim(state, cost, self._gens.values())
-            self.blocks.admit(state, prefix)
+        self._prepare(state)
+        try:
+            with self._copies():
+                cost = self.blocks.plan(state.token_ids, prefix).cost
+                self.scheduler.reclaim(state, cost, self._gens.values())
+                self.blocks.admit(state, prefix)
+        except BaseException:
+            self._forget(gen_id)
+            raise
         self._gens[gen_id] = state
-        self._added(state)
 
     # ---- protocol: lifecycle ---------------------------------------------
     def suspend(self, gen_id: int, strategy: HandlingStrategy) -> None:
@@ -220,6 +227,7 @@ class PagedEngine:
     def abort(self, gen_id: int) -> None:
         self.blocks.free(self._state(gen_id))
         del self._gens[gen_id]
+        self._forget(gen_id)
 
     # ---- protocol: one iteration -----------------------------------------
     def step(self, gen_ids: list[int]) -> list[StepOutput]:
@@ -261,6 +269,7 @@ class PagedEngine:
         if finished:
             self.blocks.free(state)
             del self._gens[state.gen_id]
+            self._forget(state.gen_id)
         return StepOutput(gen_id=state.gen_id, token_id=token, finished=finished)
 
     def _state(self, gen_id: int) -> Sequence:

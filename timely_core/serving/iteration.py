@@ -1,10 +1,11 @@
 """One scheduling point and one engine iteration (call holding the state's
 `engine_gate`, and not its `lock`).
 
-Arrivals whose time has come join the queue; the scheduler ranks the queue (the
-policy; Eq. 4 for `timely`) and admits greedily under the batch cap, the latency
-guide and KV memory; the engine runs one `step` over the batch and each output
-goes to `SegmentDispatch`. An engine failure ends the running tasks, not the
+Arrivals whose time has come join the queue; the scheduler ranks every live
+generation (the policy; Eq. 4 for `timely`), the engine is told the ranking (whom to
+preempt first), and the scheduler admits greedily under the batch cap, the latency
+guide and KV memory; the engine runs one `step` over the batch, most urgent first,
+and each output goes to `SegmentDispatch`. An engine failure ends the running tasks, not the
 service; an error in one task's handling ends that task only.
 
 The state's lock is released while the engine computes: a robot's `submit` or
@@ -32,7 +33,7 @@ from timely_core.serving.state import ServiceState
 log = logging.getLogger(__name__)
 
 
-class EngineIteration:
+class ServiceIteration:
     def __init__(self, state: ServiceState) -> None:
         self._state = state
         self._dispatch = SegmentDispatch(state)
@@ -56,8 +57,10 @@ class EngineIteration:
             state.work_signalled = False
             now = state.clock.now()
             self._release_arrivals(now)
+            started = time.perf_counter()
             order = state.scheduler.rank(now)
             ranking = state.scheduler.ranked_ids(order)
+            state.decision_time_s += time.perf_counter() - started
             state.engine.set_ranking(ranking)  # before admission: add/resume may preempt
             self._admit(now, order)
             if not state.running:

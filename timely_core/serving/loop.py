@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import threading
 
-from timely_core.serving.iteration import EngineIteration
+from timely_core.serving.iteration import ServiceIteration
 from timely_core.serving.state import ServiceState
 
 
 class ServiceLoop:
     def __init__(self, state: ServiceState) -> None:
         self._state = state
-        self._iteration = EngineIteration(state)
+        self._iteration = ServiceIteration(state)
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:

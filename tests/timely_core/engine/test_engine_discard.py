@@ -49,6 +49,15 @@ def make(request: pytest.FixtureRequest, qwen2_path: Path) -> PagedEngine:
     return factory(qwen2_path)
 
 
+@pytest.fixture(params=[None, "robot"])
+def prefix(request: pytest.FixtureRequest, make: PagedEngine) -> str | None:
+    """Without a prefix, or with a registered one covering the prompt's first
+    block and a half (its partial block copied, as the service's are)."""
+    if request.param is not None:
+        make.register_prefix(request.param, PROMPT[:6])
+    return request.param
+
+
 def run(engine: PagedEngine, gen_id: int) -> list[int]:
     tokens: list[int] = []
     for _ in range(50):
@@ -62,36 +71,42 @@ def run(engine: PagedEngine, gen_id: int) -> list[int]:
 def uninterrupted(engine: PagedEngine) -> list[int]:
     engine.add(99, PROMPT, PARAMS)
     tokens = run(engine, 99)
-    engine.step([])  # nothing runs; the pool is whole again
-    assert engine.memory().device_blocks_free == DEVICE_BLOCKS
+    memory = engine.memory()  # the pool is whole again
+    assert memory.device_blocks_free == DEVICE_BLOCKS - memory.pinned_prefix_blocks
     return tokens
 
 
 def test_discard_frees_at_once_and_resume_reuses_what_is_still_cached(
-    make: PagedEngine,
+    make: PagedEngine, prefix: str | None
 ) -> None:
     engine = make
     expected = uninterrupted(engine)
-    engine.add(1, PROMPT, PARAMS)
+    pinned = engine.memory().pinned_prefix_blocks
+    engine.add(1, PROMPT, PARAMS, prefix_id=prefix)
     first = [o.token_id for o in engine.step([1])]
     engine.suspend(1, HandlingStrategy.DISCARD)
-    assert engine.memory().device_blocks_free == DEVICE_BLOCKS  # free at once
+    assert engine.memory().device_blocks_free == DEVICE_BLOCKS - pinned  # free at once
     engine.resume(1)
     assert engine.generation(1).num_computed == len(PROMPT)  # both blocks found again
     assert first + run(engine, 1) == expected
     assert engine.recomputed_tokens == 0
 
 
-def test_discard_recomputes_what_was_evicted_meanwhile(make: PagedEngine) -> None:
+def test_discard_recomputes_what_was_evicted_meanwhile(
+    make: PagedEngine, prefix: str | None
+) -> None:
     engine = make
     expected = uninterrupted(engine)
-    engine.add(1, PROMPT, PARAMS)
+    engine.add(1, PROMPT, PARAMS, prefix_id=prefix)
     first = [o.token_id for o in engine.step([1])]
     engine.suspend(1, HandlingStrategy.DISCARD)
-    engine.add(2, OTHER, PARAMS)  # takes every block: 1's cached ones are reallocated
+    free = engine.memory().device_blocks_free
+    other = OTHER[: free * BLOCK - 1]  # takes every free block: 1's cached ones go
+    engine.add(2, other, PARAMS)
     engine.step([2])
     engine.abort(2)
     engine.resume(1)
-    assert engine.generation(1).num_computed == 0
+    kept = 6 if prefix else 0  # the pinned prefix is never evicted
+    assert engine.generation(1).num_computed == kept
     assert first + run(engine, 1) == expected
-    assert engine.recomputed_tokens == len(PROMPT)  # every token that had KV, once
+    assert engine.recomputed_tokens == len(PROMPT) - kept  # every token that had KV, once

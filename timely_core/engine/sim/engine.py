@@ -22,7 +22,7 @@ from timely_core.clock import VirtualClock
 from timely_core.engine.block_manager import DEFAULT_BLOCK_SIZE
 from timely_core.engine.iteration_scheduler import Chunk
 from timely_core.engine.paged_engine import PagedEngine
-from timely_core.engine.protocol import HandlingStrategy, StepOutput
+from timely_core.engine.protocol import HandlingStrategy
 from timely_core.engine.sequence import Sequence as EngineSequence
 from timely_core.engine.sim.latency import PAPER_KV_BYTES_PER_BLOCK, LatencyModel
 
@@ -118,8 +118,11 @@ class SimulatedEngine(PagedEngine):
         return stats
 
     # ---- hooks -----------------------------------------------------------
-    def _added(self, state: EngineSequence) -> None:
+    def _prepare(self, state: EngineSequence) -> None:
         self._scripts[state.gen_id] = list(self.script(list(state.token_ids)))
+
+    def _forget(self, gen_id: int) -> None:
+        self._scripts.pop(gen_id, None)
 
     def _forward(self, chunks: list[Chunk]) -> list[tuple[Chunk, int]]:
         prefill = decodes = 0
@@ -139,16 +142,6 @@ class SimulatedEngine(PagedEngine):
         tokens = state.num_pending
         self._advance(self.latency.iteration_seconds(tokens, 0, 0))
         self._stats.prefill_tokens += tokens
-
-    def _append(self, state: EngineSequence, token: int) -> StepOutput:
-        output = super()._append(state, token)
-        if state.gen_id not in self._gens:
-            self._scripts.pop(state.gen_id, None)
-        return output
-
-    def abort(self, gen_id: int) -> None:
-        super().abort(gen_id)
-        self._scripts.pop(gen_id, None)
 
     # ---- internals -------------------------------------------------------
     def _next_token(self, state: EngineSequence) -> int:

@@ -304,3 +304,22 @@ def test_add_swaps_out_suspended_generations_never_runnable_ones() -> None:
     sim.add(3, [1, 2, 3, 4, 5, 6, 7, 7], GREEDY)
     assert sim.stats.swapped_out_blocks == 2
     assert run_to_end(sim, [3])[3] == [7, 8, 9, 7, EOS]
+
+
+def test_a_prompt_the_script_does_not_know_is_refused_holding_nothing() -> None:
+    def strict(prompt: Sequence[int]) -> list[int]:
+        if prompt[0] == 99:
+            raise ValueError("no plan for this prompt")
+        return list(OUTPUT)
+
+    sim = SimulatedEngine(
+        VirtualClock(), LATENCY, strict, SimulatedEngineConfig(eos_token_id=EOS, block_size=4)
+    )
+    before = sim.memory()
+    with pytest.raises(ValueError, match="no plan"):
+        sim.add(1, [99, 1, 2, 3, 4], GREEDY)
+    assert sim.memory() == before
+    with pytest.raises(UnknownGeneration):
+        sim.token_ids(1)
+    sim.add(1, [1, 2, 3], GREEDY)  # the id is free again
+    assert run_to_end(sim, [1])[1] == [*OUTPUT, EOS]
