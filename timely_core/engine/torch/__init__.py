@@ -1,0 +1,1 @@
+"""The torch backend: our paged-KV, continuous-batching engine for Llama-family checkpoints."""
