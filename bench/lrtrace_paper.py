@@ -581,10 +581,8 @@ def real_settings_note(loads: dict[str, float], eps: float) -> str:
         f"run at {eps:g} events/s and keep the paper's relation of WID 1 to WID 2 "
         "(Table 3: the same EPS; up to 8 tasks per event on 25 agents vs up to 16 on 42): "
         "the low load has about half the tasks of the high one. The rate is where the "
-        "low load contends one torch thread: probed over 20 s (on the engine before the "
-        "prefill cascade, which made burst prefill 7-14% faster), fcfs kept 81-90% of the "
-        "urgent maximum at 15-17 events/s (60% in a second run at 17), 34-65% at 17.5-18 "
-        "and 27-46% at 19 (the paper's low load: 59.5%). The capacity is a cliff that moves with "
+        "low load contends one torch thread (the probes that chose it: "
+        "bench/results/NOTES.md, REAL_EPS). The capacity is a cliff that moves with "
         "the machine's other load, so real figures vary from run to run: the 1-minute "
         f"load average at the start of each real workload of this run was {at_start}."
     )
