@@ -211,3 +211,14 @@ def test_a_failing_language_fails_only_its_task() -> None:
     bad = service.submit(TaskRequest(robot_id="x1", instruction="look for the cat"))
     assert_good_task_unharmed(service, good)
     assert "execution-time model broke" in bad.result(timeout_s=0).error
+
+
+def test_default_task_ids_are_not_reused_by_a_restarted_service() -> None:
+    """Robots keep per-task state by task id: a restarted planner must not hand out
+    the ids of the one before it."""
+    first, _, _ = make_service(PLANS)
+    restarted, _, _ = make_service(PLANS)
+    request = TaskRequest(robot_id="drone1", instruction="evade")
+    ids = {first.submit(request).task_id, restarted.submit(request).task_id}
+    ids.add(first.submit(request).task_id)
+    assert len(ids) == 3

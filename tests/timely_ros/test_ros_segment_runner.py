@@ -97,3 +97,17 @@ def test_a_failing_skill_names_itself_and_a_stop_ends_the_segment() -> None:
     with pytest.raises(SegmentStopped):
         SegmentRunner(drone, "drone").run("t1", "mf(50);", stop, _no_progress)
     assert drone.calls == []
+
+
+def test_segment_0_of_a_reused_task_id_starts_a_new_plan() -> None:
+    """A planner that restarted may reuse a task id: the robot must run the new plan,
+    not skip it because the old plan with that id had returned."""
+    drone = RecordingDrone({"sw": "True"})
+    runner = SegmentRunner(drone, "drone")
+    runner.run("task-0", "?sw('cat')==True{->True;}", threading.Event(), _no_progress, 0)
+    out = runner.run("task-0", "mf(100);", threading.Event(), _no_progress, 0)
+    assert drone.calls == ["sw('cat')", "mf(100)"] and out.calls == 1
+    # and its variables are the new plan's, not the old one's
+    runner.run("task-1", "_1=sw('cup');", threading.Event(), _no_progress, 0)
+    with pytest.raises(ValueError, match="_1"):
+        runner.run("task-1", "tu(_1);", threading.Event(), _no_progress, 0)

@@ -47,7 +47,7 @@ def admit(
             )
         seq = state.next_gen_id
         state.next_gen_id += 1
-        task_id = request.task_id or f"task-{seq}"
+        task_id = request.task_id or f"task-{state.incarnation}-{seq}"
         if task_id in state.generations:
             raise DuplicateTask(f"task id {task_id!r} was already submitted")
         arrival = now if at_s is None else float(at_s)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import logging
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -84,6 +85,9 @@ class ServiceState:
         self.deliveries: list[Delivery] = []
         self.delivery_lock = threading.RLock()  # batches reach handles in order
         self.next_gen_id = 0
+        # in default task ids, so a restarted service never reuses one: robots keep
+        # per-task state by task id
+        self.incarnation = uuid.uuid4().hex[:8]
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.decision_time_s = 0.0
         self.engine_busy_s = 0.0  # service clock inside engine iterations

@@ -119,11 +119,21 @@ class SegmentRunner:
         return plan
 
     def run(
-        self, task_id: str, text: str, stop: threading.Event, on_progress: CallProgress
+        self,
+        task_id: str,
+        text: str,
+        stop: threading.Event,
+        on_progress: CallProgress,
+        segment_index: int | None = None,
     ) -> SegmentOutcome:
-        """Run `text` (complete statements) for `task_id`. Raises ValueError (syntax,
-        validation, runtime) naming the problem, SegmentStopped on cancel, and the
-        backend's SkillFailed when the robot cannot do a call."""
+        """Run `text` (complete statements) for `task_id`. Segment 0 opens a new plan:
+        whatever an earlier task of the same id left (a planner that restarted and
+        reused its ids) is dropped, so it can neither skip nor misread the new plan.
+        Raises ValueError (syntax, validation, runtime) naming the problem,
+        SegmentStopped on cancel, and the backend's SkillFailed when the robot cannot
+        do a call."""
+        if segment_index == 0:
+            self.forget(task_id)
         plan = self._plan(task_id)
         statements = plan.parser.feed(text)  # text of an unfinished statement waits for more
         plan.executor.stop = stop

@@ -120,7 +120,9 @@ class SkillExecutorNode(Node):
         try:
             with self._run_lock:
                 if goal.text:
-                    value = self._runner.run(goal.task_id, goal.text, stop, progress).value
+                    value = self._runner.run(
+                        goal.task_id, goal.text, stop, progress, goal.segment_index
+                    ).value
                 else:
                     value = self._run_calls(self.check(goal), stop, progress)
         except SegmentStopped:
