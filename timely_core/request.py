@@ -10,6 +10,7 @@ from timely_core.scheduling.tuf import Tuf
 
 MAX_INSTRUCTION_CHARS = 2000
 MAX_SCENE_CHARS = 8000
+_JOINERS = "\u200c\u200d"
 
 
 class TaskRequest(BaseModel):
@@ -30,11 +31,20 @@ class TaskRequest(BaseModel):
     @classmethod
     def _no_control_characters(cls, text: str) -> str:
         """Tabs and line breaks are text; other control characters are not, and some
-        have a meaning inside the planner's tokenizer (its number place marks)."""
+        have a meaning inside the planner's tokenizer (its number place marks).
+        Invisible format characters (bidirectional overrides such as U+202E,
+        zero-width spaces) make the text read otherwise than it is planned; the
+        joiners U+200C and U+200D, which some scripts need, are text."""
         for position, char in enumerate(text):
-            if char not in "\t\n\r" and unicodedata.category(char) == "Cc":
+            category = unicodedata.category(char)
+            if char not in "\t\n\r" and category == "Cc":
                 raise ValueError(
                     f"control character U+{ord(char):04X} at position {position}; "
                     "only printable text, tabs and line breaks are allowed"
+                )
+            if category == "Cf" and char not in _JOINERS:
+                raise ValueError(
+                    f"invisible format character U+{ord(char):04X} at position "
+                    f"{position}; only printable text, tabs and line breaks are allowed"
                 )
         return text

@@ -101,6 +101,8 @@ def test_robot_type_from_the_service_languages() -> None:
         ({"instruction": "go", "priority": 3}, "priority"),
         ({"instruction": "fly up \x1d300 cm"}, "instruction\n.*U\\+001D at position 7"),
         ({"instruction": "go", "scene": "visible: cat\x00"}, "scene\n.*U\\+0000"),
+        ({"instruction": "turn \u202eleft"}, "instruction\n.*format character U\\+202E"),
+        ({"instruction": "go", "scene": "\ufeffcat"}, "scene\n.*U\\+FEFF at position 0"),
     ],
 )
 def test_invalid_requests_name_the_field(fields: dict[str, object], field_name: str) -> None:

@@ -124,10 +124,30 @@ def test_goal_checks_name_the_field() -> None:
         ),
         (goal(instruction=""), "instruction"),
         (goal(instruction="x" * 5000), "instruction"),
+        (goal(urgency="urgent", tuf=custom), "both set"),  # not silently the preset
+        (goal(tuf=Tuf(expected_response_time_s=float("nan"))), "both set"),
+        (goal(instruction="go to the \u202eleft"), "U\\+202E at position 10"),
+        (goal(scene="a\u200bb"), "format character U\\+200B"),
     ]
     for bad, message in cases:
         with pytest.raises(GoalError, match=message):
             check_goal(bad, params)
+    joined = check_goal(goal(instruction="say \u0646\u0645\u200c\u06cc"), params)  # ZWNJ
+    assert "\u200c" in joined.request.instruction
+
+
+def test_the_client_helper_refuses_text_ros_would_truncate() -> None:
+    from timely_ros.plan_client import make_goal
+
+    with pytest.raises(ValueError, match="NUL character at position 4"):
+        make_goal("drone1", "find\x00 the cat")
+    with pytest.raises(ValueError, match="scene has a NUL"):
+        make_goal("drone1", "find the cat", scene="sofa\x00")
+    assert make_goal("drone1", "find the cat").urgency == "normal"
+    from timely_interfaces.msg import Tuf
+
+    custom = Tuf(expected_response_time_s=0.5, slope=-1.0, initial_utility=3.0)
+    assert make_goal("drone1", "find the cat", tuf=custom).urgency == ""  # the tuf counts
 
 
 def test_tello_sdk_mapping() -> None:

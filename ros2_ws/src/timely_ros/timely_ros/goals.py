@@ -25,13 +25,18 @@ class CheckedGoal:
 
 
 def goal_tuf(goal: PlanTask.Goal) -> Tuf:
-    """The goal's TUF: a preset by name, or the explicit `tuf` field."""
+    """The goal's TUF: a preset by name, or the explicit `tuf` field; never both."""
+    t = goal.tuf
+    values = (t.expected_response_time_s, t.slope, t.initial_utility)
     if goal.urgency:
         if goal.urgency not in ("normal", "urgent"):
             raise GoalError(f"urgency {goal.urgency!r} is not 'normal', 'urgent' or empty")
+        if any(v != 0 for v in values):  # NaN too: nothing set is silently ignored
+            raise GoalError(
+                f"urgency {goal.urgency!r} and tuf are both set; give one "
+                "(leave urgency empty to use tuf)"
+            )
         return Tuf.preset(goal.urgency)
-    t = goal.tuf
-    values = (t.expected_response_time_s, t.slope, t.initial_utility)
     if not all(math.isfinite(v) for v in values):
         raise GoalError("tuf: all fields must be finite numbers")
     if t.expected_response_time_s <= 0:

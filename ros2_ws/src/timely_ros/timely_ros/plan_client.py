@@ -31,12 +31,23 @@ def make_goal(
     robot_id: str,
     instruction: str,
     *,
-    urgency: str = "normal",
+    urgency: str | None = None,
     scene: str = "",
     dispatch: bool = True,
     robot_type: str = "",
     tuf: TufMsg | None = None,
 ) -> PlanTask.Goal:
+    """A PlanTask goal; `urgency` defaults to 'normal' unless a `tuf` is given. Raises
+    ValueError for a NUL in the text: ROS strings end there, so the planner would
+    receive, and plan, a truncated instruction without knowing it."""
+    for name, text in (("instruction", instruction), ("scene", scene)):
+        if "\x00" in text:
+            raise ValueError(
+                f"{name} has a NUL character at position {text.index(chr(0))}; "
+                "ROS strings end at it, so the planner would see truncated text"
+            )
+    if urgency is None:
+        urgency = "" if tuf is not None else "normal"
     return PlanTask.Goal(
         robot_id=robot_id,
         robot_type=robot_type,
