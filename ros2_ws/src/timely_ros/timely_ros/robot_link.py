@@ -2,7 +2,8 @@
 
 `execute` blocks the calling (plan-goal) thread on events set by the client's
 future callbacks, which the executor runs on other threads; `cancel` may be called
-from the cancel callback at any time and reaches the robot's outstanding goal.
+from the cancel callback at any time and reaches the robot's outstanding goal, also
+one the robot confirms only after the segment was given up.
 """
 
 from __future__ import annotations
@@ -74,6 +75,14 @@ class SegmentRun:
         return future.done() and not self.cancelled.is_set()
 
 
+def _cancel_if_accepted(send: Future) -> None:
+    if send.exception() is not None:  # the send failed: no goal to cancel
+        return
+    handle = send.result()
+    if handle is not None and handle.accepted:
+        handle.cancel_goal_async()
+
+
 class RobotLink:
     def __init__(self, node: Node, robot: RobotSpec, group: CallbackGroup) -> None:
         self.robot = robot
@@ -96,9 +105,9 @@ class RobotLink:
         )
         stopped = self._wait_for(send, run, segment.index, "cancelled before the robot started")
         if stopped is not None:
-            sent = send.result() if send.done() else None
-            if sent is not None and sent.accepted:
-                run.attach(sent)
+            # The robot may confirm the goal after this: it must not then run a segment
+            # of a task that has ended here (now, or whenever its answer comes).
+            send.add_done_callback(_cancel_if_accepted)
             return stopped
         handle = send.result()
         if handle is None or not handle.accepted:  # None: the send itself failed
