@@ -38,11 +38,14 @@ class BlockCopier(Protocol):
 @dataclass
 class AdmissionPlan:
     """How `admit` would place a sequence: blocks it shares (cached or the prefix's),
-    tokens whose KV they already hold, and free blocks it takes."""
+    tokens whose KV they already hold, new blocks it allocates (a copy-on-write
+    block included) and free blocks it takes in all (new ones, and cached ones
+    nobody holds)."""
 
     shared: list[int]
     computed: int
     copy_on_write: bool
+    fresh: int
     cost: int
 
 
@@ -212,7 +215,7 @@ class BlockManager:
             shared = shared[: write_block + 1]
         fresh = blocks_for(len(token_ids), size) - len(shared) + (1 if copy_on_write else 0)
         revived = sum(1 for block in shared if self.ref_counts[block] == 0)
-        return AdmissionPlan(shared, computed, copy_on_write, fresh + revived)
+        return AdmissionPlan(shared, computed, copy_on_write, fresh, fresh + revived)
 
     def admit(
         self,
@@ -231,8 +234,7 @@ class BlockManager:
             )
         for block in plan.shared:
             self._share(block)
-        fresh = blocks_for(len(state.token_ids), self.block_size) - len(plan.shared)
-        table = plan.shared + self._allocate(fresh + (1 if plan.copy_on_write else 0))
+        table = plan.shared + self._allocate(plan.fresh)
         if plan.copy_on_write:
             write_block = plan.computed // self.block_size
             private = table.pop()

@@ -174,9 +174,9 @@ class IterationScheduler:
                 and s.gen_id not in in_step
                 and (runnable or s.suspended)
             ),
-            key=lambda s: (s.suspended, -s.admitted_seq),
+            # least urgent first; among unranked: runnable before suspended, latest first
+            key=lambda s: (self._expendability(s), s.suspended, -s.admitted_seq),
         )
-        outside.sort(key=self._expendability)  # stable: unranked keep the order above
         victims = outside
         if runnable:
             victims += sorted(reversed(later), key=self._expendability)

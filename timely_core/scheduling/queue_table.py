@@ -12,6 +12,7 @@ at 8 tasks; this layout keeps 1,000 well under a millisecond.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -64,14 +65,14 @@ class QueueTable:
 
     def _alloc(self, capacity: int) -> None:
         old_size = self._size
-        self.gen_id: IntArray = _grow_int(getattr(self, "gen_id", None), capacity, old_size)
-        self.seq: IntArray = _grow_int(getattr(self, "seq", None), capacity, old_size)
-        running = np.zeros(capacity, dtype=np.bool_)
-        if old_size:
-            running[:old_size] = self.running[:old_size]
-        self.running: BoolArray = running
+        self.gen_id: IntArray = _grow(getattr(self, "gen_id", None), capacity, old_size, np.int64)
+        self.seq: IntArray = _grow(getattr(self, "seq", None), capacity, old_size, np.int64)
+        self.running: BoolArray = _grow(
+            getattr(self, "running", None), capacity, old_size, np.bool_
+        )
         for name in _FLOAT_COLUMNS:
-            setattr(self, name, _grow_float(getattr(self, name, None), capacity, old_size))
+            column = _grow(getattr(self, name, None), capacity, old_size, np.float64)
+            setattr(self, name, column)
         self._capacity = capacity
 
     # Column attributes, declared for type checkers (set in _alloc).
@@ -167,15 +168,9 @@ class QueueTable:
         return self.running[: self._size]
 
 
-def _grow_float(old: FloatArray | None, capacity: int, size: int) -> FloatArray:
-    new = np.zeros(capacity, dtype=np.float64)
-    if old is not None:
-        new[:size] = old[:size]
-    return new
-
-
-def _grow_int(old: IntArray | None, capacity: int, size: int) -> IntArray:
-    new = np.zeros(capacity, dtype=np.int64)
+def _grow(old: npt.NDArray[Any] | None, capacity: int, size: int, dtype: type) -> Any:
+    """A zeroed column of `capacity` rows holding the first `size` rows of `old`."""
+    new: npt.NDArray[Any] = np.zeros(capacity, dtype=dtype)
     if old is not None:
         new[:size] = old[:size]
     return new

@@ -156,10 +156,10 @@ class ServiceIteration:
     def _fail_unfittable(self, ranking: list[int]) -> None:
         """Nothing runs, yet the best queued generation does not fit: it never will."""
         state = self._state
-        live = [state.by_gen_id[g] for g in ranking if g in state.by_gen_id]  # not failed
-        if not live or live[0].in_engine:
+        best = next((g for g in ranking if g in state.by_gen_id), None)  # not failed
+        if best is None or state.by_gen_id[best].in_engine:
             return
-        generation = live[0]
+        generation = state.by_gen_id[best]
         memory = state.engine.memory()
         if memory.device_blocks_free < memory.device_blocks_total - memory.pinned_prefix_blocks:
             return  # someone still holds memory (a suspended generation); wait for it
