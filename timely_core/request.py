@@ -11,6 +11,7 @@ from timely_core.scheduling.tuf import Tuf
 MAX_INSTRUCTION_CHARS = 2000
 MAX_SCENE_CHARS = 8000
 _JOINERS = "\u200c\u200d"
+ROBOT_ID_PATTERN = r"^[A-Za-z0-9_]+$"
 
 
 class TaskRequest(BaseModel):
@@ -21,7 +22,7 @@ class TaskRequest(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
 
-    robot_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_]+$")
+    robot_id: str = Field(min_length=1, max_length=64, pattern=ROBOT_ID_PATTERN)
     instruction: str = Field(min_length=1, max_length=MAX_INSTRUCTION_CHARS)
     scene: str = Field(default="", max_length=MAX_SCENE_CHARS)
     tuf: Tuf = Field(default_factory=Tuf.normal)
@@ -29,22 +30,41 @@ class TaskRequest(BaseModel):
 
     @field_validator("instruction", "scene")
     @classmethod
-    def _no_control_characters(cls, text: str) -> str:
-        """Tabs and line breaks are text; other control characters are not, and some
-        have a meaning inside the planner's tokenizer (its number place marks).
-        Invisible format characters (bidirectional overrides such as U+202E,
-        zero-width spaces) make the text read otherwise than it is planned; the
-        joiners U+200C and U+200D, which some scripts need, are text."""
-        for position, char in enumerate(text):
-            category = unicodedata.category(char)
-            if char not in "\t\n\r" and category == "Cc":
-                raise ValueError(
-                    f"control character U+{ord(char):04X} at position {position}; "
-                    "only printable text, tabs and line breaks are allowed"
-                )
-            if category == "Cf" and char not in _JOINERS:
-                raise ValueError(
-                    f"invisible format character U+{ord(char):04X} at position "
-                    f"{position}; only printable text, tabs and line breaks are allowed"
-                )
-        return text
+    def _printable(cls, text: str) -> str:
+        return check_printable(text)
+
+
+def check_printable(text: str) -> str:
+    """Tabs and line breaks are text; other control characters are not, and some
+    have a meaning inside the planner's tokenizer (its number place marks).
+    Invisible format characters (bidirectional overrides such as U+202E,
+    zero-width spaces) make the text read otherwise than it is planned; the
+    joiners U+200C and U+200D, which some scripts need, are text."""
+    for position, char in enumerate(text):
+        category = unicodedata.category(char)
+        if char not in "\t\n\r" and category == "Cc":
+            raise ValueError(
+                f"control character U+{ord(char):04X} at position {position}; "
+                "only printable text, tabs and line breaks are allowed"
+            )
+        if category == "Cf" and char not in _JOINERS:
+            raise ValueError(
+                f"invisible format character U+{ord(char):04X} at position "
+                f"{position}; only printable text, tabs and line breaks are allowed"
+            )
+    return text
+
+
+class SceneUpdate(BaseModel):
+    """What a robot currently perceives, published ahead of its tasks
+    (`PlanningService.publish_scene`); an empty scene withdraws the last one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
+
+    robot_id: str = Field(min_length=1, max_length=64, pattern=ROBOT_ID_PATTERN)
+    scene: str = Field(default="", max_length=MAX_SCENE_CHARS)
+
+    @field_validator("scene")
+    @classmethod
+    def _printable(cls, text: str) -> str:
+        return check_printable(text)

@@ -24,9 +24,9 @@ from typing import Any
 
 from timely_core.clock import Clock, MonotonicClock
 from timely_core.engine.protocol import Engine
-from timely_core.errors import TaskFinished, UnknownTask
+from timely_core.errors import TaskFinished, UnknownRobot, UnknownTask
 from timely_core.language.plan_language import PlanLanguage
-from timely_core.request import TaskRequest
+from timely_core.request import SceneUpdate, TaskRequest
 from timely_core.scheduling.policies import Policy, make_policy
 from timely_core.service_config import ServiceConfig
 from timely_core.serving.admission import admit
@@ -115,6 +115,31 @@ class PlanningService:
             state.robots[robot_id] = Robot(robot_id, language, prefix, limit)
             if previous is not None and previous.prefix is not prefix:
                 state.release_prefix(previous.prefix)
+                orphan = state.scenes.detach(robot_id)  # prefilled on the old prefix
+                if orphan is not None:
+                    state.scenes.forget(orphan)
+                state.signal_work()
+
+    def publish_scene(self, robot_id: str, scene: str) -> None:
+        """Record what `robot_id` currently perceives. A task submitted with an empty
+        scene plans in this one; once it has stood for `scene_debounce_s` it is
+        prefilled ahead of the robot's tasks (Teola), within the scene KV budget
+        (`scene_kv_fraction`). An empty scene withdraws the robot's scene. Raises
+        pydantic ValidationError (bad text) or UnknownRobot."""
+        update = SceneUpdate(robot_id=robot_id, scene=scene)
+        state = self._state
+        with state.wake:
+            if update.robot_id not in state.robots:
+                raise UnknownRobot(f"unknown robot id {update.robot_id!r}; register it first")
+            orphan = state.scenes.publish(update.robot_id, update.scene, state.clock.now())
+            if orphan is not None:
+                state.scenes.forget(orphan)  # the loop unpins it
+            state.signal_work()
+
+    def scene(self, robot_id: str) -> str:
+        """The scene `robot_id` last published ("" if none)."""
+        with self._state.lock:
+            return self._state.scenes.text(robot_id)
 
     def robots(self) -> dict[str, str]:
         """Registered robot ids and their robot types."""
@@ -226,4 +251,8 @@ class PlanningService:
                 loop_busy_s=state.loop_busy_s,
                 kv_device_blocks_free=memory.device_blocks_free,
                 kv_device_blocks_total=memory.device_blocks_total,
+                scene_prefixes=len(state.scenes.prefixes),
+                scene_kv_blocks=state.scenes.held_blocks(),
+                scene_prefills=counters["scene_prefills"],
+                scene_hits=counters["scene_hits"],
             )

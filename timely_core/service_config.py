@@ -27,4 +27,8 @@ class ServiceConfig(BaseModel):
     # shared. False prefills every prompt whole, as servers without a prefix cache do
     # (to size one: `lrtrace replay --no-prefix-cache`).
     prefix_cache: bool = True
+    # Scenes robots publish ahead of their tasks are prefilled once they have stood
+    # this long (a moving robot republishes often), within this share of device KV.
+    scene_debounce_s: float = Field(default=0.2, ge=0, le=60)
+    scene_kv_fraction: float = Field(default=0.25, ge=0, le=0.9)
     idle_wait_s: float = Field(default=0.05, gt=0)  # background thread's poll when idle

@@ -31,3 +31,8 @@ class ServiceStats:
     loop_busy_s: float
     kv_device_blocks_free: int
     kv_device_blocks_total: int
+    # scenes published ahead of tasks (PlanningService.publish_scene)
+    scene_prefixes: int = 0  # prefilled and pinned now
+    scene_kv_blocks: int = 0  # device blocks they hold beyond the robots' stored prefixes
+    scene_prefills: int = 0  # prefills done so far
+    scene_hits: int = 0  # tasks admitted on a prefilled scene

@@ -32,6 +32,11 @@ def admit(
     DuplicateTask; nothing is changed then."""
     if not isinstance(request, TaskRequest):
         request = TaskRequest.model_validate(request)
+    if not request.scene:
+        with state.lock:
+            published = state.scenes.text(request.robot_id)
+        if published:  # the robot's own view: what the task is planned in
+            request = request.model_copy(update={"scene": published})
     robot, prompt_ids, prefix_id = _prompt(state, request)
     with state.wake:
         if state.stopping:

@@ -125,13 +125,11 @@ class ServiceIteration:
             generation = state.by_gen_id[gen_id]
             try:
                 if not generation.in_engine:
-                    state.engine.add(
-                        gen_id,
-                        generation.prompt_ids,
-                        state.params,
-                        state.engine_prefix(generation.prefix_id),
-                    )
+                    prefix_id = state.engine_prefix(generation)
+                    state.engine.add(gen_id, generation.prompt_ids, state.params, prefix_id)
                     generation.in_engine = True
+                    if prefix_id is not None and state.scenes.prefixes.get(prefix_id):
+                        state.counters["scene_hits"] += 1
                 elif generation.suspended:
                     state.engine.resume(gen_id)
                     generation.suspended = False
@@ -149,7 +147,7 @@ class ServiceIteration:
         generation = self._state.by_gen_id[gen_id]
         if not generation.in_engine:
             return self._state.engine.can_admit(
-                len(generation.prompt_ids), self._state.engine_prefix(generation.prefix_id)
+                len(generation.prompt_ids), self._state.engine_prefix(generation)
             )
         return True  # suspended: resume() reports OutOfKvMemory itself
 
@@ -163,6 +161,10 @@ class ServiceIteration:
         memory = state.engine.memory()
         if memory.device_blocks_free < memory.device_blocks_total - memory.pinned_prefix_blocks:
             return  # someone still holds memory (a suspended generation); wait for it
+        scene = state.scenes.least_recent()
+        if scene is not None:  # prefilled scenes give way to tasks; retried next pass
+            state.scenes.forget(scene)
+            return
         state.fail(
             generation,
             f"prompt of {len(generation.prompt_ids)} tokens does not fit in KV memory",

@@ -80,14 +80,36 @@ def request_header_ids(encoder: Any, language: PlanLanguage) -> list[int]:
     """Ids every request part of `language` starts with: the common leading ids of
     unlike requests. Empty when the request part has no fixed opening. (A request
     that still opens otherwise is served without the stored prefix: see admission.)"""
-    encoded = [
-        encode_request(encoder, language.format_request(scene, instruction))
-        for scene, instruction in _HEADER_PROBES
-    ]
+    return common_leading_ids(
+        [
+            encode_request(encoder, language.format_request(scene, instruction))
+            for scene, instruction in _HEADER_PROBES
+        ]
+    )
+
+
+def scene_request_ids(encoder: Any, language: PlanLanguage, scene: str) -> list[int]:
+    """Ids every request part of `language` with this `scene` starts with, whatever
+    the instruction: the part of a request that can be prefilled before the task is
+    known. Trailing ids that end in whitespace are left to the request: the probes'
+    first words may not merge with a space before them, but an instruction's can
+    (" the", " look")."""
+    ids = common_leading_ids(
+        [
+            encode_request(encoder, language.format_request(scene, instruction))
+            for _, instruction in _HEADER_PROBES
+        ]
+    )
+    while ids and encoder.decode(ids[-1:]).endswith((" ", "\t")):
+        ids.pop()
+    return ids
+
+
+def common_leading_ids(encoded: Sequence[Sequence[int]]) -> list[int]:
     common = 0
     while all(len(ids) > common for ids in encoded) and len({ids[common] for ids in encoded}) == 1:
         common += 1
-    return encoded[0][:common]
+    return list(encoded[0][:common])
 
 
 def resolve_language(

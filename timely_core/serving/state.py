@@ -15,7 +15,7 @@ import heapq
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from timely_core.clock import Clock
@@ -28,6 +28,7 @@ from timely_core.service_config import ServiceConfig
 from timely_core.serving.engine_gate import EngineGate
 from timely_core.serving.generation import Generation, GenerationState
 from timely_core.serving.robots import Robot, StoredPrefix
+from timely_core.serving.scenes import SceneBook
 from timely_core.task_handle import TaskHandle
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,8 @@ COUNTERS = (
     "segments",
     "iterations",
     "decisions",
+    "scene_prefills",  # scenes prefilled ahead of their tasks
+    "scene_hits",  # admissions that started from a prefilled scene
 )
 
 
@@ -55,6 +58,13 @@ def batch_cap(config: ServiceConfig, engine: Engine) -> int:
         )
         return engine.max_generations
     return config.max_batch_size
+
+
+def scene_budget_blocks(config: ServiceConfig, engine: Engine) -> int:
+    """Device blocks prefilled scenes may hold (none without the prefix cache)."""
+    if not config.prefix_cache:
+        return 0
+    return int(config.scene_kv_fraction * engine.memory().device_blocks_total)
 
 
 class ServiceState:
@@ -77,6 +87,8 @@ class ServiceState:
         self.work_signalled = False
         self.robots: dict[str, Robot] = {}
         self.prefixes: dict[str, StoredPrefix] = {}
+        self.block_size = engine.memory().block_size
+        self.scenes = SceneBook(config.scene_debounce_s, scene_budget_blocks(config, engine))
         self.generations: dict[str, Generation] = {}  # by task id, finished ones too
         self.handles: dict[str, TaskHandle] = {}
         self.by_gen_id: dict[int, Generation] = {}  # live only
@@ -105,12 +117,28 @@ class ServiceState:
         if prefix.prefix_id is not None:
             self.engine.unregister_prefix(prefix.prefix_id)
 
-    def engine_prefix(self, prefix_id: str) -> str | None:
-        """`prefix_id` if the engine still holds it, else None."""
-        if not prefix_id:
+    def engine_prefix(self, generation: Generation) -> str | None:
+        """The registered prefix the engine should admit `generation` with: its
+        robot's prefilled scene when the prompt starts with it; no prefix when the
+        prompt shares more full blocks with that scene than with the stored prefix
+        (the engine's prefix cache then finds the longest run it holds); else the
+        stored prefix, if the engine still holds it."""
+        scene = self.scenes.prefix_for(generation.request.robot_id)
+        stored = generation.prefix_id
+        if scene is not None and stored:
+            prompt = generation.prompt_ids
+            if tuple(prompt[: len(scene.token_ids)]) == scene.token_ids:
+                scene.last_used_s = self.clock.now()
+                return scene.prefix_id
+            block = self.block_size
+            robot = self.robots.get(generation.request.robot_id)
+            stored_len = len(robot.prefix.shared_ids) if robot is not None else 0
+            if _common_length(prompt, scene.token_ids) // block > stored_len // block:
+                return None
+        if not stored:
             return None
-        held = any(p.prefix_id == prefix_id for p in self.prefixes.values())
-        return prefix_id if held else None
+        held = any(p.prefix_id == stored for p in self.prefixes.values())
+        return stored if held else None
 
     def waiting_first(self) -> int:
         """Tasks that have arrived and wait for their first admission (max_queue)."""
@@ -179,3 +207,12 @@ class ServiceState:
                 deliveries, self.deliveries = self.deliveries, []
             for deliver in deliveries:
                 deliver()
+
+
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
