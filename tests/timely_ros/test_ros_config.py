@@ -173,3 +173,14 @@ def test_fake_tello_refuses_non_loopback() -> None:
         FakeTello(host="192.168.10.1")
     with pytest.raises(ValueError, match="loopback only"):
         FakeTello(host="127.0.0.2", client_host="10.0.0.1")
+
+
+def test_a_kv_budget_too_small_for_the_prompts_names_the_setting(tmp_path: Path) -> None:
+    from timely_ros.checkpoint import planner_checkpoint
+    from timely_ros.service_factory import build_service
+
+    raw = _planner(engine="simulated", model_path=str(planner_checkpoint(tmp_path)))
+    params = parse_bringup(raw).planner
+    assert params is not None
+    with pytest.raises(ConfigError, match=r"kv_budget_mb=64 cannot hold robot 'drone1'"):
+        build_service(params)

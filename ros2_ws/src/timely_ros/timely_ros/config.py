@@ -49,10 +49,17 @@ class RobotSpec(BaseModel):
     type: Literal["drone", "arm"]
     dispatch: bool = True  # the planner sends segments to the robot's ExecuteSkill server
     executor_action: str = ""  # empty: /<id>/execute_skill
+    # std_msgs/String of what the robot perceives; prefilled ahead of its tasks, and
+    # the scene of a goal that carries none. Empty: /<id>/scene
+    scene_topic: str = ""
 
     @property
     def action_name(self) -> str:
         return self.executor_action or f"/{self.id}/execute_skill"
+
+    @property
+    def scene_topic_name(self) -> str:
+        return self.scene_topic or f"/{self.id}/scene"
 
 
 class PlannerParams(BaseModel):
@@ -69,6 +76,9 @@ class PlannerParams(BaseModel):
     executor_wait_s: float = Field(default=2.0, gt=0, le=600)
     status_period_s: float = Field(default=0.5, gt=0, le=1.0)
     result_timeout_s: float = Field(default=120.0, gt=0)
+    # published scenes: prefilled once they stand this long, within this share of KV
+    scene_debounce_s: float = Field(default=0.2, ge=0, le=60)
+    scene_kv_fraction: float = Field(default=0.25, ge=0, le=0.9)
     seed: int = 0
     robots: list[RobotSpec] = Field(min_length=1)
 

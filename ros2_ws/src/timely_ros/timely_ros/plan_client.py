@@ -130,7 +130,11 @@ class PlanClient:
         while time.monotonic() < deadline:
             with self._lock:
                 for r in self._rejections:
-                    if r["robot_id"] == goal.robot_id and r["instruction"] == goal.instruction:
+                    # scene updates are rejected on this topic too: no instruction
+                    if (
+                        r.get("robot_id") == goal.robot_id
+                        and r.get("instruction") == goal.instruction
+                    ):
                         return r["reason"]
             time.sleep(0.02)
         return "rejected by the planner (no reason received)"

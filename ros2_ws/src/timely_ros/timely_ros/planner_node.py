@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from functools import partial
 from typing import Any
 
 from builtin_interfaces.msg import Time
+from pydantic import ValidationError
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
@@ -37,7 +39,7 @@ from timely_ros.config import (
 from timely_ros.goals import CheckedGoal, GoalError, check_goal
 from timely_ros.node_main import run_node
 from timely_ros.plan_job import JobHooks, PlanJob
-from timely_ros.qos import TOPIC, action_server_qos
+from timely_ros.qos import SCENE, TOPIC, action_server_qos
 from timely_ros.robot_link import RobotLink
 from timely_ros.skill_executor_node import node_parameters
 from timely_ros.status import status_msg
@@ -48,14 +50,14 @@ class PlannerNode(Node):
         super().__init__(
             PLANNER_NODE, automatically_declare_parameters_from_overrides=True, **node_kwargs
         )
+        self._lock = threading.Lock()
+        self._jobs: dict[bytes, PlanJob] = {}
         self.params: PlannerParams = planner_params(node_parameters(self))
         if service is None:
             from timely_ros.service_factory import build_service
 
             service = build_service(self.params)
         self.service = service
-        self._lock = threading.Lock()
-        self._jobs: dict[bytes, PlanJob] = {}
         self._checked: dict[int, CheckedGoal] = {}
         self._rejected = 0
         goals = ReentrantCallbackGroup()
@@ -65,6 +67,15 @@ class PlannerNode(Node):
         self._status_pub = self.create_publisher(ServiceStatus, STATUS_TOPIC, TOPIC)
         self._rejections_pub = self.create_publisher(String, REJECTIONS_TOPIC, TOPIC)
         self._progress_pub = self.create_publisher(String, ROBOT_PROGRESS_TOPIC, TOPIC)
+        scenes = ReentrantCallbackGroup()
+        for robot in self.params.robots:
+            self.create_subscription(
+                String,
+                robot.scene_topic_name,
+                partial(self._on_scene, robot.id),
+                SCENE,
+                callback_group=scenes,
+            )
         self._hooks = JobHooks(
             now_stamp=self._stamp,
             publish_segment=self._segments_pub.publish,
@@ -109,11 +120,10 @@ class PlannerNode(Node):
             checked = check_goal(goal, self.params)
             knows = getattr(self.service.engine, "knows", None)
             request = checked.request
-            if knows is not None and not knows(
-                checked.robot.type, request.scene, request.instruction
-            ):
+            scene = request.scene or self.service.scene(checked.robot.id)
+            if knows is not None and not knows(checked.robot.type, scene, request.instruction):
                 raise GoalError(
-                    f"instruction {request.instruction!r} (scene {request.scene!r}): the "
+                    f"instruction {request.instruction!r} (scene {scene!r}): the "
                     "simulated engine replays the data set's plans and knows none for it"
                 )
             with self._lock:
@@ -132,6 +142,15 @@ class PlannerNode(Node):
             self.get_logger().warning(f"rejected goal for robot {goal.robot_id!r}: {err}")
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
+
+    def _on_scene(self, robot_id: str, msg: String) -> None:
+        try:
+            self.service.publish_scene(robot_id, msg.data)
+        except ValidationError as err:
+            problems = "; ".join(e["msg"] for e in err.errors())
+            reason = json.dumps({"robot_id": robot_id, "scene_update": True, "reason": problems})
+            self._rejections_pub.publish(String(data=reason))
+            self.get_logger().warning(f"ignored scene of robot {robot_id!r}: {problems}")
 
     def _on_cancel(self, goal_handle: ServerGoalHandle) -> CancelResponse:
         with self._lock:
@@ -187,7 +206,8 @@ class PlannerNode(Node):
             jobs = list(self._jobs.values())
         for job in jobs:
             job.cancel()
-        self.service.stop()
+        if hasattr(self, "service"):  # not when building it failed
+            self.service.stop()
         super().destroy_node()
 
 

@@ -32,6 +32,15 @@ TOPIC = QoSProfile(
     durability=DurabilityPolicy.VOLATILE,
 )
 
+# A robot's scene: only the latest matters. Volatile, so any publisher matches (a
+# transient-local subscription would not hear a volatile publisher).
+SCENE = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+
 
 def action_server_qos() -> dict[str, Any]:
     """Keyword arguments for `rclpy.action.ActionServer`."""

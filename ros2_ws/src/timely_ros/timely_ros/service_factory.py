@@ -9,8 +9,10 @@ from typing import Any
 
 from robot_models.language import load_language
 from timely_core.clock import MonotonicClock
+from timely_core.engine.protocol import OutOfKvMemory
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.service import PlanningService
+from timely_core.service_config import ServiceConfig
 from timely_ros.config import ConfigError, PlannerParams
 
 # The engine thread shares the GIL with the executor threads of every node in the
@@ -79,9 +81,19 @@ def build_service(params: PlannerParams) -> PlanningService:
         tokenizer,
         params.policy,
         clock=MonotonicClock(),
-        max_queue=params.max_queue,
+        config=ServiceConfig(
+            max_queue=params.max_queue,
+            scene_debounce_s=params.scene_debounce_s,
+            scene_kv_fraction=params.scene_kv_fraction,
+        ),
         languages=languages,
     )
     for robot in params.robots:
-        service.register_robot(robot.id, robot_type=robot.type)
+        try:
+            service.register_robot(robot.id, robot_type=robot.type)
+        except OutOfKvMemory as err:
+            raise ConfigError(
+                f"kv_budget_mb={params.kv_budget_mb:g} cannot hold robot {robot.id!r}'s "
+                f"prompt prefix ({err}); raise kv_budget_mb"
+            ) from None
     return service

@@ -1,0 +1,77 @@
+"""A robot's scene on `<robot>/scene` (std_msgs/String, from any publisher): a goal
+that carries no scene is planned in the robot's latest one, and a scene that is not
+valid text is ignored, with its reason on /timely/rejections."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from timely_ros.testing import (
+    RosClient,
+    StartNodes,
+    lrtrace_goal_fields,
+    planner_checkpoint,
+    wait_until,
+)
+
+pytestmark = pytest.mark.ros
+
+
+def test_a_goal_without_a_scene_plans_in_the_published_one(
+    node_processes: StartNodes, ros_client: RosClient, tmp_path: Path
+) -> None:
+    from action_msgs.msg import GoalStatus
+    from std_msgs.msg import String
+    from timely_ros.plan_client import PlanClient, make_goal
+    from timely_ros.qos import TOPIC
+
+    task = lrtrace_goal_fields(1)
+    planner = {
+        "timely_planner": {
+            "ros__parameters": {
+                "robots": ["drone1"],
+                "drone1": {"type": "drone", "dispatch": False},
+                "engine": "simulated",
+                "model_path": str(planner_checkpoint(tmp_path)),
+                "scene_debounce_s": 0.0,
+                "kv_budget_mb": 4096.0,
+            }
+        }
+    }
+    planner_proc = node_processes(planner, "planner", "planner")
+    node = ros_client.node
+    rejections: list[dict[str, object]] = []
+    node.create_subscription(
+        String, "/timely/rejections", lambda m: rejections.append(json.loads(m.data)), TOPIC
+    )
+    scenes = node.create_publisher(String, "/drone1/scene", 1)
+    client = PlanClient(node)
+    assert client.wait_for_server(60), planner_proc.output()
+
+    # the simulated planner knows a plan for this instruction only in its own scene:
+    # a goal without a scene is accepted once the planner has the published one
+    timer = node.create_timer(0.1, lambda: scenes.publish(String(data=task["scene"])))
+    goal = make_goal("drone1", task["instruction"], urgency=task["urgency"], dispatch=False)
+    calls = []
+
+    def accepted() -> bool:
+        call = client.send(goal)
+        assert call.done.wait(30) or call.accepted, "no answer to the goal"
+        calls.append(call)
+        return bool(call.accepted)
+
+    wait_until(accepted, 30, "a goal planned in the published scene")
+    timer.cancel()
+    call = calls[-1]
+    assert call.done.wait(60), planner_proc.output()[-3000:]
+    result = call.final_result()
+    assert call.status == GoalStatus.STATUS_SUCCEEDED, result.error
+    assert result.plan == task["plan"]
+
+    scenes.publish(String(data="a sofa \u202e and a cat"))
+    wait_until(lambda: any(r.get("scene_update") for r in rejections), 10, "the rejection")
+    reason = next(r for r in rejections if r.get("scene_update"))
+    assert reason["robot_id"] == "drone1" and "U+202E" in str(reason["reason"])
+    planner_proc.wait_for_output(r"ignored scene of robot 'drone1'", 10)
