@@ -38,3 +38,4 @@ class TaskResult:
     completion_time_s: float = 0.0  # arrival -> end of the last segment's execution
     segment_waits_s: tuple[float, ...] = field(default=())  # W(s_k) per segment
     segment_utility: float = 0.0  # Eq. 3 for this task: TUF0(W(s0)) + sum TUF1(W(sk))
+    ttft_s: float | None = None  # arrival -> first generated token (None: none came)

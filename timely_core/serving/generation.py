@@ -47,6 +47,7 @@ class Generation:
     records: list[SegmentRecord] = field(default_factory=list)
     # a completed segment kept for one more token, to learn whether the plan ends with it
     awaiting_next_token: SegmentCut | None = None
+    first_token_s: float | None = None  # service clock at the first generated token
     held_statements: list[PlanStatement] = field(default_factory=list)  # whole-plan mode
     held_text: str = ""
     held_ids: list[int] = field(default_factory=list)
@@ -144,4 +145,5 @@ class Generation:
             completion_time_s=completion,
             segment_waits_s=tuple(waits),
             segment_utility=segment_utility,
+            ttft_s=None if self.first_token_s is None else self.first_token_s - self.arrival_s,
         )

@@ -32,6 +32,8 @@ class SegmentDispatch:
     def on_token(self, generation: Generation, output: StepOutput, now: float) -> None:
         """One engine output of `generation`, produced at `now`."""
         state = self._state
+        if generation.first_token_s is None:
+            generation.first_token_s = now
         if output.finished:
             generation.in_engine = False  # the engine freed it
             state.running.pop(generation.gen_id, None)
