@@ -1,18 +1,23 @@
-"""A robot's scene on `<robot>/scene` (std_msgs/String, from any publisher): a goal
-that carries no scene is planned in the robot's latest one, and a scene that is not
-valid text is ignored, with its reason on /timely/rejections."""
+"""A robot's scene on `<robot>/scene` (std_msgs/String, from any publisher, or
+`timely scene`): a goal that carries no scene is planned in the robot's latest
+one, and a scene that is not valid text is ignored, with its reason on
+/timely/rejections."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 from timely_ros.testing import (
+    PYTHON,
+    REPO,
     RosClient,
     StartNodes,
     lrtrace_goal_fields,
     planner_checkpoint,
+    ros_env,
     wait_until,
 )
 
@@ -69,6 +74,32 @@ def test_a_goal_without_a_scene_plans_in_the_published_one(
     result = call.final_result()
     assert call.status == GoalStatus.STATUS_SUCCEEDED, result.error
     assert result.plan == task["plan"]
+
+    # the operator's CLI: the next goal without a scene plans in the new one
+    task2 = lrtrace_goal_fields(2)
+    cli = subprocess.run(
+        [PYTHON, "-m", "timely_ros.cli", "scene", "--robot", "drone1", task2["scene"]],
+        cwd=REPO,
+        env=ros_env(tmp_path / "ros_log"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert "published the scene of drone1 on /drone1/scene" in cli.stdout
+    goal2 = make_goal("drone1", task2["instruction"], urgency=task2["urgency"], dispatch=False)
+    call2 = client.send(goal2)
+    assert call2.done.wait(60) and call2.accepted, client.rejection_reason(goal2)
+    assert call2.final_result().plan == task2["plan"]
+    bad = subprocess.run(
+        [PYTHON, "-m", "timely_ros.cli", "scene", "--robot", "drone1", "a \u202e cat"],
+        cwd=REPO,
+        env=ros_env(tmp_path / "ros_log"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "U+202E" in bad.stderr
 
     scenes.publish(String(data="a sofa \u202e and a cat"))
     wait_until(lambda: any(r.get("scene_update") for r in rejections), 10, "the rejection")

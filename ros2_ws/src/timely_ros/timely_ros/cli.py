@@ -1,7 +1,8 @@
-"""`timely`: bring up nodes, send a plan, or run the demo.
+"""`timely`: bring up nodes, send a plan, publish a scene, or run the demo.
 
 timely up CONFIG.yaml [--only planner|executors]
 timely plan --robot drone1 [--urgent] [--scene TEXT] [--no-dispatch] "find the cat"
+timely scene --robot drone1 [--topic /drone1/scene] "a sofa, a cat under the table"
 timely demo [--config CONFIG.yaml] [--duration S] [--seed S]
 """
 
@@ -31,6 +32,12 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
     plan.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the result")
 
+    scene = sub.add_parser("scene", help="publish what a robot perceives (its scene topic)")
+    scene.add_argument("scene", help="the scene text; empty withdraws the robot's scene")
+    scene.add_argument("--robot", required=True, help="robot id, e.g. drone1")
+    scene.add_argument("--topic", default="", help="scene topic (default /<robot>/scene)")
+    scene.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
+
     demo = sub.add_parser("demo", help="planner + simulated fleet + a short WID 1-style replay")
     demo.add_argument("--config", default=None, help="bring-up YAML (default: config/demo.yaml)")
     demo.add_argument("--duration", type=float, default=20.0, help="seconds of task arrivals")
@@ -58,6 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 wait_s=args.wait,
                 timeout_s=args.timeout,
             )
+        if args.command == "scene":
+            from timely_ros.scene_cli import run_scene
+
+            return run_scene(args.robot, args.scene, args.topic, args.wait)
         from timely_ros.demo import run_demo
 
         return run_demo(config_path=args.config, duration_s=args.duration, seed=args.seed)

@@ -1,0 +1,55 @@
+"""`timely scene`: publish what a robot perceives on its scene topic, once.
+
+The planner keeps each robot's latest scene: goals without a scene are planned in
+it, and it is prefilled ahead of them. A robot's own perception pipeline would
+publish on the same topic (std_msgs/String)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import rclpy
+from rclpy.duration import Duration
+from rclpy.node import Node
+from std_msgs.msg import String
+
+from timely_ros.qos import SCENE
+
+
+def run_scene(robot: str, scene: str, topic: str, wait_s: float) -> int:
+    from timely_core.request import SceneUpdate
+
+    if "\x00" in scene:
+        print("timely scene: the scene contains NUL, where ROS strings end", file=sys.stderr)
+        return 2
+    try:
+        SceneUpdate(robot_id=robot, scene=scene)
+    except ValueError as err:
+        print(f"timely scene: {err}", file=sys.stderr)
+        return 2
+    topic = topic or f"/{robot}/scene"
+    rclpy.init()
+    node = Node("timely_scene_cli")
+    try:
+        publisher = node.create_publisher(String, topic, SCENE)
+        deadline = time.monotonic() + wait_s
+        while publisher.get_subscription_count() == 0:  # volatile: nobody would hear it
+            if time.monotonic() > deadline:
+                print(
+                    f"timely scene: no planner listens on {topic} after {wait_s:g} s",
+                    file=sys.stderr,
+                )
+                return 1
+            rclpy.spin_once(node, timeout_sec=0.05)
+        publisher.publish(String(data=scene))
+        if not publisher.wait_for_all_acked(Duration(seconds=wait_s)):
+            print(f"timely scene: {topic}: not acknowledged after {wait_s:g} s", file=sys.stderr)
+            return 1
+        print(f"published the scene of {robot} on {topic} ({len(scene)} characters)")
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
