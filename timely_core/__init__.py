@@ -24,7 +24,7 @@ from timely_core.errors import (
 )
 from timely_core.events import Segment, TaskResult
 from timely_core.language.plan_language import PlanLanguage
-from timely_core.request import TaskRequest
+from timely_core.request import SceneUpdate, TaskRequest
 from timely_core.scheduling.policies import POLICY_NAMES
 from timely_core.scheduling.tuf import Tuf
 from timely_core.service import PlanningService
@@ -43,6 +43,7 @@ __all__ = [
     "PlanningService",
     "PromptTooLong",
     "QueueFull",
+    "SceneUpdate",
     "Segment",
     "ServiceConfig",
     "ServiceError",
