@@ -1,7 +1,7 @@
 """`timely`: bring up nodes, send a plan, publish a scene, or run the demo.
 
 timely up CONFIG.yaml [--only planner|executors]
-timely plan --robot drone1 [--urgent] [--scene TEXT] [--no-dispatch] "find the cat"
+timely plan --robot drone1 [--urgent] [--scene TEXT] [--no-dispatch] [--resubmit N] "find the cat"
 timely scene --robot drone1 [--topic /drone1/scene] "a sofa, a cat under the table"
 timely demo [--config CONFIG.yaml] [--duration S] [--seed S]
 """
@@ -31,6 +31,12 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--no-dispatch", action="store_true", help="plan only, do not execute")
     plan.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
     plan.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the result")
+    plan.add_argument(
+        "--resubmit",
+        type=int,
+        default=0,
+        help="times to resend a goal lost because the planner stopped responding or restarted",
+    )
 
     scene = sub.add_parser("scene", help="publish what a robot perceives (its scene topic)")
     scene.add_argument("scene", help="the scene text; empty withdraws the robot's scene")
@@ -64,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 dispatch=not args.no_dispatch,
                 wait_s=args.wait,
                 timeout_s=args.timeout,
+                resubmit=args.resubmit,
             )
         if args.command == "scene":
             from timely_ros.scene_cli import run_scene

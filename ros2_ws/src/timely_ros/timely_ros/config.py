@@ -52,6 +52,7 @@ class RobotSpec(BaseModel):
     # std_msgs/String of what the robot perceives; prefilled ahead of its tasks, and
     # the scene of a goal that carries none. Empty: /<id>/scene
     scene_topic: str = ""
+    heartbeat_topic: str = ""  # the executor's heartbeat; empty: /<id>/heartbeat
 
     @property
     def action_name(self) -> str:
@@ -60,6 +61,10 @@ class RobotSpec(BaseModel):
     @property
     def scene_topic_name(self) -> str:
         return self.scene_topic or f"/{self.id}/scene"
+
+    @property
+    def heartbeat_topic_name(self) -> str:
+        return self.heartbeat_topic or f"/{self.id}/heartbeat"
 
 
 class PlannerParams(BaseModel):
@@ -75,7 +80,10 @@ class PlannerParams(BaseModel):
     max_active_goals: int = Field(default=64, ge=1, le=1024)
     executor_wait_s: float = Field(default=2.0, gt=0, le=600)
     status_period_s: float = Field(default=0.5, gt=0, le=1.0)
-    result_timeout_s: float = Field(default=120.0, gt=0)
+    result_timeout_s: float = Field(default=120.0, gt=0)  # a goal that runs longer aborts
+    # a robot whose heartbeat stays away this long is declared gone: its goal ends,
+    # new goals for it are rejected until it beats again
+    robot_timeout_s: float = Field(default=2.0, gt=0, le=60)
     # published scenes: prefilled once they stand this long, within this share of KV
     scene_debounce_s: float = Field(default=0.2, ge=0, le=60)
     scene_kv_fraction: float = Field(default=0.25, ge=0, le=0.9)
@@ -111,6 +119,9 @@ class ExecutorParams(BaseModel):
     tello_port: int = Field(default=8889, ge=1, le=65535)
     tello_timeout_s: int = Field(default=7, ge=1, le=120)  # djitellopy takes whole seconds
     tello_retry_count: int = Field(default=1, ge=1, le=10)
+    # a planner whose heartbeat stays away this long (or that restarted) is gone: the
+    # robot stops the segment it was running for it. 0: never stop for that.
+    planner_timeout_s: float = Field(default=2.0, ge=0, le=60)
 
     @property
     def robot_type(self) -> str:

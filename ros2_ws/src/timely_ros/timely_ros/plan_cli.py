@@ -28,7 +28,11 @@ def run_plan(
     dispatch: bool,
     wait_s: float,
     timeout_s: float,
+    resubmit: int = 0,
 ) -> int:
+    """Exit status 0 on success, 1 on failure or a lost planner, 2 on rejection.
+    `resubmit`: how many times a goal lost with its planner (it stopped responding
+    or restarted) is sent again once a planner is up."""
     rclpy.init()
     node = Node("timely_plan_cli")
     executor = SingleThreadedExecutor()
@@ -53,12 +57,24 @@ def run_plan(
             dispatch=dispatch,
         )
         call = client.send(goal, on_segment=_print_segment)
-        if not call.done.wait(timeout_s):
-            client.cancel(call)
-            print(f"timely plan: no result after {timeout_s:g} s; cancelled", file=sys.stderr)
-            return 1
+        while True:
+            if not call.done.wait(timeout_s):
+                client.cancel(call)
+                print(f"timely plan: no result after {timeout_s:g} s; cancelled", file=sys.stderr)
+                return 1
+            if not call.client_error:
+                break
+            print(f"timely plan: {call.client_error}", file=sys.stderr)
+            if resubmit <= 0:
+                return 1
+            resubmit -= 1
+            if not client.wait_for_server(wait_s):
+                print(f"timely plan: no planner after {wait_s:g} s", file=sys.stderr)
+                return 1
+            print("timely plan: resubmitting the goal", file=sys.stderr)
+            call = client.send(goal, on_segment=_print_segment)
         if not call.accepted:
-            print(f"timely plan: rejected: {client.rejection_reason(goal)}", file=sys.stderr)
+            print(f"timely plan: rejected: {client.rejection_reason(call)}", file=sys.stderr)
             return 2
         result = call.result
         assert result is not None

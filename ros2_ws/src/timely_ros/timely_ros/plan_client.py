@@ -2,7 +2,12 @@
 
 Used by `timely plan`, the demo, the replay target and the tests. Callbacks run on
 the spinning executor; `PlanCall` collects what came back for one goal, and a
-goal's rejection reason is matched from /timely/rejections.
+goal's rejection reason is matched from /timely/rejections by its goal id.
+
+The client watches the planner's heartbeat (`liveness`): a goal whose planner stops
+responding, or restarts (a new incarnation: the goals of the old one are lost),
+ends at once with `client_error` saying so, instead of waiting for a result that
+will never come. A planner that sends no heartbeat is waited for as before.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rclpy.action import ActionClient
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from std_msgs.msg import String
 from timely_interfaces.action import PlanTask
@@ -23,7 +29,8 @@ from timely_interfaces.msg import Segment as SegmentMsg
 from timely_interfaces.msg import Tuf as TufMsg
 from unique_identifier_msgs.msg import UUID
 
-from timely_ros.config import PLAN_TASK_ACTION, REJECTIONS_TOPIC
+from timely_ros.config import PLAN_TASK_ACTION, PLANNER_NODE, REJECTIONS_TOPIC
+from timely_ros.liveness import PLANNER_HEARTBEAT_TOPIC, Beat, LivenessWatch, watch_heartbeats
 from timely_ros.qos import TOPIC, action_client_qos
 
 
@@ -74,12 +81,17 @@ class PlanCall:
     finished_at: float = 0.0
     done: threading.Event = field(default_factory=threading.Event)
     goal_handle: Any = None
+    goal_id: str = ""  # hex, as /timely/rejections names it
+    planner_incarnation: str | None = None  # the planner it was sent to, when known
+    client_error: str = ""  # set when the planner went away or restarted
 
     def final_result(self) -> PlanTask.Result:
         """The result; AssertionError naming the robot if the goal has none (yet)."""
         if self.result is None:
             raise AssertionError(
-                f"goal for {self.goal.robot_id} has no result (accepted={self.accepted})"
+                f"goal for {self.goal.robot_id} has no result (accepted={self.accepted}"
+                + (f"; {self.client_error}" if self.client_error else "")
+                + ")"
             )
         return self.result
 
@@ -92,10 +104,17 @@ SegmentFn = Callable[[PlanCall, SegmentMsg], None]
 # the client subscribes to the action's feedback topic itself, and a call is done
 # once it holds every segment the result counts, or this long after the result.
 LATE_FEEDBACK_GRACE_S = 2.0
+DEFAULT_PLANNER_TIMEOUT_S = 2.0  # the planner's heartbeat absent this long: it is gone
+WATCH_PERIOD_S = 0.1
 
 
 class PlanClient:
-    def __init__(self, node: Node, action_name: str = PLAN_TASK_ACTION) -> None:
+    def __init__(
+        self,
+        node: Node,
+        action_name: str = PLAN_TASK_ACTION,
+        planner_timeout_s: float = DEFAULT_PLANNER_TIMEOUT_S,
+    ) -> None:
         self.node = node
         self._client: ActionClient[Any, Any, Any] = ActionClient(
             node, PlanTask, action_name, **action_client_qos()
@@ -103,6 +122,11 @@ class PlanClient:
         self._lock = threading.Lock()
         self._rejections: list[dict[str, str]] = []
         self._feedback_fns: dict[bytes, tuple[PlanCall, Callable[[Any], None]]] = {}
+        self._open: list[PlanCall] = []  # sent, not done: watched for the planner's loss
+        self.planner = LivenessWatch(planner_timeout_s)
+        group = MutuallyExclusiveCallbackGroup()
+        watch_heartbeats(node, PLANNER_HEARTBEAT_TOPIC, self._on_planner_beat, group)
+        node.create_timer(WATCH_PERIOD_S, self._watch_planner, callback_group=group)
         node.create_subscription(String, REJECTIONS_TOPIC, self._on_rejection, TOPIC)
         node.create_subscription(
             PlanTask.Impl.FeedbackMessage,
@@ -112,7 +136,47 @@ class PlanClient:
         )
 
     def wait_for_server(self, timeout_s: float) -> bool:
-        return bool(self._client.wait_for_server(timeout_sec=timeout_s))
+        """The action server is up; and its heartbeat heard, if it sends one (waited
+        for up to a second more), so goals know which incarnation they went to."""
+        deadline = time.monotonic() + timeout_s
+        if not self._client.wait_for_server(timeout_sec=timeout_s):
+            return False
+        beat_deadline = min(deadline, time.monotonic() + 1.0)
+        while self.planner.incarnation(PLANNER_NODE) is None and time.monotonic() < beat_deadline:
+            time.sleep(0.01)
+        return True
+
+    def _on_planner_beat(self, beat: Beat) -> None:
+        if beat.source == PLANNER_NODE:
+            self.planner.beat(beat)
+        self._watch_planner()
+
+    def _watch_planner(self) -> None:
+        """End open goals whose planner stopped responding or restarted."""
+        silent = self.planner.silent_s(PLANNER_NODE)
+        current = self.planner.incarnation(PLANNER_NODE)
+        with self._lock:
+            calls = [c for c in self._open if not c.done.is_set()]
+            self._open = calls
+        for call in calls:
+            if call.planner_incarnation is None:
+                call.planner_incarnation = current  # sent before the first heartbeat
+            if silent is not None and silent > self.planner.timeout_s:
+                self._lose(
+                    call, f"the planner stopped responding (no heartbeat for {silent:.1f} s)"
+                )
+            elif current is not None and current != call.planner_incarnation:
+                self._lose(
+                    call,
+                    f"the planner restarted (incarnation {call.planner_incarnation} -> "
+                    f"{current}); the goal was lost with the planner before it",
+                )
+
+    @staticmethod
+    def _lose(call: PlanCall, why: str) -> None:
+        call.client_error = f"goal for {call.goal.robot_id} ended without a result: {why}"
+        call.finished_at = time.monotonic()
+        call.done.set()
 
     def _on_rejection(self, msg: String) -> None:
         with self._lock:
@@ -124,16 +188,22 @@ class PlanClient:
         if entry is not None:
             entry[1](msg)
 
-    def rejection_reason(self, goal: PlanTask.Goal, wait_s: float = 1.0) -> str:
-        """The planner's reason for rejecting `goal` (published on /timely/rejections)."""
+    def rejection_reason(self, goal: PlanTask.Goal | PlanCall, wait_s: float = 1.0) -> str:
+        """The planner's reason for rejecting a goal (published on /timely/rejections):
+        by goal id for a `PlanCall`, else by robot and instruction."""
+        call = goal if isinstance(goal, PlanCall) else None
+        message = goal.goal if isinstance(goal, PlanCall) else goal
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             with self._lock:
                 for r in self._rejections:
+                    if call is not None and r.get("goal_id"):
+                        if r["goal_id"] == call.goal_id:
+                            return r["reason"]
                     # scene updates are rejected on this topic too: no instruction
-                    if (
-                        r.get("robot_id") == goal.robot_id
-                        and r.get("instruction") == goal.instruction
+                    elif (
+                        r.get("robot_id") == message.robot_id
+                        and r.get("instruction") == message.instruction
                     ):
                         return r["reason"]
             time.sleep(0.02)
@@ -181,10 +251,13 @@ class PlanClient:
             handle.get_result_async().add_done_callback(result)
 
         goal_id = uuid.uuid4().bytes
+        call.goal_id = goal_id.hex()
+        call.planner_incarnation = self.planner.incarnation(PLANNER_NODE)
         with self._lock:
             for done in [k for k, (c, _) in self._feedback_fns.items() if c.done.is_set()]:
                 del self._feedback_fns[done]
             self._feedback_fns[goal_id] = (call, feedback)
+            self._open.append(call)
         self._client.send_goal_async(goal, goal_uuid=UUID(uuid=list(goal_id))).add_done_callback(
             accepted
         )

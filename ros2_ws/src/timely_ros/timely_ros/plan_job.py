@@ -51,6 +51,7 @@ class PlanJob:
         link: RobotLink | None,
         hooks: JobHooks,
         executor_wait_s: float,
+        result_timeout_s: float = float("inf"),
     ) -> None:
         self._service = service
         self._goal_handle = goal_handle
@@ -58,6 +59,9 @@ class PlanJob:
         self._link = link if checked.dispatch else None
         self._hooks = hooks
         self._wait_s = executor_wait_s
+        self._result_timeout_s = result_timeout_s
+        self._timed_out = False
+        self.succeeded = False  # planned and, when dispatched, executed to the end
         self._events: queue.Queue[object] = queue.Queue()
         self._run = SegmentRun()
         self._handle: Any = None
@@ -84,7 +88,32 @@ class PlanJob:
             f"mono={t0:.6f} generation_stopped_mono={t1:.6f}"
         )
 
+    def _expire(self) -> None:
+        """The goal ran past `result_timeout_s`: stop it like a cancel, end it aborted."""
+        self._timed_out = True
+        self.cancel()
+
     def execute(self) -> PlanTask.Result:
+        timer = threading.Timer(self._result_timeout_s, self._expire)
+        timer.daemon = True
+        if self._result_timeout_s != float("inf"):
+            timer.start()
+        try:
+            return self._execute()
+        finally:
+            timer.cancel()
+
+    def _cancelled(self) -> PlanTask.Result:
+        if self._timed_out and not self._goal_handle.is_cancel_requested:
+            self._goal_handle.abort()
+            return self._error(
+                f"timed out: no result within result_timeout_s={self._result_timeout_s:g} s; "
+                "planning and the robot were stopped"
+            )
+        end_cancelled(self._goal_handle)
+        return self._error("cancelled by the client")
+
+    def _execute(self) -> PlanTask.Result:
         gh = self._goal_handle
         # bounded wait: a robot whose executor is not up gets a clear error
         if self._link is not None and not self._link.wait_ready(self._wait_s):
@@ -112,8 +141,7 @@ class PlanJob:
         while True:
             event = self._events.get()
             if event is _CANCELLED or gh.is_cancel_requested:
-                end_cancelled(gh)
-                return self._error("cancelled by the client")
+                return self._cancelled()
             if isinstance(event, TaskResult):
                 return self._finish(event)
             assert isinstance(event, Segment)
@@ -122,8 +150,7 @@ class PlanJob:
                 with contextlib.suppress(ServiceError):
                     handle.cancel()
                 if self._run.cancelled.is_set() or gh.is_cancel_requested:
-                    end_cancelled(gh)
-                    return self._error("cancelled by the client")
+                    return self._cancelled()
                 gh.abort()
                 return self._error(failure)
 
@@ -155,6 +182,8 @@ class PlanJob:
         outcome = self._link.execute(msg, self._run, relay)
         if outcome.cancelled:
             return "cancelled by the client"
+        if outcome.robot_lost:
+            return outcome.message
         if not outcome.success:
             return f"robot {self.robot_id} aborted segment {segment.index}: {outcome.message}"
         event("end", 1.0)
@@ -175,8 +204,11 @@ class PlanJob:
         )
         if result.success:
             self._goal_handle.succeed()
+            self.succeeded = True
         elif self._goal_handle.is_cancel_requested or self._run.cancelled.is_set():
-            end_cancelled(self._goal_handle)
+            ended = self._cancelled()
+            if self._timed_out:
+                msg.error = ended.error
         else:
             self._goal_handle.abort()
         return msg

@@ -1,8 +1,10 @@
 """`timely_planner`: the PlanTask action server in front of the PlanningService.
 
 Modelled on rclpy's minimal action server. Goals are checked in the goal callback
-(an invalid field is rejected before any planning, and the reason is published on
-/timely/rejections and logged). Each accepted goal runs as a `PlanJob` on its own
+(an invalid field, or a robot that stopped responding, is rejected before any
+planning, and the reason is published on /timely/rejections with the goal's id, and
+logged). The planner publishes its heartbeat and incarnation (`liveness`) and
+watches its robots' heartbeats (`robot_watch`). Each accepted goal runs as a `PlanJob` on its own
 executor thread (reentrant group), so a goal waiting for its robot never blocks
 another goal, the cancel callback, or the status timer (its own group).
 """
@@ -17,7 +19,7 @@ from typing import Any
 
 from builtin_interfaces.msg import Time
 from pydantic import ValidationError
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action import CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
@@ -37,12 +39,15 @@ from timely_ros.config import (
     planner_params,
 )
 from timely_ros.goals import CheckedGoal, GoalError, check_goal
+from timely_ros.identified_action_server import IdentifiedActionServer
+from timely_ros.liveness import PLANNER_HEARTBEAT_TOPIC, new_incarnation, publish_heartbeats
 from timely_ros.node_main import run_node
 from timely_ros.plan_job import JobHooks, PlanJob
-from timely_ros.qos import SCENE, TOPIC, action_server_qos
+from timely_ros.qos import LATEST, TOPIC, action_server_qos
 from timely_ros.robot_link import RobotLink
+from timely_ros.robot_watch import RobotWatch
 from timely_ros.skill_executor_node import node_parameters
-from timely_ros.status import status_msg
+from timely_ros.status import GoalCounts, status_msg
 
 
 class PlannerNode(Node):
@@ -60,9 +65,21 @@ class PlannerNode(Node):
         self.service = service
         self._checked: dict[int, CheckedGoal] = {}
         self._rejected = 0
+        self._succeeded = 0
+        self.incarnation = new_incarnation()
         goals = ReentrantCallbackGroup()
         robots = ReentrantCallbackGroup()
-        self._links = {r.id: RobotLink(self, r, robots) for r in self.params.robots if r.dispatch}
+        self._watch = RobotWatch(
+            self, self.params.robots, self.params.robot_timeout_s, lambda: self._links
+        )
+        self._links = {
+            r.id: RobotLink(
+                self, r, robots, self._watch.silent_s(r.id), self.params.robot_timeout_s
+            )
+            for r in self.params.robots
+            if r.dispatch
+        }
+        publish_heartbeats(self, PLANNER_HEARTBEAT_TOPIC, PLANNER_NODE, self.incarnation)
         self._segments_pub = self.create_publisher(SegmentMsg, SEGMENTS_TOPIC, TOPIC)
         self._status_pub = self.create_publisher(ServiceStatus, STATUS_TOPIC, TOPIC)
         self._rejections_pub = self.create_publisher(String, REJECTIONS_TOPIC, TOPIC)
@@ -73,7 +90,7 @@ class PlannerNode(Node):
                 String,
                 robot.scene_topic_name,
                 partial(self._on_scene, robot.id),
-                SCENE,
+                LATEST,
                 callback_group=scenes,
             )
         self._hooks = JobHooks(
@@ -82,7 +99,7 @@ class PlannerNode(Node):
             publish_progress=self._publish_progress,
             log=self._log_info,
         )
-        self._server = ActionServer(
+        self._server = IdentifiedActionServer(
             self,
             PlanTask,
             PLAN_TASK_ACTION,
@@ -100,8 +117,8 @@ class PlannerNode(Node):
         self.service.start()
         robots_text = ", ".join(f"{r.id} ({r.type})" for r in self.params.robots)
         self.get_logger().info(
-            f"planner up: engine {self.params.engine}, policy {self.params.policy}, "
-            f"robots {robots_text}"
+            f"planner up (incarnation {self.incarnation}): engine {self.params.engine}, "
+            f"policy {self.params.policy}, robots {robots_text}"
         )
 
     @property
@@ -118,6 +135,9 @@ class PlannerNode(Node):
     def _on_goal(self, goal: PlanTask.Goal) -> GoalResponse:
         try:
             checked = check_goal(goal, self.params)
+            silent = self._watch.why_not_responding(checked.robot.id)
+            if checked.dispatch and silent is not None:
+                raise GoalError(silent)
             knows = getattr(self.service.engine, "knows", None)
             request = checked.request
             scene = request.scene or self.service.scene(checked.robot.id)
@@ -136,7 +156,12 @@ class PlannerNode(Node):
             with self._lock:
                 self._rejected += 1
             reason = json.dumps(
-                {"robot_id": goal.robot_id, "instruction": goal.instruction, "reason": str(err)}
+                {
+                    "goal_id": self._server.goal_id_of(goal),
+                    "robot_id": goal.robot_id,
+                    "instruction": goal.instruction,
+                    "reason": str(err),
+                }
             )
             self._rejections_pub.publish(String(data=reason))
             self.get_logger().warning(f"rejected goal for robot {goal.robot_id!r}: {err}")
@@ -172,6 +197,7 @@ class PlannerNode(Node):
             self._links.get(checked.robot.id),
             self._hooks,
             self.params.executor_wait_s,
+            self.params.result_timeout_s,
         )
         with self._lock:
             self._jobs[key] = job
@@ -180,6 +206,7 @@ class PlannerNode(Node):
         finally:
             with self._lock:
                 self._jobs.pop(key, None)
+                self._succeeded += job.succeeded
         if not result.success:
             self.get_logger().info(f"goal for {checked.robot.id} ended: {result.error}")
         return result
@@ -189,15 +216,17 @@ class PlannerNode(Node):
 
     def _publish_status(self) -> None:
         with self._lock:
-            rejected = self._rejected
+            goals = GoalCounts(rejected=self._rejected, succeeded=self._succeeded)
         memory = getattr(self.service.engine, "memory", None)
         self._status_pub.publish(
             status_msg(
                 self.service.stats(),
                 memory() if memory is not None else None,
                 self.params,
-                rejected,
+                goals,
                 self._stamp(),
+                self.incarnation,
+                self._watch.liveness.not_responding(),
             )
         )
 

@@ -32,9 +32,9 @@ TOPIC = QoSProfile(
     durability=DurabilityPolicy.VOLATILE,
 )
 
-# A robot's scene: only the latest matters. Volatile, so any publisher matches (a
-# transient-local subscription would not hear a volatile publisher).
-SCENE = QoSProfile(
+# Scenes and heartbeats: only the latest matters. Volatile, so any publisher matches
+# (a transient-local subscription would not hear a volatile publisher).
+LATEST = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
     depth=1,
     reliability=ReliabilityPolicy.RELIABLE,

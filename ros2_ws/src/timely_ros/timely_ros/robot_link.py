@@ -4,6 +4,11 @@
 future callbacks, which the executor runs on other threads; `cancel` may be called
 from the cancel callback at any time and reaches the robot's outstanding goal, also
 one the robot confirms only after the segment was given up.
+
+A robot that stops sending heartbeats (frozen, dead, cut off) is given up within
+the planner's `robot_timeout_s`: its segment is told to stop, and told again when
+the robot is back (a stopped process cannot hear it until then), so it never
+finishes the motion of a task that has ended.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from timely_ros.config import RobotSpec
 from timely_ros.qos import action_client_qos
 
 FeedbackFn = Callable[[ExecuteSkill.Feedback], None]
+LIVENESS_POLL_S = 0.1  # how often a waiting segment looks at the robot's heartbeat
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,7 @@ class Outcome:
     cancelled: bool
     message: str
     return_value: str = ""
+    robot_lost: bool = False  # the robot did not answer: `message` says so, not the robot
 
 
 class SegmentRun:
@@ -60,6 +67,11 @@ class SegmentRun:
         if waking is not None:
             waking.set()
 
+    @property
+    def goal_handle(self) -> Any:
+        with self._lock:
+            return self._goal_handle
+
     def wait(self, future: Future, timeout_s: float | None = None) -> bool:
         """Wait for `future`; False if cancelled first or timed out.
 
@@ -84,11 +96,37 @@ def _cancel_if_accepted(send: Future) -> None:
 
 
 class RobotLink:
-    def __init__(self, node: Node, robot: RobotSpec, group: CallbackGroup) -> None:
+    def __init__(
+        self,
+        node: Node,
+        robot: RobotSpec,
+        group: CallbackGroup,
+        silent_s: Callable[[], float | None] = lambda: None,
+        timeout_s: float = float("inf"),
+    ) -> None:
+        """`silent_s`: seconds since the robot's last heartbeat (None: it sends none,
+        then only its action server's presence tells); past `timeout_s` it is gone."""
         self.robot = robot
         self._client: ActionClient[Any, Any, Any] = ActionClient(
             node, ExecuteSkill, robot.action_name, callback_group=group, **action_client_qos()
         )
+        self._silent_s = silent_s
+        self._timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._abandoned: list[Any] = []  # goal handles given up while the robot was silent
+
+    def responding(self) -> bool:
+        silent = self._silent_s()
+        return silent is None or silent <= self._timeout_s
+
+    def robot_back(self) -> int:
+        """The robot beats again (or restarted): stop again every segment given up
+        while it was silent. Returns how many were told."""
+        with self._lock:
+            abandoned, self._abandoned = self._abandoned, []
+        for handle in abandoned:
+            handle.cancel_goal_async()
+        return len(abandoned)
 
     def wait_ready(self, timeout_s: float) -> bool:
         return bool(self._client.wait_for_server(timeout_sec=timeout_s))
@@ -130,17 +168,38 @@ class RobotLink:
     def _wait_for(
         self, future: Future, run: SegmentRun, index: int, cancelled: str
     ) -> Outcome | None:
-        """Wait for `future` while the robot's executor is there: None once it is
-        done, else why not (cancelled, or the robot's process went away, also
-        before it answered the goal)."""
-        while not run.wait(future, timeout_s=1.0):
+        """Wait for `future` while the robot is there: None once it is done, else why
+        not (cancelled; the robot stopped sending heartbeats; its executor went away,
+        also before it answered the goal)."""
+        while not run.wait(future, timeout_s=LIVENESS_POLL_S):
             if run.cancelled.is_set():
                 return Outcome(False, True, cancelled)
-            if not self._client.server_is_ready():
+            silent = self._silent_s()
+            if silent is not None and silent > self._timeout_s:
+                self._abandon(run)
                 return Outcome(
                     False,
                     False,
-                    f"robot {self.robot.id}: executor {self.robot.action_name} went away "
-                    f"during segment {index}",
+                    f"robot {self.robot.id} stopped responding during segment {index} "
+                    f"(no heartbeat for {silent:.1f} s); it is told to stop",
+                    robot_lost=True,
+                )
+            if not self._client.server_is_ready():
+                self._abandon(run)
+                return Outcome(
+                    False,
+                    False,
+                    f"robot {self.robot.id} went away during segment {index} (its executor "
+                    f"{self.robot.action_name} disappeared)",
+                    robot_lost=True,
                 )
         return None
+
+    def _abandon(self, run: SegmentRun) -> None:
+        """Tell the robot to stop its goal now and again once it is back."""
+        handle = run.goal_handle
+        if handle is None:
+            return  # not confirmed yet: `execute` cancels it whenever it is
+        handle.cancel_goal_async()
+        with self._lock:
+            self._abandoned.append(handle)

@@ -14,7 +14,7 @@ from rclpy.duration import Duration
 from rclpy.node import Node
 from std_msgs.msg import String
 
-from timely_ros.qos import SCENE
+from timely_ros.qos import LATEST
 
 
 def run_scene(robot: str, scene: str, topic: str, wait_s: float) -> int:
@@ -32,7 +32,7 @@ def run_scene(robot: str, scene: str, topic: str, wait_s: float) -> int:
     rclpy.init()
     node = Node("timely_scene_cli")
     try:
-        publisher = node.create_publisher(String, topic, SCENE)
+        publisher = node.create_publisher(String, topic, LATEST)
         deadline = time.monotonic() + wait_s
         while publisher.get_subscription_count() == 0:  # volatile: nobody would hear it
             if time.monotonic() > deadline:

@@ -5,7 +5,10 @@ with the plan's semantics by a `SegmentRunner` (variables kept per task), or a b
 list of skill calls. Statements and calls are checked against the robot's skill set
 before anything moves, so an unknown skill or a bad argument ends the goal with a
 result naming it.
-Segments of one robot run one at a time, in arrival order.
+Segments of one robot run one at a time, in arrival order. The executor publishes
+its heartbeat on `heartbeat` (in its namespace) and stops whatever it runs when the
+planner stops responding or restarts (`liveness`): nothing moves for a task that
+has ended.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
-from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from timely_interfaces.action import ExecuteSkill
 
@@ -27,12 +30,21 @@ from robot_models.skills import Skill, SkillValue
 from timely_ros.backends import Backend, SkillFailed, make_backend
 from timely_ros.config import EXECUTOR_NODE, ExecutorParams, executor_params, unflatten
 from timely_ros.goal_state import end_cancelled
+from timely_ros.liveness import (
+    PLANNER_HEARTBEAT_TOPIC,
+    Beat,
+    LivenessWatch,
+    new_incarnation,
+    publish_heartbeats,
+    watch_heartbeats,
+)
 from timely_ros.node_main import run_node
 from timely_ros.qos import action_server_qos
 from timely_ros.segment_runner import CallProgress, SegmentRunner, SegmentStopped
 from timely_ros.skill_text import ArgumentError, parse_arg
 
 _ROS_BUILTIN_PARAMS = {"use_sim_time", "start_type_description_service"}
+PLANNER_CHECK_PERIOD_S = 0.1
 
 
 def node_parameters(node: Node) -> dict[str, Any]:
@@ -55,6 +67,14 @@ class SkillExecutorNode(Node):
         self._runner = SegmentRunner(self.backend, self.params.robot_type)
         self._run_lock = threading.Lock()
         self._active: dict[bytes, threading.Event] = {}
+        self._stop_reasons: dict[bytes, str] = {}  # segments stopped without a cancel
+        self.incarnation = new_incarnation()
+        publish_heartbeats(self, "heartbeat", self.params.robot_id, self.incarnation)
+        self._planner = LivenessWatch(self.params.planner_timeout_s)
+        if self.params.planner_timeout_s > 0:
+            group = MutuallyExclusiveCallbackGroup()
+            watch_heartbeats(self, PLANNER_HEARTBEAT_TOPIC, self._on_planner_beat, group)
+            self.create_timer(PLANNER_CHECK_PERIOD_S, self._check_planner, callback_group=group)
         self._server = ActionServer(
             self,
             ExecuteSkill,
@@ -68,6 +88,31 @@ class SkillExecutorNode(Node):
         self.get_logger().info(
             f"robot {self.params.robot_id}: {self.params.backend} executor ready "
             f"on {self.get_namespace().rstrip('/')}/execute_skill"
+        )
+
+    def _on_planner_beat(self, beat: Beat) -> None:
+        _back, restarted = self._planner.beat(beat)
+        if restarted:  # the tasks of the planner before are gone
+            self._stop_all(f"planner {beat.source} restarted")
+
+    def _check_planner(self) -> None:
+        for source in self._planner.newly_gone():
+            self._stop_all(
+                f"planner {source} stopped responding (no heartbeat for "
+                f"{self._planner.timeout_s:g} s)"
+            )
+
+    def _stop_all(self, reason: str) -> None:
+        """Stop every running segment: its task cannot go on without its planner."""
+        active = list(self._active.items())
+        for key, stop in active:
+            self._stop_reasons[key] = reason
+            stop.set()
+        if active:
+            self.backend.halt()
+        self.get_logger().warning(
+            f"event=planner_lost robot={self.params.robot_id} reason={reason!r} "
+            f"stopped={len(active)} mono={time.monotonic():.6f}"
         )
 
     def _on_goal(self, goal: ExecuteSkill.Goal) -> GoalResponse:
@@ -103,12 +148,17 @@ class SkillExecutorNode(Node):
         stop = threading.Event()
         self._active[key] = stop
         try:
-            return self._run(goal_handle, goal, stop)
+            return self._run(goal_handle, goal, stop, key)
         finally:
             self._active.pop(key, None)
+            self._stop_reasons.pop(key, None)
 
     def _run(
-        self, goal_handle: ServerGoalHandle, goal: ExecuteSkill.Goal, stop: threading.Event
+        self,
+        goal_handle: ServerGoalHandle,
+        goal: ExecuteSkill.Goal,
+        stop: threading.Event,
+        key: bytes,
     ) -> ExecuteSkill.Result:
         robot = self.params.robot_id
         total = max(len(goal.skills), 1)
@@ -119,6 +169,10 @@ class SkillExecutorNode(Node):
 
         try:
             with self._run_lock:
+                self.get_logger().info(
+                    f"event=segment_started robot={robot} task={goal.task_id} "
+                    f"segment={goal.segment_index}"
+                )
                 if goal.text:
                     value = self._runner.run(
                         goal.task_id, goal.text, stop, progress, goal.segment_index
@@ -139,6 +193,14 @@ class SkillExecutorNode(Node):
             return ExecuteSkill.Result(
                 success=False, message=f"robot {robot}: {type(err).__name__}: {err}"
             )
+        reason = self._stop_reasons.get(key)
+        if reason is not None and not goal_handle.is_cancel_requested:
+            goal_handle.abort()
+            self.get_logger().info(
+                f"event=segment_stopped robot={robot} task={goal.task_id} "
+                f"segment={goal.segment_index} reason={reason!r}"
+            )
+            return ExecuteSkill.Result(success=False, message=f"robot {robot}: stopped: {reason}")
         if stop.is_set() or goal_handle.is_cancel_requested:
             end_cancelled(goal_handle)
             self.get_logger().info(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from builtin_interfaces.msg import Time
@@ -14,12 +15,28 @@ def _used(free: int, total: int) -> float:
     return 1.0 - free / total if total > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class GoalCounts:
+    """What the node counts itself: goals refused before they reached the service
+    (the service's own rejections, queue full, are added), and goals that succeeded
+    (planned and, when dispatched, executed to the end)."""
+
+    rejected: int
+    succeeded: int
+
+
 def status_msg(
-    stats: Any, memory: Any, params: PlannerParams, rejected_at_goal: int, stamp: Time
+    stats: Any,
+    memory: Any,
+    params: PlannerParams,
+    goals: GoalCounts,
+    stamp: Time,
+    incarnation: str = "",
+    not_responding: list[str] | None = None,
 ) -> ServiceStatus:
-    """`rejected_at_goal` counts goals the node refused before they reached the
-    service; the service's own rejections (queue full) are added to it. `memory` is
-    the engine's MemoryReport (for the host swap pool), or None."""
+    """`memory` is the engine's MemoryReport (for the host swap pool), or None.
+    `queue_length` counts tasks waiting for their first admission, not generations
+    suspended between segments (those are `suspended_generations`)."""
     used = _used(int(stats.kv_device_blocks_free), int(stats.kv_device_blocks_total))
     host = 0.0
     if memory is not None:
@@ -28,15 +45,18 @@ def status_msg(
         stamp=stamp,
         policy=str(stats.policy),
         engine=params.engine,
-        queue_length=int(stats.queued),
+        queue_length=int(stats.waiting_first),
         running_generations=int(stats.running),
         suspended_generations=int(stats.suspended),
         kv_device_used_fraction=float(used),
         kv_host_used_fraction=float(host),
         tasks_submitted=int(stats.submitted),
-        tasks_completed=int(stats.succeeded),
+        tasks_completed=goals.succeeded,
         tasks_failed=int(stats.failed),
-        tasks_rejected=int(stats.rejected) + rejected_at_goal,
+        tasks_rejected=int(stats.rejected) + goals.rejected,
         tasks_cancelled=int(stats.cancelled),
         segments_emitted=int(stats.segments_emitted),
+        incarnation=incarnation,
+        plans_completed=int(stats.succeeded),
+        robots_not_responding=list(not_responding or []),
     )
