@@ -4,15 +4,36 @@ capacities are deterministic and compare exactly; no wall-clock time is asserted
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from lrtrace.capacity import (
+    MAX_DURATION_S,
+    CapacityPlanner,
+    SearchConfig,
+    Setting,
+    replay_duration,
+    start_size,
+)
 from lrtrace.capacity_search import find_boundary
 from lrtrace.capacity_target import CapacityTarget, ClassValue, class_values, meets
+from lrtrace.catalog import load_catalog
+from lrtrace.cli import main
+from lrtrace.fleet_mix import load_mix
+from lrtrace.profiles import PAPER_PROFILE
 from lrtrace.results_format import SegmentRecord, TaskRecord
 from timely_core.scheduling.tuf import Tuf
+
+CATALOG = load_catalog()
+# Busy drones: a few robots load the paper's engine, so searches stay small.
+TINY = "{name: tiny, robots: {drone: {events_per_s: 0.5, max_tasks_per_event: 4}}}"
+SEARCH = SearchConfig(seeds=1, duration_s=20, min_tasks=3, max_robots=16, precision=0)
+
 
 # -- the search ---------------------------------------------------------------------
 
@@ -135,3 +156,136 @@ def test_impossible_targets_are_refused() -> None:
         CapacityTarget(urgent_full_share=1.5)
     with pytest.raises(ValidationError, match="asks nothing"):
         CapacityTarget(urgent_full_share=0, normal_utility_share=0)
+
+
+# -- the planner on the simulator ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def planner(tokenizer: Any) -> CapacityPlanner:
+    mix = load_mix(TINY, CATALOG)
+    return CapacityPlanner(mix, CATALOG, PAPER_PROFILE, tokenizer, CapacityTarget(), SEARCH)
+
+
+def test_capacity_is_the_last_passing_fleet_before_the_first_failing_one(
+    planner: CapacityPlanner,
+) -> None:
+    result = planner.capacity(Setting("timely"))
+    cap = result.capacity
+    assert 1 <= cap < SEARCH.max_robots and result.boundary.failed == cap + 1
+    assert result.points[cap].met and not result.points[cap + 1].met
+    assert result.batch_cap == PAPER_PROFILE.max_batch_size
+    assert result.kv_tokens == PAPER_PROFILE.kv_capacity_tokens
+    # the failing side fails on the target's own terms
+    failing = result.points[cap + 1].judged
+    assert failing["urgent-drone"] < 0.95 or failing["normal-drone"] < 0.90
+    # virtual time: the same fleet replays to the same verdict
+    assert planner.evaluate(Setting("timely"), cap).judged == result.points[cap].judged
+
+
+def test_sweep_smaller_batches_and_kv_memory_lower_capacity(
+    planner: CapacityPlanner, tokenizer: Any
+) -> None:
+    from robot_models.prompts import prompt_prefix
+
+    prefix = len(tokenizer.encode(prompt_prefix("drone")).ids)
+    base, batch2, tiny_kv, more_kv = planner.run(
+        [
+            Setting("timely"),
+            Setting("timely", max_batch=2),
+            Setting("timely", kv_tokens=prefix + 128),  # the prefix, and 8 blocks more
+            Setting("timely", kv_tokens=4 * PAPER_PROFILE.kv_capacity_tokens),
+        ]
+    )
+    assert batch2.batch_cap == 2 and tiny_kv.kv_tokens == prefix + 128
+    assert batch2.capacity < base.capacity
+    assert tiny_kv.capacity < base.capacity
+    assert more_kv.capacity >= base.capacity
+
+
+def test_a_target_one_robot_misses_gives_capacity_zero(planner: CapacityPlanner) -> None:
+    # fcfs sends the whole plan at once: an urgent drone plan takes longer than 0.2 s
+    # to decode on the paper's engine even alone
+    result = planner.capacity(Setting("fcfs"))
+    assert result.capacity == 0 and result.boundary.failed == 1
+    assert result.points[1].judged["urgent-drone"] < 0.95
+
+
+def test_small_fleets_replay_longer_so_every_class_has_tasks() -> None:
+    drones = load_mix("drones", CATALOG)
+    search = SearchConfig(duration_s=60, min_tasks=20)
+    start = start_size(drones, CATALOG, search)
+    assert replay_duration(drones, start, CATALOG, search) == 60
+    assert replay_duration(drones, start // 2, CATALOG, search) > 60
+    # one drone: 0.01 events/s, 3 urgent tasks of 8: 20 tasks take 5333 s; capped
+    assert replay_duration(drones, 1, CATALOG, search) == MAX_DURATION_S
+    for robots in (start // 2, start):
+        rates = drones.class_rates(robots, CATALOG)
+        duration = replay_duration(drones, robots, CATALOG, search)
+        assert min(rates.values()) * duration >= 20 - 1e-9
+
+
+# -- the CLI ------------------------------------------------------------------------
+
+
+def test_cli_end_to_end(
+    tmp_path: Path, tokenizer_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "cap.json"
+    argv = ["capacity", "--mix", TINY, "--tokenizer", str(tokenizer_path), "-o", str(out)]
+    argv += ["--policy", "timely,fcfs", "--seeds", "2", "--duration", "20"]
+    argv += ["--min-tasks", "3", "--max-robots", "16", "--precision", "0"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "lrtrace-capacity" and doc["simulated"] is True
+    assert doc["profile"] == PAPER_PROFILE.name and doc["mix"]["name"] == "tiny"
+    assert doc["target"]["urgent_full_share"] == 0.95 and doc["search"]["rule"] == "median"
+    timely, fcfs = doc["settings"]
+    assert (timely["label"], fcfs["label"]) == ("timely", "fcfs")
+    cap = timely["capacity"]
+    assert cap >= 1 and timely["failed_at"] == cap + 1
+    assert timely["capacity_counts"] == {"drone": cap}
+    points = {p["robots"]: p for p in timely["points"]}
+    assert set(points) == set(timely["search_order"])
+    assert points[cap]["met"] and not points[cap + 1]["met"]
+    assert all(len(p["runs"]) == 2 for p in points.values())
+    assert fcfs["capacity"] == 0 and fcfs["failed_at"] == 1
+    assert "capacity (robots)" in captured.out and "SIMULATION" in captured.out
+    assert f"{cap} ({cap + 1} fails)" in captured.out
+    assert f"timely: {cap} robots meets" in captured.err
+    assert f"timely: {cap + 1} robots fails" in captured.err
+    png = out.with_suffix(".png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def bad(capsys: pytest.CaptureFixture[str], argv: list[str], match: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("lrtrace: error: "), err
+    assert match in err, err
+
+
+def test_cli_bad_inputs(
+    tmp_path: Path, tokenizer_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["capacity", "-o", str(tmp_path / "c.json"), "--mix", TINY]
+    bad(capsys, [*base, "--policy", "timely,lifo"], "unknown policy 'lifo'")
+    bad(capsys, [*base, "--profile", "nope"], "unknown latency profile 'nope'")
+    boat = "{robots: {boat: {events_per_s: 1}}}"
+    bad(capsys, [*base, "--mix", boat], "robots.boat: unknown robot type 'boat'")
+    bad(capsys, [*base, "--mix", "{robots: {}}"], "robots: Dictionary should have at least 1")
+    bad(capsys, [*base, "--mix", "fleet-of-boats"], "unknown fleet mix 'fleet-of-boats'")
+    bad(capsys, [*base, "--urgent-full", "1.5"], "--urgent-full: Input should be less than")
+    bad(capsys, [*base, "--normal-utility", "-0.1"], "--normal-utility: Input should be")
+    both_zero = [*base, "--urgent-full", "0", "--normal-utility", "0"]
+    bad(capsys, both_zero, "CapacityTarget: the target asks nothing")
+    bad(capsys, [*base, "--rule", "most"], "--rule: Input should be 'median' or 'all'")
+    bad(capsys, [*base, "--seeds", "0"], "--seeds: Input should be greater than or equal to 1")
+    bad(capsys, [*base, "--duration", "0"], "--duration: Input should be greater than 0")
+    bad(capsys, [*base, "--max-batch", "0"], "--max-batch values must be >= 1")
+    bad(capsys, [*base, "--kv-tokens", "4k"], "not a list of integers")
+    out_nowhere = ["capacity", "-o", str(tmp_path / "no" / "c.json"), "--mix", TINY]
+    bad(capsys, out_nowhere, "cannot write")
+    tiny_kv = [*base, "--kv-tokens", "64", "--tokenizer", str(tokenizer_path)]
+    bad(capsys, tiny_kv, "--kv-tokens 64: too little KV memory for the robots' prompt prefixes")
