@@ -1,4 +1,4 @@
-"""`lrtrace`: compose, replay, report, profile-engine, record, fit.
+"""`lrtrace`: compose, replay, report, capacity, profile-engine, record, fit.
 
 Every bad input (malformed trace, unknown trace id or policy, impossible workload,
 missing file) ends with one line on stderr and exit status 2; Ctrl-C during a replay
@@ -76,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", type=Path, help="write the statistics as JSON here")
     rep.add_argument("--plots", type=Path, help="write PNG figures into this directory")
     rep.add_argument("--groups", choices=("all", "traces", "classes"), default="all")
+
+    from lrtrace.capacity_cli import add_parser as add_capacity
+
+    add_capacity(sub)
 
     pe = sub.add_parser("profile-engine", help="measure the real engine, write a latency profile")
     pe.add_argument("--model", type=Path, help="checkpoint (default: the planner)")

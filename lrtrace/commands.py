@@ -121,6 +121,12 @@ def report(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def capacity(args: argparse.Namespace, console: Console) -> int:
+    from lrtrace.capacity_cli import run
+
+    return run(args, console)
+
+
 def profile_engine(args: argparse.Namespace, console: Console) -> int:
     from lrtrace.engine_profile_cli import run
 

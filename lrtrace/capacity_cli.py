@@ -1,0 +1,163 @@
+"""`lrtrace capacity`: flags -> validated mix, target and search; progress on
+stderr; the table on stdout; JSON and a PNG next to it."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from rich.console import Console
+
+from lrtrace.errors import LrtraceError
+
+if TYPE_CHECKING:  # the planner pulls in the service: only `run` needs it
+    from lrtrace.capacity import Setting, SizePoint
+
+M = TypeVar("M", bound=BaseModel)
+
+# the flag that sets each validated field, so an error names what the user typed
+FLAGS = {
+    "urgent_full_share": "--urgent-full",
+    "normal_utility_share": "--normal-utility",
+    "seeds": "--seeds",
+    "first_seed": "--first-seed",
+    "duration_s": "--duration",
+    "min_tasks": "--min-tasks",
+    "max_robots": "--max-robots",
+    "precision": "--precision",
+    "rule": "--rule",
+}
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    c = sub.add_parser(
+        "capacity", help="largest fleet of a mix one engine serves within a target (simulated)"
+    )
+    c.add_argument("-o", "--out", type=Path, required=True, help="JSON to write (.json)")
+    c.add_argument("--plot", type=Path, help="PNG to write (default: the JSON's name, .png)")
+    c.add_argument(
+        "--mix", default="drones", help="built-in mix name, YAML file, or inline YAML mapping"
+    )
+    c.add_argument("--profile", default="paper-llama3-8b-rtx4090", help="latency profile")
+    c.add_argument("--policy", default="timely", help="a policy or a comma-separated list")
+    c.add_argument("--max-batch", default="", help="max batch sizes to sweep, e.g. 4,8,16")
+    c.add_argument(
+        "--kv-tokens", default="", help="KV capacities (tokens) to sweep, e.g. 4096,23000"
+    )
+    c.add_argument(
+        "--urgent-full", type=float, default=0.95, help="share of urgent tasks at full utility"
+    )
+    c.add_argument(
+        "--normal-utility", type=float, default=0.90, help="normal tasks' mean utility / maximum"
+    )
+    c.add_argument("--rule", default="median", help="median (of the seeds) or all (every seed)")
+    c.add_argument("--seeds", type=int, default=3, help="replays per fleet size")
+    c.add_argument("--first-seed", type=int, default=0)
+    c.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals per replay")
+    c.add_argument("--min-tasks", type=int, default=20, help="tasks per class a replay expects")
+    c.add_argument("--max-robots", type=int, default=4096, help="largest fleet size tried")
+    c.add_argument(
+        "--precision", type=float, default=0.02, help="stop when pass and fail are this close"
+    )
+    c.add_argument("--tokenizer", type=Path, help="tokenizer.json (default: the planner's)")
+    c.add_argument("--network-latency-ms", type=float, default=8.0)
+
+
+def validated(model: type[M], fields: dict[str, object]) -> M:
+    """The model, or one line naming the flag that was wrong (a check over several
+    fields, such as a target that asks nothing, names the model)."""
+    try:
+        return model.model_validate(fields)
+    except ValidationError as err:
+        first = err.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else ""
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise LrtraceError(f"{FLAGS.get(name, model.__name__)}: {msg}") from None
+
+
+def settings_from(args: argparse.Namespace) -> list[Setting]:
+    from lrtrace.capacity import Setting
+    from lrtrace.cli import _ints
+    from lrtrace.commands import _policies
+
+    batches: list[int | None] = list(_ints(args.max_batch)) if args.max_batch else [None]
+    kvs: list[int | None] = list(_ints(args.kv_tokens)) if args.kv_tokens else [None]
+    if any(b is not None and b < 1 for b in batches):
+        raise LrtraceError("--max-batch values must be >= 1")
+    if any(k is not None and k < 1 for k in kvs):
+        raise LrtraceError("--kv-tokens values must be >= 1")
+    return [Setting(p, b, k) for p in _policies(args.policy) for b in batches for k in kvs]
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from lrtrace.capacity import CapacityPlanner, SearchConfig
+    from lrtrace.capacity_plot import capacity_figure
+    from lrtrace.capacity_report import table, to_json, write_json
+    from lrtrace.capacity_target import CapacityTarget
+    from lrtrace.catalog import load_catalog
+    from lrtrace.fleet_mix import load_mix
+    from lrtrace.profiles import load
+    from lrtrace.replay.targets.common import load_tokenizer_file, planner_tokenizer
+
+    target = validated(
+        CapacityTarget,
+        {"urgent_full_share": args.urgent_full, "normal_utility_share": args.normal_utility},
+    )
+    search = validated(
+        SearchConfig,
+        {
+            "seeds": args.seeds,
+            "first_seed": args.first_seed,
+            "duration_s": args.duration,
+            "min_tasks": args.min_tasks,
+            "max_robots": args.max_robots,
+            "precision": args.precision,
+            "rule": args.rule,
+        },
+    )
+    if args.network_latency_ms < 0:
+        raise LrtraceError("--network-latency-ms must be >= 0")
+    settings = settings_from(args)
+    catalog = load_catalog()
+    mix = load_mix(args.mix, catalog)
+    profile = load(args.profile)
+    plot_path = args.plot or args.out.with_suffix(".png")
+    for path in (args.out, plot_path):
+        if not path.parent.is_dir():
+            raise LrtraceError(f"cannot write {path}: no directory {path.parent}")
+    if args.tokenizer is not None:
+        tokenizer, source = load_tokenizer_file(args.tokenizer), str(args.tokenizer)
+    else:
+        tokenizer, source = planner_tokenizer()
+    progress = Console(stderr=True)
+
+    def report(setting: Setting, point: SizePoint) -> None:
+        verdict = "[green]meets[/]" if point.met else "[red]fails[/]"
+        values = ", ".join(f"{c} {100 * v:.1f}%" for c, v in point.judged.items())
+        wall = sum(r.wall_s for r in point.runs)
+        progress.print(
+            f"{setting.label}: {point.robots} robots {verdict} ({values}; "
+            f"{point.duration_s:.0f} s x {len(point.runs)} seeds, {wall:.1f} s)",
+            soft_wrap=True,
+        )
+
+    planner = CapacityPlanner(
+        mix, catalog, profile, tokenizer, target, search, args.network_latency_ms / 1000, report
+    )
+    planner.check(settings)
+    progress.print(
+        f"[bold yellow]SIMULATION[/]: capacity of mix {mix.name!r} on profile {profile.name!r}, "
+        f"{len(settings)} setting(s); target: {target.describe()}",
+        soft_wrap=True,
+    )
+    started = time.perf_counter()
+    results = planner.run(settings)
+    console.print(table(planner, results, source))
+    extra = {"wall_s": time.perf_counter() - started}
+    write_json(to_json(planner, results, source, extra), args.out)
+    plot = capacity_figure(planner, results, plot_path)
+    console.print(f"capacity: {args.out}\nfigure: {plot}")
+    return 0
