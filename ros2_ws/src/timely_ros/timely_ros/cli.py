@@ -1,8 +1,11 @@
-"""`timely`: bring up nodes, send a plan, publish a scene, or run the demo.
+"""`timely`: bring up nodes, send a plan, publish a scene, watch or cancel goals, or run
+the demo.
 
 timely up CONFIG.yaml [--only planner|executors]
 timely plan --robot drone1 [--urgent] [--scene TEXT] [--no-dispatch] [--resubmit N] "find the cat"
 timely scene --robot drone1 [--topic /drone1/scene] "a sofa, a cat under the table"
+timely status [--watch]
+timely cancel [GOAL_ID ...] [--robot drone1] [--all]
 timely demo [--config CONFIG.yaml] [--duration S] [--seed S]
 """
 
@@ -44,6 +47,16 @@ def _parser() -> argparse.ArgumentParser:
     scene.add_argument("--topic", default="", help="scene topic (default /<robot>/scene)")
     scene.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
 
+    status = sub.add_parser("status", help="the planner's queue, memory and robots")
+    status.add_argument("--watch", action="store_true", help="keep the table live (Ctrl-C ends)")
+    status.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
+
+    cancel = sub.add_parser("cancel", help="cancel PlanTask goals")
+    cancel.add_argument("goal_ids", nargs="*", help="goal ids (hex, as timely plan/status print)")
+    cancel.add_argument("--robot", default="", help="cancel every goal of this robot")
+    cancel.add_argument("--all", action="store_true", help="cancel every goal")
+    cancel.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
+
     demo = sub.add_parser("demo", help="planner + simulated fleet + a short WID 1-style replay")
     demo.add_argument("--config", default=None, help="bring-up YAML (default: config/demo.yaml)")
     demo.add_argument("--duration", type=float, default=20.0, help="seconds of task arrivals")
@@ -76,6 +89,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from timely_ros.scene_cli import run_scene
 
             return run_scene(args.robot, args.scene, args.topic, args.wait)
+        if args.command == "status":
+            from timely_ros.status_cli import run_status
+
+            return run_status(args.watch, args.wait)
+        if args.command == "cancel":
+            from timely_ros.cancel_cli import run_cancel
+
+            return run_cancel(args.goal_ids, args.robot, args.all, args.wait)
         from timely_ros.demo import run_demo
 
         return run_demo(config_path=args.config, duration_s=args.duration, seed=args.seed)

@@ -57,6 +57,7 @@ def run_plan(
             dispatch=dispatch,
         )
         call = client.send(goal, on_segment=_print_segment)
+        print(f"goal {call.goal_id} sent (timely cancel {call.goal_id})", file=sys.stderr)
         while True:
             if not call.done.wait(timeout_s):
                 client.cancel(call)

@@ -62,6 +62,7 @@ class PlanJob:
         self._result_timeout_s = result_timeout_s
         self._timed_out = False
         self.succeeded = False  # planned and, when dispatched, executed to the end
+        self.state = "waiting for the robot's executor" if self._link else "planning"
         self._events: queue.Queue[object] = queue.Queue()
         self._run = SegmentRun()
         self._handle: Any = None
@@ -127,6 +128,7 @@ class PlanJob:
         except (ServiceError, ValueError) as err:
             gh.abort()
             return self._error(f"{type(err).__name__}: {err}")
+        self.state = "planning"
         with self._lock:
             self._handle = handle
             cancelled = self._run.cancelled.is_set()
@@ -179,7 +181,9 @@ class PlanJob:
             event("progress", float(feedback.progress), feedback.current_skill)
 
         event("start", 0.0)
+        self.state = f"executing segment {segment.index}"
         outcome = self._link.execute(msg, self._run, relay)
+        self.state = "planning"
         if outcome.cancelled:
             return "cancelled by the client"
         if outcome.robot_lost:

@@ -47,7 +47,7 @@ from timely_ros.qos import LATEST, TOPIC, action_server_qos
 from timely_ros.robot_link import RobotLink
 from timely_ros.robot_watch import RobotWatch
 from timely_ros.skill_executor_node import node_parameters
-from timely_ros.status import GoalCounts, status_msg
+from timely_ros.status import GoalCounts, RobotState, status_msg
 
 
 class PlannerNode(Node):
@@ -217,6 +217,7 @@ class PlannerNode(Node):
     def _publish_status(self) -> None:
         with self._lock:
             goals = GoalCounts(rejected=self._rejected, succeeded=self._succeeded)
+            robots = self._robot_states()
         memory = getattr(self.service.engine, "memory", None)
         self._status_pub.publish(
             status_msg(
@@ -227,8 +228,25 @@ class PlannerNode(Node):
                 self._stamp(),
                 self.incarnation,
                 self._watch.liveness.not_responding(),
+                robots,
             )
         )
+
+    def _robot_states(self) -> list[RobotState]:
+        """Per robot: what its oldest active goal does (call holding `_lock`)."""
+        gone = set(self._watch.liveness.not_responding())
+        jobs: dict[str, tuple[str, PlanJob]] = {}
+        for key, job in self._jobs.items():  # insertion order: oldest first
+            jobs.setdefault(job.robot_id, (key.hex(), job))
+        states = []
+        for robot in self.params.robots:
+            goal_id, state = "", "idle"
+            if robot.id in jobs:
+                goal_id, state = jobs[robot.id][0], jobs[robot.id][1].state
+            if robot.id in gone:
+                state = "not responding" + (f" ({state})" if goal_id else "")
+            states.append(RobotState(robot.id, state, goal_id))
+        return states
 
     def destroy_node(self) -> None:
         with self._lock:

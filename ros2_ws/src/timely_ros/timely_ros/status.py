@@ -33,6 +33,7 @@ def status_msg(
     stamp: Time,
     incarnation: str = "",
     not_responding: list[str] | None = None,
+    robots: list[RobotState] | None = None,
 ) -> ServiceStatus:
     """`memory` is the engine's MemoryReport (for the host swap pool), or None.
     `queue_length` counts tasks waiting for their first admission, not generations
@@ -59,4 +60,14 @@ def status_msg(
         incarnation=incarnation,
         plans_completed=int(stats.succeeded),
         robots_not_responding=list(not_responding or []),
+        robot_ids=[r.robot_id for r in robots or []],
+        robot_states=[r.state for r in robots or []],
+        robot_goal_ids=[r.goal_id for r in robots or []],
     )
+
+
+@dataclass(frozen=True)
+class RobotState:
+    robot_id: str
+    state: str  # idle, planning, executing segment k, not responding, ...
+    goal_id: str = ""  # the goal it serves now (hex); with several, the oldest

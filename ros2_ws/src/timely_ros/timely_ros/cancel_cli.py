@@ -1,0 +1,110 @@
+"""`timely cancel`: cancel PlanTask goals by id, every goal of a robot, or all.
+
+Goes through the action's own cancel service, so the planner stops the generation,
+frees its KV and cancels the robot's segment exactly as for a client's cancel.
+Goal ids (hex) are what `timely plan` prints and `timely status` lists."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import rclpy
+from action_msgs.srv import CancelGoal
+from rclpy.node import Node
+from timely_interfaces.msg import ServiceStatus
+
+from timely_ros.config import PLAN_TASK_ACTION, STATUS_TOPIC
+from timely_ros.qos import DEEP, TOPIC
+
+_RETURN = {
+    CancelGoal.Response.ERROR_REJECTED: "the planner refused to cancel it",
+    CancelGoal.Response.ERROR_UNKNOWN_GOAL_ID: "no such goal",
+    CancelGoal.Response.ERROR_GOAL_TERMINATED: "the goal had already ended",
+}
+
+
+def parse_goal_id(text: str) -> bytes:
+    """A goal id: 32 hex digits (dashes allowed, as in a printed UUID)."""
+    raw = text.replace("-", "").strip().lower()
+    try:
+        value = bytes.fromhex(raw)
+    except ValueError:
+        value = b""
+    if len(value) != 16:
+        raise ValueError(f"goal id {text!r} is not 32 hex digits")
+    return value
+
+
+def _cancel(node: Node, client: Any, goal_id: bytes, wait_s: float) -> tuple[bool, str]:
+    request = CancelGoal.Request()
+    request.goal_info.goal_id.uuid = list(goal_id)  # zero id and stamp: every goal
+    future = client.call_async(request)
+    rclpy.spin_until_future_complete(node, future, timeout_sec=wait_s)
+    if not future.done():
+        return False, f"no answer from the planner after {wait_s:g} s"
+    response = future.result()
+    if response.return_code != CancelGoal.Response.ERROR_NONE:
+        return False, _RETURN.get(response.return_code, f"error {response.return_code}")
+    cancelling = [bytes(g.goal_id.uuid).hex() for g in response.goals_canceling]
+    return bool(cancelling), ", ".join(cancelling) or "nothing to cancel"
+
+
+def _robot_goals(node: Node, robot: str, wait_s: float) -> list[str] | None:
+    """The goal the planner's status says `robot` serves now (None: no status)."""
+    latest: list[ServiceStatus] = []
+    node.create_subscription(ServiceStatus, STATUS_TOPIC, lambda m: latest.append(m), TOPIC)
+    deadline = time.monotonic() + wait_s
+    while not latest and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.1)
+    if not latest:
+        return None
+    msg = latest[-1]
+    return [g for r, g in zip(msg.robot_ids, msg.robot_goal_ids, strict=False) if r == robot and g]
+
+
+def run_cancel(goal_ids: list[str], robot: str, everything: bool, wait_s: float) -> int:
+    try:
+        targets = [parse_goal_id(g) for g in goal_ids]
+    except ValueError as err:
+        print(f"timely cancel: {err}", file=sys.stderr)
+        return 2
+    if not (targets or robot or everything):
+        print("timely cancel: give goal ids, --robot ROBOT or --all", file=sys.stderr)
+        return 2
+    rclpy.init()
+    node = Node("timely_cancel_cli")
+    try:
+        client: Any = node.create_client(
+            CancelGoal, f"{PLAN_TASK_ACTION}/_action/cancel_goal", qos_profile=DEEP
+        )
+        if not client.wait_for_service(timeout_sec=wait_s):
+            print(f"timely cancel: no planner after {wait_s:g} s", file=sys.stderr)
+            return 1
+        if everything:
+            targets.append(bytes(16))
+        failed = False
+        if robot:  # one goal at a time: the status names each robot's oldest
+            for _ in range(1000):
+                goals = _robot_goals(node, robot, wait_s)
+                if goals is None:
+                    print("timely cancel: no planner status", file=sys.stderr)
+                    return 1
+                if not goals:
+                    break
+                ok, text = _cancel(node, client, parse_goal_id(goals[0]), wait_s)
+                print(f"{robot}: cancelled {text}" if ok else f"{robot}: {text}")
+                failed |= not ok
+                time.sleep(0.3)  # the next status shows the robot's next goal
+        for goal_id in targets:
+            ok, text = _cancel(node, client, goal_id, wait_s)
+            label = "all goals" if goal_id == bytes(16) else goal_id.hex()
+            print(f"{label}: cancelled {text}" if ok else f"{label}: {text}")
+            failed |= not ok
+        return 1 if failed else 0
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()

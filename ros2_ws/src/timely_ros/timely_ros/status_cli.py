@@ -1,0 +1,84 @@
+"""`timely status`: the planner's /timely/status as tables, once or live (--watch)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import rclpy
+from rclpy.node import Node
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from timely_interfaces.msg import ServiceStatus
+
+from timely_ros.config import STATUS_TOPIC
+from timely_ros.qos import TOPIC
+
+
+def render(msg: ServiceStatus) -> Group:
+    """The planner table (queue, generations, KV, counters) and the robots table."""
+    planner = Table(title=f"planner {msg.incarnation or '?'} ({msg.engine}, {msg.policy})")
+    for column in (
+        "queue", "running", "suspended", "KV device", "KV host",
+        "goals done", "plans done", "failed", "cancelled", "rejected", "segments",
+    ):  # fmt: skip
+        planner.add_column(column, justify="right")
+    planner.add_row(
+        str(msg.queue_length),
+        str(msg.running_generations),
+        str(msg.suspended_generations),
+        f"{msg.kv_device_used_fraction:.0%}",
+        f"{msg.kv_host_used_fraction:.0%}",
+        str(msg.tasks_completed),
+        str(msg.plans_completed),
+        str(msg.tasks_failed),
+        str(msg.tasks_cancelled),
+        str(msg.tasks_rejected),
+        str(msg.segments_emitted),
+    )
+    robots = Table(title="robots")
+    for column in ("robot", "state", "goal"):
+        robots.add_column(column)
+    for robot_id, state, goal in zip(
+        msg.robot_ids, msg.robot_states, msg.robot_goal_ids, strict=False
+    ):
+        robots.add_row(robot_id, state, goal or "-")
+    return Group(planner, robots)
+
+
+def run_status(watch: bool, wait_s: float) -> int:
+    rclpy.init()
+    node = Node("timely_status_cli")
+    latest: list[ServiceStatus] = []
+    arrived = threading.Event()
+
+    def on_status(msg: ServiceStatus) -> None:
+        latest[:] = [msg]
+        arrived.set()
+
+    node.create_subscription(ServiceStatus, STATUS_TOPIC, on_status, TOPIC)
+    console = Console()
+    try:
+        deadline = time.monotonic() + wait_s
+        while not arrived.is_set():
+            if time.monotonic() > deadline:
+                print(f"timely status: no planner status on {STATUS_TOPIC} after {wait_s:g} s",
+                      file=sys.stderr)  # fmt: skip
+                return 1
+            rclpy.spin_once(node, timeout_sec=0.1)
+        if not watch:
+            console.print(render(latest[0]))
+            return 0
+        with Live(render(latest[0]), console=console, auto_refresh=False) as live:
+            while True:
+                arrived.clear()
+                rclpy.spin_once(node, timeout_sec=0.5)
+                if arrived.is_set():
+                    live.update(render(latest[0]), refresh=True)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()

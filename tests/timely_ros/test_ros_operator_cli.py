@@ -1,0 +1,104 @@
+"""`timely status` and `timely cancel` against a running planner and robot (separate
+processes), plus the status rendering and goal-id parsing on their own."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from timely_ros.testing import (
+    PYTHON,
+    REPO,
+    RosClient,
+    StartNodes,
+    executor_entry,
+    lrtrace_goal_fields,
+    planner_checkpoint,
+    planner_entry,
+    ros_env,
+    wait_until,
+)
+
+
+def _timely(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "-m", "timely_ros.cli", *args],
+        cwd=REPO,
+        env=ros_env(tmp_path / "ros_log"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_goal_ids_are_parsed_strictly() -> None:
+    from timely_ros.cancel_cli import parse_goal_id
+
+    assert parse_goal_id("00112233-4455-6677-8899-AABBCCDDEEFF").hex() == (
+        "00112233445566778899aabbccddeeff"
+    )
+    for bad in ("", "zz", "0011", "00112233445566778899aabbccddeeff00"):
+        with pytest.raises(ValueError, match="32 hex digits"):
+            parse_goal_id(bad)
+
+
+def test_status_renders_every_robot() -> None:
+    from rich.console import Console
+    from timely_interfaces.msg import ServiceStatus
+    from timely_ros.status_cli import render
+
+    msg = ServiceStatus(
+        policy="timely", engine="torch", incarnation="abc123", queue_length=3,
+        robot_ids=["drone1", "arm1"], robot_states=["executing segment 2", "idle"],
+        robot_goal_ids=["ab" * 16, ""],
+    )  # fmt: skip
+    console = Console(record=True, width=200)
+    console.print(render(msg))
+    text = console.export_text()
+    assert "planner abc123 (torch, timely)" in text
+    assert "executing segment 2" in text and "ab" * 16 in text and "idle" in text
+
+
+@pytest.mark.ros
+def test_status_and_cancel_from_the_command_line(
+    node_processes: StartNodes, ros_client: RosClient, tmp_path: Path
+) -> None:
+    from action_msgs.msg import GoalStatus
+    from timely_ros.plan_client import PlanClient, make_goal
+
+    planner = planner_entry(
+        {"arm1": "arm", "drone1": "drone"},
+        engine="simulated",
+        model_path=str(planner_checkpoint(tmp_path)),
+        kv_budget_mb=4096.0,
+        status_period_s=0.2,
+    )
+    robot = node_processes(executor_entry("arm1", "sim-arm", time_scale=3.0), "executors", "arm")
+    planner_proc = node_processes(planner, "planner", "planner")
+    robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
+    client = PlanClient(ros_client.node)
+    assert client.wait_for_server(60), planner_proc.output()
+    task = lrtrace_goal_fields(10)
+    calls = [client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))]
+    calls.append(client.send(make_goal("arm1", task["instruction"], scene=task["scene"])))
+    wait_until(lambda: len(calls[0].segments) >= 1, 60, "the first segment")
+    robot.wait_for_output(r"event=segment_started robot=arm1", 30)
+
+    status = _timely(tmp_path, "status")
+    assert status.returncode == 0, status.stderr
+    assert "executing segment 0" in status.stdout and calls[0].goal_id in status.stdout
+    assert "drone1" in status.stdout and "idle" in status.stdout
+
+    unknown = _timely(tmp_path, "cancel", "12" * 16)  # (all zeros means every goal)
+    assert unknown.returncode == 1 and "no such goal" in unknown.stdout, unknown.stdout
+    assert _timely(tmp_path, "cancel", "not-a-goal").returncode == 2
+
+    cancel = _timely(tmp_path, "cancel", "--robot", "arm1")
+    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+    for call in calls:
+        assert call.done.wait(30)
+        assert call.status == GoalStatus.STATUS_CANCELED, call.final_result().error
+        assert call.goal_id in cancel.stdout
+    task_id = calls[0].segments[0].task_id
+    robot.wait_for_output(rf"event=segment_cancelled robot=arm1 task={task_id}", 20)
