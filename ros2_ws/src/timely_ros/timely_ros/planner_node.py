@@ -235,14 +235,16 @@ class PlannerNode(Node):
     def _robot_states(self) -> list[RobotState]:
         """Per robot: what its oldest active goal does (call holding `_lock`)."""
         gone = set(self._watch.liveness.not_responding())
-        jobs: dict[str, tuple[str, PlanJob]] = {}
+        jobs: dict[str, list[tuple[str, PlanJob]]] = {}
         for key, job in self._jobs.items():  # insertion order: oldest first
-            jobs.setdefault(job.robot_id, (key.hex(), job))
+            jobs.setdefault(job.robot_id, []).append((key.hex(), job))
         states = []
         for robot in self.params.robots:
             goal_id, state = "", "idle"
             if robot.id in jobs:
-                goal_id, state = jobs[robot.id][0], jobs[robot.id][1].state
+                goal_id, state = jobs[robot.id][0][0], jobs[robot.id][0][1].state
+                if len(jobs[robot.id]) > 1:
+                    state += f" (+{len(jobs[robot.id]) - 1} more goals)"
             if robot.id in gone:
                 state = "not responding" + (f" ({state})" if goal_id else "")
             states.append(RobotState(robot.id, state, goal_id))

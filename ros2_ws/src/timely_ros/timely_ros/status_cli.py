@@ -59,7 +59,7 @@ def run_status(watch: bool, wait_s: float) -> int:
         arrived.set()
 
     node.create_subscription(ServiceStatus, STATUS_TOPIC, on_status, TOPIC)
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 200)  # piped: keep ids whole
     try:
         deadline = time.monotonic() + wait_s
         while not arrived.is_set():
