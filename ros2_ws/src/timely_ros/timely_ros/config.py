@@ -31,6 +31,7 @@ SEGMENTS_TOPIC = "/timely/segments"
 STATUS_TOPIC = "/timely/status"
 REJECTIONS_TOPIC = "/timely/rejections"
 ROBOT_PROGRESS_TOPIC = "/timely/robot_progress"
+INTERRUPTED_TOPIC = "/timely/interrupted"
 
 ROBOT_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
 _EXECUTOR_KEY = re.compile(r"^/?([A-Za-z][A-Za-z0-9_]*)/" + EXECUTOR_NODE + r"$")
@@ -84,6 +85,9 @@ class PlannerParams(BaseModel):
     # a robot whose heartbeat stays away this long is declared gone: its goal ends,
     # new goals for it are rejected until it beats again
     robot_timeout_s: float = Field(default=2.0, gt=0, le=60)
+    # SQLite file journaling accepted goals and their progress; a restarted planner
+    # reports the goals its predecessor left open on /timely/interrupted. "": none
+    journal_path: str = ""
     # published scenes: prefilled once they stand this long, within this share of KV
     scene_debounce_s: float = Field(default=0.2, ge=0, le=60)
     scene_kv_fraction: float = Field(default=0.25, ge=0, le=0.9)

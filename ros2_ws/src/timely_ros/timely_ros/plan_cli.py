@@ -66,6 +66,9 @@ def run_plan(
             if not call.client_error:
                 break
             print(f"timely plan: {call.client_error}", file=sys.stderr)
+            report = client.interrupted_reason(call, wait_s=2.0) if call.planner_restarted else None
+            if report:
+                print(f"timely plan: the restarted planner reports: {report}", file=sys.stderr)
             if resubmit <= 0:
                 return 1
             resubmit -= 1

@@ -29,9 +29,9 @@ from timely_interfaces.msg import Segment as SegmentMsg
 from timely_interfaces.msg import Tuf as TufMsg
 from unique_identifier_msgs.msg import UUID
 
-from timely_ros.config import PLAN_TASK_ACTION, PLANNER_NODE, REJECTIONS_TOPIC
+from timely_ros.config import INTERRUPTED_TOPIC, PLAN_TASK_ACTION, PLANNER_NODE, REJECTIONS_TOPIC
 from timely_ros.liveness import PLANNER_HEARTBEAT_TOPIC, Beat, LivenessWatch, watch_heartbeats
-from timely_ros.qos import TOPIC, action_client_qos
+from timely_ros.qos import REPORTS, TOPIC, action_client_qos
 
 
 def make_goal(
@@ -84,6 +84,7 @@ class PlanCall:
     goal_id: str = ""  # hex, as /timely/rejections names it
     planner_incarnation: str | None = None  # the planner it was sent to, when known
     client_error: str = ""  # set when the planner went away or restarted
+    planner_restarted: bool = False  # the goal was lost to a restart (see interrupted_reason)
 
     def final_result(self) -> PlanTask.Result:
         """The result; AssertionError naming the robot if the goal has none (yet)."""
@@ -128,6 +129,8 @@ class PlanClient:
         watch_heartbeats(node, PLANNER_HEARTBEAT_TOPIC, self._on_planner_beat, group)
         node.create_timer(WATCH_PERIOD_S, self._watch_planner, callback_group=group)
         node.create_subscription(String, REJECTIONS_TOPIC, self._on_rejection, TOPIC)
+        self._interrupted: dict[str, str] = {}  # goal id -> what a restarted planner says
+        node.create_subscription(String, INTERRUPTED_TOPIC, self._on_interrupted, REPORTS)
         node.create_subscription(
             PlanTask.Impl.FeedbackMessage,
             f"{action_name}/_action/feedback",
@@ -166,6 +169,7 @@ class PlanClient:
                     call, f"the planner stopped responding (no heartbeat for {silent:.1f} s)"
                 )
             elif current is not None and current != call.planner_incarnation:
+                call.planner_restarted = True
                 self._lose(
                     call,
                     f"the planner restarted (incarnation {call.planner_incarnation} -> "
@@ -177,6 +181,22 @@ class PlanClient:
         call.client_error = f"goal for {call.goal.robot_id} ended without a result: {why}"
         call.finished_at = time.monotonic()
         call.done.set()
+
+    def _on_interrupted(self, msg: String) -> None:
+        report = json.loads(msg.data)
+        with self._lock:
+            self._interrupted[str(report.get("goal_id", ""))] = str(report.get("reason", ""))
+
+    def interrupted_reason(self, call: PlanCall, wait_s: float = 0.0) -> str | None:
+        """What a restarted planner (with a goal journal) reports about a goal the
+        planner before it was serving; None if it says nothing within `wait_s`."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            with self._lock:
+                reason = self._interrupted.get(call.goal_id)
+            if reason is not None or time.monotonic() >= deadline:
+                return reason
+            time.sleep(0.02)
 
     def _on_rejection(self, msg: String) -> None:
         with self._lock:

@@ -40,6 +40,7 @@ class JobHooks:
     publish_segment: Callable[[SegmentMsg], None]
     publish_progress: Callable[[dict[str, object]], None]  # on /timely/robot_progress
     log: Callable[[str], None]
+    record_state: Callable[[str, str], None] = lambda _goal_id, _state: None  # journal
 
 
 class PlanJob:
@@ -62,11 +63,22 @@ class PlanJob:
         self._result_timeout_s = result_timeout_s
         self._timed_out = False
         self.succeeded = False  # planned and, when dispatched, executed to the end
-        self.state = "waiting for the robot's executor" if self._link else "planning"
+        self.goal_id = bytes(goal_handle.goal_id.uuid).hex()
+        self._state = "waiting for the robot's executor" if self._link else "planning"
         self._events: queue.Queue[object] = queue.Queue()
         self._run = SegmentRun()
         self._handle: Any = None
         self._lock = threading.Lock()
+
+    @property
+    def state(self) -> str:
+        """What the goal does now (in /timely/status and the journal)."""
+        return self._state
+
+    @state.setter
+    def state(self, value: str) -> None:
+        self._state = value
+        self._hooks.record_state(self.goal_id, value)
 
     @property
     def robot_id(self) -> str:

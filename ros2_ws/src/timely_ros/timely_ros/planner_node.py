@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from dataclasses import asdict
 from functools import partial
 from typing import Any
 
@@ -29,6 +30,7 @@ from timely_interfaces.msg import Segment as SegmentMsg
 from timely_interfaces.msg import ServiceStatus
 
 from timely_ros.config import (
+    INTERRUPTED_TOPIC,
     PLAN_TASK_ACTION,
     PLANNER_NODE,
     REJECTIONS_TOPIC,
@@ -38,12 +40,13 @@ from timely_ros.config import (
     PlannerParams,
     planner_params,
 )
+from timely_ros.goal_journal import GoalJournal
 from timely_ros.goals import CheckedGoal, GoalError, check_goal
 from timely_ros.identified_action_server import IdentifiedActionServer
 from timely_ros.liveness import PLANNER_HEARTBEAT_TOPIC, new_incarnation, publish_heartbeats
 from timely_ros.node_main import run_node
 from timely_ros.plan_job import JobHooks, PlanJob
-from timely_ros.qos import LATEST, TOPIC, action_server_qos
+from timely_ros.qos import LATEST, REPORTS, TOPIC, action_server_qos
 from timely_ros.robot_link import RobotLink
 from timely_ros.robot_watch import RobotWatch
 from timely_ros.skill_executor_node import node_parameters
@@ -93,11 +96,13 @@ class PlannerNode(Node):
                 LATEST,
                 callback_group=scenes,
             )
+        self._journal = self._open_journal()
         self._hooks = JobHooks(
             now_stamp=self._stamp,
             publish_segment=self._segments_pub.publish,
             publish_progress=self._publish_progress,
             log=self._log_info,
+            record_state=self._journal.progress if self._journal else JobHooks.record_state,
         )
         self._server = IdentifiedActionServer(
             self,
@@ -120,6 +125,21 @@ class PlannerNode(Node):
             f"planner up (incarnation {self.incarnation}): engine {self.params.engine}, "
             f"policy {self.params.policy}, robots {robots_text}"
         )
+
+    def _open_journal(self) -> GoalJournal | None:
+        """The goal journal, if configured; the goals an earlier run left open are
+        reported on /timely/interrupted (kept for late subscribers) and logged."""
+        if not self.params.journal_path:
+            return None
+        journal = GoalJournal(self.params.journal_path, self.get_fully_qualified_name(),
+                              self.incarnation)  # fmt: skip
+        publisher = self.create_publisher(String, INTERRUPTED_TOPIC, REPORTS)
+        for goal in journal.interrupted():
+            publisher.publish(String(data=json.dumps(asdict(goal))))
+            self.get_logger().warning(
+                f"goal {goal.goal_id} for {goal.robot_id} ({goal.instruction!r}): {goal.reason}"
+            )
+        return journal
 
     @property
     def executor_threads(self) -> int:
@@ -201,12 +221,18 @@ class PlannerNode(Node):
         )
         with self._lock:
             self._jobs[key] = job
+        if self._journal is not None:
+            self._journal.accepted(job.goal_id, checked.robot.id, checked.request.instruction)
+        outcome = "aborted: internal error"
         try:
             result = job.execute()
+            outcome = "succeeded" if result.success else result.error
         finally:
             with self._lock:
                 self._jobs.pop(key, None)
                 self._succeeded += job.succeeded
+            if self._journal is not None:
+                self._journal.ended(job.goal_id, outcome)
         if not result.success:
             self.get_logger().info(f"goal for {checked.robot.id} ended: {result.error}")
         return result
@@ -257,6 +283,9 @@ class PlannerNode(Node):
             job.cancel()
         if hasattr(self, "service"):  # not when building it failed
             self.service.stop()
+        journal: GoalJournal | None = getattr(self, "_journal", None)
+        if journal is not None:
+            journal.close()
         super().destroy_node()
 
 

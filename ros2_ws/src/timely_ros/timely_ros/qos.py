@@ -41,6 +41,15 @@ LATEST = QoSProfile(
     durability=DurabilityPolicy.VOLATILE,
 )
 
+# Reports a client may look for after the fact (goals a restarted planner found
+# interrupted): kept for late subscribers.
+REPORTS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1000,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+
 
 def action_server_qos() -> dict[str, Any]:
     """Keyword arguments for `rclpy.action.ActionServer`."""
