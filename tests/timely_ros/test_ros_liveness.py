@@ -59,6 +59,7 @@ def test_a_frozen_robot_is_given_up_rejected_and_stopped_when_back(
     node_processes: StartNodes, ros_client: RosClient, tmp_path: Path
 ) -> None:
     from action_msgs.msg import GoalStatus
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
     from timely_interfaces.msg import ServiceStatus
     from timely_ros.plan_client import PlanClient, make_goal
     from timely_ros.qos import TOPIC
@@ -66,6 +67,8 @@ def test_a_frozen_robot_is_given_up_rejected_and_stopped_when_back(
     robot, planner = _start(node_processes, tmp_path, robot_timeout_s=1.0)
     statuses: list[ServiceStatus] = []
     ros_client.node.create_subscription(ServiceStatus, "/timely/status", statuses.append, TOPIC)
+    diagnostics: list[DiagnosticArray] = []
+    ros_client.node.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, TOPIC)
     client = PlanClient(ros_client.node)
     assert client.wait_for_server(60), planner.output()
     task = lrtrace_goal_fields(ARM_TASK)
@@ -85,6 +88,14 @@ def test_a_frozen_robot_is_given_up_rejected_and_stopped_when_back(
             lambda: bool(statuses) and list(statuses[-1].robots_not_responding) == ["arm1"],
             10,
             "arm1 reported not responding",
+        )
+        wait_until(
+            lambda: any(
+                s.hardware_id == "arm1" and s.level == DiagnosticStatus.ERROR
+                for s in diagnostics[-1].status
+            ),
+            10,
+            "an ERROR diagnostic for arm1",
         )
         # a goal for the silent robot is rejected at goal time, naming why
         refused = client.send(goal)

@@ -68,3 +68,28 @@ def test_status_counts_goals_done_apart_from_plans_written() -> None:
     assert (msg.tasks_completed, msg.plans_completed) == (4, 6)
     assert msg.tasks_rejected == 3
     assert msg.incarnation == "inc1" and list(msg.robots_not_responding) == ["arm1"]
+
+
+def test_diagnostics_flag_a_full_queue_and_a_silent_robot() -> None:
+    from diagnostic_msgs.msg import DiagnosticStatus
+    from timely_interfaces.msg import ServiceStatus
+    from timely_ros.diagnostics import diagnostics
+
+    params = planner_params(
+        {"robots": ["arm1", "drone1"], "arm1": {"type": "arm"}, "drone1": {"type": "drone"}}
+    )
+    status = ServiceStatus(
+        queue_length=250,  # of max_queue 256
+        kv_device_used_fraction=0.5,
+        incarnation="inc1",
+        robot_ids=["arm1", "drone1"],
+        robot_states=["not responding (executing segment 1)", "idle"],
+        robot_goal_ids=["ab" * 16, ""],
+        robots_not_responding=["arm1"],
+    )
+    planner, arm, drone = diagnostics(status, params, "/timely_planner", Time()).status
+    assert planner.level == DiagnosticStatus.WARN and "queue 250 of 256" in planner.message
+    assert {kv.key: kv.value for kv in planner.values}["incarnation"] == "inc1"
+    assert arm.level == DiagnosticStatus.ERROR and arm.hardware_id == "arm1"
+    assert arm.name == "/timely_planner: robot arm1" and "not responding" in arm.message
+    assert drone.level == DiagnosticStatus.OK and drone.message == "idle"

@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any
 
 from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray
 from pydantic import ValidationError
 from rclpy.action import CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
@@ -40,6 +41,7 @@ from timely_ros.config import (
     PlannerParams,
     planner_params,
 )
+from timely_ros.diagnostics import diagnostics
 from timely_ros.goal_journal import GoalJournal
 from timely_ros.goals import CheckedGoal, GoalError, check_goal
 from timely_ros.identified_action_server import IdentifiedActionServer
@@ -85,6 +87,7 @@ class PlannerNode(Node):
         publish_heartbeats(self, PLANNER_HEARTBEAT_TOPIC, PLANNER_NODE, self.incarnation)
         self._segments_pub = self.create_publisher(SegmentMsg, SEGMENTS_TOPIC, TOPIC)
         self._status_pub = self.create_publisher(ServiceStatus, STATUS_TOPIC, TOPIC)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", TOPIC)
         self._rejections_pub = self.create_publisher(String, REJECTIONS_TOPIC, TOPIC)
         self._progress_pub = self.create_publisher(String, ROBOT_PROGRESS_TOPIC, TOPIC)
         scenes = ReentrantCallbackGroup()
@@ -245,17 +248,19 @@ class PlannerNode(Node):
             goals = GoalCounts(rejected=self._rejected, succeeded=self._succeeded)
             robots = self._robot_states()
         memory = getattr(self.service.engine, "memory", None)
-        self._status_pub.publish(
-            status_msg(
-                self.service.stats(),
-                memory() if memory is not None else None,
-                self.params,
-                goals,
-                self._stamp(),
-                self.incarnation,
-                self._watch.liveness.not_responding(),
-                robots,
-            )
+        status = status_msg(
+            self.service.stats(),
+            memory() if memory is not None else None,
+            self.params,
+            goals,
+            self._stamp(),
+            self.incarnation,
+            self._watch.liveness.not_responding(),
+            robots,
+        )
+        self._status_pub.publish(status)
+        self._diagnostics_pub.publish(
+            diagnostics(status, self.params, self.get_fully_qualified_name(), status.stamp)
         )
 
     def _robot_states(self) -> list[RobotState]:

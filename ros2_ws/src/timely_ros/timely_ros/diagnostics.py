@@ -1,0 +1,69 @@
+"""The planner's health in ROS 2's own terms: `diagnostic_msgs/DiagnosticArray` on
+/diagnostics, one status for the planner and one per robot link, so rqt's robot
+monitor and diagnostic aggregators see Timely like any other driver."""
+
+from __future__ import annotations
+
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from std_msgs.msg import Header
+from timely_interfaces.msg import ServiceStatus
+
+from timely_ros.config import PlannerParams
+
+KV_WARN_FRACTION = 0.9  # device KV this full: tasks start to wait for memory
+QUEUE_WARN_FRACTION = 0.8  # of max_queue: QueueFull is near
+
+
+def _status(
+    level: bytes, name: str, message: str, hardware_id: str, **values: object
+) -> DiagnosticStatus:
+    return DiagnosticStatus(
+        level=level,
+        name=name,
+        message=message,
+        hardware_id=hardware_id,
+        values=[KeyValue(key=k, value=str(v)) for k, v in values.items()],
+    )
+
+
+def diagnostics(
+    status: ServiceStatus, params: PlannerParams, node_name: str, stamp: Time
+) -> DiagnosticArray:
+    """One status for the planner (OK; WARN when the queue or the device KV is nearly
+    full) and one per robot (OK; ERROR when it stopped responding)."""
+    warnings = []
+    if status.queue_length >= QUEUE_WARN_FRACTION * params.max_queue:
+        warnings.append(f"queue {status.queue_length} of {params.max_queue}")
+    if status.kv_device_used_fraction >= KV_WARN_FRACTION:
+        warnings.append(f"device KV {status.kv_device_used_fraction:.0%} used")
+    planner = _status(
+        DiagnosticStatus.WARN if warnings else DiagnosticStatus.OK,
+        f"{node_name}: planner",
+        "; ".join(warnings) or "serving",
+        node_name,
+        incarnation=status.incarnation,
+        engine=status.engine,
+        policy=status.policy,
+        queue_length=status.queue_length,
+        running_generations=status.running_generations,
+        suspended_generations=status.suspended_generations,
+        kv_device_used=f"{status.kv_device_used_fraction:.3f}",
+        goals_completed=status.tasks_completed,
+        tasks_failed=status.tasks_failed,
+    )
+    robots = []
+    for robot_id, state, goal in zip(
+        status.robot_ids, status.robot_states, status.robot_goal_ids, strict=False
+    ):
+        gone = robot_id in status.robots_not_responding
+        robots.append(
+            _status(
+                DiagnosticStatus.ERROR if gone else DiagnosticStatus.OK,
+                f"{node_name}: robot {robot_id}",
+                state,
+                robot_id,
+                goal_id=goal or "-",
+            )
+        )
+    return DiagnosticArray(header=Header(stamp=stamp), status=[planner, *robots])
