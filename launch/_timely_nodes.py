@@ -1,7 +1,7 @@
 """Shared by the launch files: one Node action per node section of a Timely config.
 
-Reads the same ROS 2 parameter-file YAML as `timely up`: the `timely_planner`
-section becomes the planner node, each `/<robot>/timely_skill_executor` section a
+Reads the same ROS 2 parameter-file YAML as `timely up`: the `/**/timely_planner`
+section becomes the planner node (in its `namespace`, default `timely`), each `/<robot>/timely_skill_executor` section a
 skill-executor node in the robot's namespace; the file itself is passed as the
 parameters file, so ROS 2 applies exactly the values `timely up` would.
 """
@@ -19,6 +19,9 @@ from launch_ros.actions import Node
 
 from launch import LaunchContext, LaunchDescription  # type: ignore[attr-defined]
 
+# what timely_ros.config accepts; the file's section must match the node's fully
+# qualified name for ROS 2 to apply it: `/**/timely_planner` does in any namespace
+PLANNER_KEYS = ("/**/timely_planner", "timely_planner", "/timely_planner")
 EXECUTOR_KEY = re.compile(r"^/?([A-Za-z][A-Za-z0-9_]*)/timely_skill_executor$")
 
 
@@ -29,12 +32,14 @@ def nodes_from_config(config_path: str, which: str = "all") -> list[Any]:
     for key in doc:
         name = str(key)
         match = EXECUTOR_KEY.match(name)
-        if name.lstrip("/") == "timely_planner" and which in ("all", "planner"):
+        if name in PLANNER_KEYS and which in ("all", "planner"):
+            params = (doc[key] or {}).get("ros__parameters") or {}
             nodes.append(
                 Node(
                     package="timely_ros",
                     executable="timely_planner",
                     name="timely_planner",
+                    namespace=str(params.get("namespace", "timely")),
                     parameters=[config_path],
                     output="screen",
                     emulate_tty=True,

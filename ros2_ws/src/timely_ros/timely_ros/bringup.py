@@ -32,7 +32,9 @@ def make_planner(params: PlannerParams, service: Any = None) -> Node:
     from timely_ros.planner_node import PlannerNode
 
     return PlannerNode(
-        service=service, parameter_overrides=_overrides(planner_to_parameters(params))
+        service=service,
+        namespace=f"/{params.namespace}",
+        parameter_overrides=_overrides(planner_to_parameters(params)),
     )
 
 

@@ -15,7 +15,7 @@ from action_msgs.srv import CancelGoal
 from rclpy.node import Node
 from timely_interfaces.msg import ServiceStatus
 
-from timely_ros.config import PLAN_TASK_ACTION, STATUS_TOPIC
+from timely_ros.config import PlannerNames, planner_names
 from timely_ros.qos import DEEP, TOPIC
 
 _RETURN = {
@@ -51,10 +51,11 @@ def _cancel(node: Node, client: Any, goal_id: bytes, wait_s: float) -> tuple[boo
     return bool(cancelling), ", ".join(cancelling) or "nothing to cancel"
 
 
-def _robot_goals(node: Node, robot: str, wait_s: float) -> list[str] | None:
+def _robot_goals(node: Node, names: PlannerNames, robot: str, wait_s: float) -> list[str] | None:
     """The goal the planner's status says `robot` serves now (None: no status)."""
     latest: list[ServiceStatus] = []
-    node.create_subscription(ServiceStatus, STATUS_TOPIC, lambda m: latest.append(m), TOPIC)
+    topic = names.absolute(names.status)
+    node.create_subscription(ServiceStatus, topic, lambda m: latest.append(m), TOPIC)
     deadline = time.monotonic() + wait_s
     while not latest and time.monotonic() < deadline:
         rclpy.spin_once(node, timeout_sec=0.1)
@@ -64,7 +65,9 @@ def _robot_goals(node: Node, robot: str, wait_s: float) -> list[str] | None:
     return [g for r, g in zip(msg.robot_ids, msg.robot_goal_ids, strict=False) if r == robot and g]
 
 
-def run_cancel(goal_ids: list[str], robot: str, everything: bool, wait_s: float) -> int:
+def run_cancel(
+    goal_ids: list[str], robot: str, everything: bool, wait_s: float, namespace: str
+) -> int:
     try:
         targets = [parse_goal_id(g) for g in goal_ids]
     except ValueError as err:
@@ -73,11 +76,14 @@ def run_cancel(goal_ids: list[str], robot: str, everything: bool, wait_s: float)
     if not (targets or robot or everything):
         print("timely cancel: give goal ids, --robot ROBOT or --all", file=sys.stderr)
         return 2
+    names = planner_names(namespace)
     rclpy.init()
     node = Node("timely_cancel_cli")
     try:
         client: Any = node.create_client(
-            CancelGoal, f"{PLAN_TASK_ACTION}/_action/cancel_goal", qos_profile=DEEP
+            CancelGoal,
+            names.absolute(f"{names.plan_task}/_action/cancel_goal"),
+            qos_profile=DEEP,
         )
         if not client.wait_for_service(timeout_sec=wait_s):
             print(f"timely cancel: no planner after {wait_s:g} s", file=sys.stderr)
@@ -87,7 +93,7 @@ def run_cancel(goal_ids: list[str], robot: str, everything: bool, wait_s: float)
         failed = False
         if robot:  # one goal at a time: the status names each robot's oldest
             for _ in range(1000):
-                goals = _robot_goals(node, robot, wait_s)
+                goals = _robot_goals(node, names, robot, wait_s)
                 if goals is None:
                     print("timely cancel: no planner status", file=sys.stderr)
                     return 1

@@ -20,6 +20,9 @@ from timely_ros.config import ConfigError
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="timely", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--namespace", default="timely", help="the planner's namespace (plan, status, cancel)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     up = sub.add_parser("up", help="start the planner and robot executors of a config")
@@ -84,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 wait_s=args.wait,
                 timeout_s=args.timeout,
                 resubmit=args.resubmit,
+                namespace=args.namespace,
             )
         if args.command == "scene":
             from timely_ros.scene_cli import run_scene
@@ -92,11 +96,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "status":
             from timely_ros.status_cli import run_status
 
-            return run_status(args.watch, args.wait)
+            return run_status(args.watch, args.wait, args.namespace)
         if args.command == "cancel":
             from timely_ros.cancel_cli import run_cancel
 
-            return run_cancel(args.goal_ids, args.robot, args.all, args.wait)
+            return run_cancel(args.goal_ids, args.robot, args.all, args.wait, args.namespace)
         from timely_ros.demo import run_demo
 
         return run_demo(config_path=args.config, duration_s=args.duration, seed=args.seed)

@@ -3,7 +3,7 @@
 One YAML file in the ROS 2 parameter-file format configures a whole bring-up, so
 `timely up`, the nodes' own `--params-file` and the launch files read the same file:
 
-    timely_planner:
+    /**/timely_planner:
       ros__parameters:
         engine: simulated
         robots: [drone1, arm1]
@@ -18,6 +18,7 @@ these models from them, so a bad value fails with an error that names it.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,12 +27,41 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 PLANNER_NODE = "timely_planner"
 EXECUTOR_NODE = "timely_skill_executor"
-PLAN_TASK_ACTION = "/timely/plan_task"
-SEGMENTS_TOPIC = "/timely/segments"
-STATUS_TOPIC = "/timely/status"
-REJECTIONS_TOPIC = "/timely/rejections"
-ROBOT_PROGRESS_TOPIC = "/timely/robot_progress"
-INTERRUPTED_TOPIC = "/timely/interrupted"
+DEFAULT_NAMESPACE = "timely"
+# The planner's section of a parameter file. ROS 2 matches sections to fully
+# qualified node names, and the planner lives in a namespace: `/**/timely_planner`
+# matches it in any (the bare name is accepted too, as `timely up` reads it).
+PLANNER_KEYS = (f"/**/{PLANNER_NODE}", PLANNER_NODE, f"/{PLANNER_NODE}")
+NAMESPACE_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}(/[A-Za-z][A-Za-z0-9_]{0,63}){0,7}$"
+
+
+@dataclass(frozen=True)
+class PlannerNames:
+    """The planner's action and topics, relative to its namespace (default `timely`):
+    two planners in two namespaces run side by side. `absolute` gives what a client
+    outside the namespace uses."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    plan_task: str = "plan_task"
+    segments: str = "segments"
+    status: str = "status"
+    rejections: str = "rejections"
+    robot_progress: str = "robot_progress"
+    heartbeat: str = "heartbeat"
+    interrupted: str = "interrupted"
+
+    def absolute(self, relative: str) -> str:
+        return f"/{self.namespace.strip('/')}/{relative}"
+
+
+def planner_names(namespace: str = DEFAULT_NAMESPACE) -> PlannerNames:
+    namespace = namespace.strip("/")
+    if not re.match(NAMESPACE_PATTERN, namespace):
+        raise ConfigError(
+            f"namespace {namespace!r}: use names of letters, digits and underscores, separated by /"
+        )
+    return PlannerNames(namespace)
+
 
 ROBOT_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
 _EXECUTOR_KEY = re.compile(r"^/?([A-Za-z][A-Za-z0-9_]*)/" + EXECUTOR_NODE + r"$")
@@ -73,6 +103,9 @@ class PlannerParams(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    # `timely up` puts the planner in this namespace; `ros2 run`/launch decide with
+    # `-r __ns:=` / the launch file (the node's namespace wins)
+    namespace: str = Field(default=DEFAULT_NAMESPACE, pattern=NAMESPACE_PATTERN)
     engine: Literal["torch", "simulated"] = "torch"
     model_path: str = "robot_models/checkpoints/planner"
     policy: Literal["timely", "fcfs", "stream", "segmented-fcfs", "edf", "priority"] = "timely"
@@ -126,6 +159,7 @@ class ExecutorParams(BaseModel):
     # a planner whose heartbeat stays away this long (or that restarted) is gone: the
     # robot stops the segment it was running for it. 0: never stop for that.
     planner_timeout_s: float = Field(default=2.0, ge=0, le=60)
+    planner_namespace: str = Field(default=DEFAULT_NAMESPACE, pattern=NAMESPACE_PATTERN)
 
     @property
     def robot_type(self) -> str:
@@ -216,13 +250,13 @@ def parse_bringup(doc: Any, source: str = "config") -> BringupConfig:
         if not isinstance(body, dict) or set(body) != {"ros__parameters"}:
             raise ConfigError(f"{source}: node {key!r} must hold exactly 'ros__parameters'")
         params = body["ros__parameters"] or {}
-        if str(key).lstrip("/") == PLANNER_NODE:
+        if str(key) in PLANNER_KEYS:
             planner = planner_params(params)
             continue
         match = _EXECUTOR_KEY.match(str(key))
         if match is None:
             raise ConfigError(
-                f"{source}: unknown node {key!r}; expected {PLANNER_NODE!r} "
+                f"{source}: unknown node {key!r}; expected '/**/{PLANNER_NODE}' "
                 f"or '/<robot_id>/{EXECUTOR_NODE}'"
             )
         executors.append(executor_params(match.group(1), params))

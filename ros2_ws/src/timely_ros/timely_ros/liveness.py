@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-PLANNER_HEARTBEAT_TOPIC = "/timely/heartbeat"
 HEARTBEAT_PERIOD_S = 0.2
 
 

@@ -29,6 +29,7 @@ def run_plan(
     wait_s: float,
     timeout_s: float,
     resubmit: int = 0,
+    namespace: str = "timely",
 ) -> int:
     """Exit status 0 on success, 1 on failure or a lost planner, 2 on rejection.
     `resubmit`: how many times a goal lost with its planner (it stopped responding
@@ -44,7 +45,7 @@ def run_plan(
 
     spinner = threading.Thread(target=spin, daemon=True)
     try:
-        client = PlanClient(node)
+        client = PlanClient(node, namespace)
         spinner.start()
         if not client.wait_for_server(wait_s):
             print(f"timely plan: no planner after {wait_s:g} s", file=sys.stderr)

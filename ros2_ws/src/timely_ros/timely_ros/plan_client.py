@@ -29,8 +29,8 @@ from timely_interfaces.msg import Segment as SegmentMsg
 from timely_interfaces.msg import Tuf as TufMsg
 from unique_identifier_msgs.msg import UUID
 
-from timely_ros.config import INTERRUPTED_TOPIC, PLAN_TASK_ACTION, PLANNER_NODE, REJECTIONS_TOPIC
-from timely_ros.liveness import PLANNER_HEARTBEAT_TOPIC, Beat, LivenessWatch, watch_heartbeats
+from timely_ros.config import DEFAULT_NAMESPACE, planner_names
+from timely_ros.liveness import Beat, LivenessWatch, watch_heartbeats
 from timely_ros.qos import REPORTS, TOPIC, action_client_qos
 
 
@@ -107,16 +107,20 @@ SegmentFn = Callable[[PlanCall, SegmentMsg], None]
 LATE_FEEDBACK_GRACE_S = 2.0
 DEFAULT_PLANNER_TIMEOUT_S = 2.0  # the planner's heartbeat absent this long: it is gone
 WATCH_PERIOD_S = 0.1
+PLANNER = "planner"  # the key of the namespace's planner in the liveness watch
 
 
 class PlanClient:
     def __init__(
         self,
         node: Node,
-        action_name: str = PLAN_TASK_ACTION,
+        namespace: str = DEFAULT_NAMESPACE,
         planner_timeout_s: float = DEFAULT_PLANNER_TIMEOUT_S,
     ) -> None:
+        """A client of the planner in `namespace` (its action and topics live there)."""
         self.node = node
+        names = planner_names(namespace)
+        action_name = names.absolute(names.plan_task)
         self._client: ActionClient[Any, Any, Any] = ActionClient(
             node, PlanTask, action_name, **action_client_qos()
         )
@@ -126,11 +130,15 @@ class PlanClient:
         self._open: list[PlanCall] = []  # sent, not done: watched for the planner's loss
         self.planner = LivenessWatch(planner_timeout_s)
         group = MutuallyExclusiveCallbackGroup()
-        watch_heartbeats(node, PLANNER_HEARTBEAT_TOPIC, self._on_planner_beat, group)
+        watch_heartbeats(node, names.absolute(names.heartbeat), self._on_planner_beat, group)
         node.create_timer(WATCH_PERIOD_S, self._watch_planner, callback_group=group)
-        node.create_subscription(String, REJECTIONS_TOPIC, self._on_rejection, TOPIC)
+        node.create_subscription(
+            String, names.absolute(names.rejections), self._on_rejection, TOPIC
+        )
         self._interrupted: dict[str, str] = {}  # goal id -> what a restarted planner says
-        node.create_subscription(String, INTERRUPTED_TOPIC, self._on_interrupted, REPORTS)
+        node.create_subscription(
+            String, names.absolute(names.interrupted), self._on_interrupted, REPORTS
+        )
         node.create_subscription(
             PlanTask.Impl.FeedbackMessage,
             f"{action_name}/_action/feedback",
@@ -145,19 +153,19 @@ class PlanClient:
         if not self._client.wait_for_server(timeout_sec=timeout_s):
             return False
         beat_deadline = min(deadline, time.monotonic() + 1.0)
-        while self.planner.incarnation(PLANNER_NODE) is None and time.monotonic() < beat_deadline:
+        while self.planner.incarnation(PLANNER) is None and time.monotonic() < beat_deadline:
             time.sleep(0.01)
         return True
 
     def _on_planner_beat(self, beat: Beat) -> None:
-        if beat.source == PLANNER_NODE:
-            self.planner.beat(beat)
+        # the topic is the namespace's own: whoever beats on it is its planner
+        self.planner.beat(Beat(PLANNER, beat.incarnation))
         self._watch_planner()
 
     def _watch_planner(self) -> None:
         """End open goals whose planner stopped responding or restarted."""
-        silent = self.planner.silent_s(PLANNER_NODE)
-        current = self.planner.incarnation(PLANNER_NODE)
+        silent = self.planner.silent_s(PLANNER)
+        current = self.planner.incarnation(PLANNER)
         with self._lock:
             calls = [c for c in self._open if not c.done.is_set()]
             self._open = calls
@@ -272,7 +280,7 @@ class PlanClient:
 
         goal_id = uuid.uuid4().bytes
         call.goal_id = goal_id.hex()
-        call.planner_incarnation = self.planner.incarnation(PLANNER_NODE)
+        call.planner_incarnation = self.planner.incarnation(PLANNER)
         with self._lock:
             for done in [k for k, (c, _) in self._feedback_fns.items() if c.done.is_set()]:
                 del self._feedback_fns[done]

@@ -31,13 +31,8 @@ from timely_interfaces.msg import Segment as SegmentMsg
 from timely_interfaces.msg import ServiceStatus
 
 from timely_ros.config import (
-    INTERRUPTED_TOPIC,
-    PLAN_TASK_ACTION,
     PLANNER_NODE,
-    REJECTIONS_TOPIC,
-    ROBOT_PROGRESS_TOPIC,
-    SEGMENTS_TOPIC,
-    STATUS_TOPIC,
+    PlannerNames,
     PlannerParams,
     planner_params,
 )
@@ -45,7 +40,7 @@ from timely_ros.diagnostics import diagnostics
 from timely_ros.goal_journal import GoalJournal
 from timely_ros.goals import CheckedGoal, GoalError, check_goal
 from timely_ros.identified_action_server import IdentifiedActionServer
-from timely_ros.liveness import PLANNER_HEARTBEAT_TOPIC, new_incarnation, publish_heartbeats
+from timely_ros.liveness import new_incarnation, publish_heartbeats
 from timely_ros.node_main import run_node
 from timely_ros.plan_job import JobHooks, PlanJob
 from timely_ros.qos import LATEST, REPORTS, TOPIC, action_server_qos
@@ -57,9 +52,11 @@ from timely_ros.status import GoalCounts, RobotState, status_msg
 
 class PlannerNode(Node):
     def __init__(self, service: Any = None, **node_kwargs: Any) -> None:
+        node_kwargs.setdefault("namespace", f"/{PlannerNames().namespace}")
         super().__init__(
             PLANNER_NODE, automatically_declare_parameters_from_overrides=True, **node_kwargs
         )
+        names = PlannerNames(self.get_namespace())  # relative names resolve under it
         self._lock = threading.Lock()
         self._jobs: dict[bytes, PlanJob] = {}
         self.params: PlannerParams = planner_params(node_parameters(self))
@@ -84,12 +81,12 @@ class PlannerNode(Node):
             for r in self.params.robots
             if r.dispatch
         }
-        publish_heartbeats(self, PLANNER_HEARTBEAT_TOPIC, PLANNER_NODE, self.incarnation)
-        self._segments_pub = self.create_publisher(SegmentMsg, SEGMENTS_TOPIC, TOPIC)
-        self._status_pub = self.create_publisher(ServiceStatus, STATUS_TOPIC, TOPIC)
+        publish_heartbeats(self, names.heartbeat, self.get_fully_qualified_name(), self.incarnation)
+        self._segments_pub = self.create_publisher(SegmentMsg, names.segments, TOPIC)
+        self._status_pub = self.create_publisher(ServiceStatus, names.status, TOPIC)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", TOPIC)
-        self._rejections_pub = self.create_publisher(String, REJECTIONS_TOPIC, TOPIC)
-        self._progress_pub = self.create_publisher(String, ROBOT_PROGRESS_TOPIC, TOPIC)
+        self._rejections_pub = self.create_publisher(String, names.rejections, TOPIC)
+        self._progress_pub = self.create_publisher(String, names.robot_progress, TOPIC)
         scenes = ReentrantCallbackGroup()
         for robot in self.params.robots:
             self.create_subscription(
@@ -99,7 +96,7 @@ class PlannerNode(Node):
                 LATEST,
                 callback_group=scenes,
             )
-        self._journal = self._open_journal()
+        self._journal = self._open_journal(names)
         self._hooks = JobHooks(
             now_stamp=self._stamp,
             publish_segment=self._segments_pub.publish,
@@ -110,7 +107,7 @@ class PlannerNode(Node):
         self._server = IdentifiedActionServer(
             self,
             PlanTask,
-            PLAN_TASK_ACTION,
+            names.plan_task,
             self._execute,
             goal_callback=self._on_goal,
             cancel_callback=self._on_cancel,
@@ -125,18 +122,19 @@ class PlannerNode(Node):
         self.service.start()
         robots_text = ", ".join(f"{r.id} ({r.type})" for r in self.params.robots)
         self.get_logger().info(
-            f"planner up (incarnation {self.incarnation}): engine {self.params.engine}, "
+            f"planner {self.get_fully_qualified_name()} up (incarnation {self.incarnation}): "
+            f"engine {self.params.engine}, "
             f"policy {self.params.policy}, robots {robots_text}"
         )
 
-    def _open_journal(self) -> GoalJournal | None:
+    def _open_journal(self, names: PlannerNames) -> GoalJournal | None:
         """The goal journal, if configured; the goals an earlier run left open are
         reported on /timely/interrupted (kept for late subscribers) and logged."""
         if not self.params.journal_path:
             return None
         journal = GoalJournal(self.params.journal_path, self.get_fully_qualified_name(),
                               self.incarnation)  # fmt: skip
-        publisher = self.create_publisher(String, INTERRUPTED_TOPIC, REPORTS)
+        publisher = self.create_publisher(String, names.interrupted, REPORTS)
         for goal in journal.interrupted():
             publisher.publish(String(data=json.dumps(asdict(goal))))
             self.get_logger().warning(

@@ -26,7 +26,7 @@ from std_msgs.msg import String
 from timely_interfaces.msg import ServiceStatus
 from timely_interfaces.msg import Tuf as TufMsg
 
-from timely_ros.config import ROBOT_PROGRESS_TOPIC, STATUS_TOPIC
+from timely_ros.config import planner_names
 from timely_ros.executor import TimelyExecutor
 from timely_ros.plan_client import PlanCall, PlanClient, make_goal
 from timely_ros.qos import TOPIC
@@ -59,8 +59,10 @@ class RosReplay:
         self._by_task: dict[str, _Open] = {}
         self._progress: list[tuple[float, dict[str, Any]]] = []
         self.status: ServiceStatus | None = None
-        self.node.create_subscription(String, ROBOT_PROGRESS_TOPIC, self._on_progress, TOPIC)
-        self.node.create_subscription(ServiceStatus, STATUS_TOPIC, self._on_status, TOPIC)
+        names = planner_names()
+        progress, status = names.absolute(names.robot_progress), names.absolute(names.status)
+        self.node.create_subscription(String, progress, self._on_progress, TOPIC)
+        self.node.create_subscription(ServiceStatus, status, self._on_status, TOPIC)
         self._executor = TimelyExecutor(num_threads=4, context=self.context)
         self._executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, daemon=True)

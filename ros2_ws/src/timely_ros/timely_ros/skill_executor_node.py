@@ -28,10 +28,15 @@ from timely_interfaces.action import ExecuteSkill
 from robot_models.errors import SkillValidationError
 from robot_models.skills import Skill, SkillValue
 from timely_ros.backends import Backend, SkillFailed, make_backend
-from timely_ros.config import EXECUTOR_NODE, ExecutorParams, executor_params, unflatten
+from timely_ros.config import (
+    EXECUTOR_NODE,
+    ExecutorParams,
+    executor_params,
+    planner_names,
+    unflatten,
+)
 from timely_ros.goal_state import end_cancelled
 from timely_ros.liveness import (
-    PLANNER_HEARTBEAT_TOPIC,
     Beat,
     LivenessWatch,
     new_incarnation,
@@ -73,7 +78,8 @@ class SkillExecutorNode(Node):
         self._planner = LivenessWatch(self.params.planner_timeout_s)
         if self.params.planner_timeout_s > 0:
             group = MutuallyExclusiveCallbackGroup()
-            watch_heartbeats(self, PLANNER_HEARTBEAT_TOPIC, self._on_planner_beat, group)
+            names = planner_names(self.params.planner_namespace)
+            watch_heartbeats(self, names.absolute(names.heartbeat), self._on_planner_beat, group)
             self.create_timer(PLANNER_CHECK_PERIOD_S, self._check_planner, callback_group=group)
         self._server = ActionServer(
             self,

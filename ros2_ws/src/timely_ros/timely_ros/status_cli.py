@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.table import Table
 from timely_interfaces.msg import ServiceStatus
 
-from timely_ros.config import STATUS_TOPIC
+from timely_ros.config import planner_names
 from timely_ros.qos import TOPIC
 
 
@@ -48,7 +48,9 @@ def render(msg: ServiceStatus) -> Group:
     return Group(planner, robots)
 
 
-def run_status(watch: bool, wait_s: float) -> int:
+def run_status(watch: bool, wait_s: float, namespace: str) -> int:
+    names = planner_names(namespace)
+    topic = names.absolute(names.status)
     rclpy.init()
     node = Node("timely_status_cli")
     latest: list[ServiceStatus] = []
@@ -58,13 +60,13 @@ def run_status(watch: bool, wait_s: float) -> int:
         latest[:] = [msg]
         arrived.set()
 
-    node.create_subscription(ServiceStatus, STATUS_TOPIC, on_status, TOPIC)
+    node.create_subscription(ServiceStatus, topic, on_status, TOPIC)
     console = Console(width=None if sys.stdout.isatty() else 200)  # piped: keep ids whole
     try:
         deadline = time.monotonic() + wait_s
         while not arrived.is_set():
             if time.monotonic() > deadline:
-                print(f"timely status: no planner status on {STATUS_TOPIC} after {wait_s:g} s",
+                print(f"timely status: no planner status on {topic} after {wait_s:g} s",
                       file=sys.stderr)  # fmt: skip
                 return 1
             rclpy.spin_once(node, timeout_sec=0.1)

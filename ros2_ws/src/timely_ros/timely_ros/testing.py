@@ -156,7 +156,7 @@ def planner_entry(robots: dict[str, str], **params: Any) -> dict[str, Any]:
     for rid, rtype in robots.items():
         body[rid] = {"type": rtype}
     body.update(params)
-    return {"timely_planner": {"ros__parameters": body}}
+    return {"/**/timely_planner": {"ros__parameters": body}}
 
 
 StartNodes = Callable[..., NodeProcess]  # the node_processes fixture
