@@ -1,4 +1,4 @@
-"""Fixtures for the ROS 2 tests (helpers live in `timely_ros.testing`, importable
+"""Fixtures for the ROS 2 tests (helpers live in `ros_support`, importable
 under --import-mode=importlib)."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from timely_ros.testing import NodeProcess, RosClient
+
+from tests.timely_ros.ros_support import NodeProcess, RosClient
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from timely_ros.testing import (
+
+from tests.timely_ros.ros_support import (
     RosClient,
     StartNodes,
     executor_entry,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from timely_ros.testing import (
+
+from tests.timely_ros.ros_support import (
     PYTHON,
     REPO,
     StartNodes,

@@ -14,7 +14,8 @@ from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from timely_ros.executor import TimelyExecutor
-from timely_ros.testing import DOMAIN_ID
+
+from tests.timely_ros.ros_support import DOMAIN_ID
 
 # One pool thread makes the queued-handler race deterministic; rclpy warns about it.
 pytestmark = pytest.mark.filterwarnings("ignore:MultiThreadedExecutor is used with a single")

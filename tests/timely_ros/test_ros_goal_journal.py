@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from timely_ros.goal_journal import GoalJournal
-from timely_ros.testing import (
+
+from tests.timely_ros.ros_support import (
     RosClient,
     StartNodes,
     executor_entry,

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from timely_ros.testing import (
+
+from tests.timely_ros.ros_support import (
     NodeProcess,
     RosClient,
     StartNodes,

@@ -10,7 +10,15 @@ import time
 from pathlib import Path
 
 import pytest
-from timely_ros.testing import PYTHON, REPO, StartNodes, planner_checkpoint, planner_entry, ros_env
+
+from tests.timely_ros.ros_support import (
+    PYTHON,
+    REPO,
+    StartNodes,
+    planner_checkpoint,
+    planner_entry,
+    ros_env,
+)
 
 pytestmark = pytest.mark.ros
 

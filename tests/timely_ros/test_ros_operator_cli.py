@@ -7,7 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from timely_ros.testing import (
+
+from tests.timely_ros.ros_support import (
     PYTHON,
     REPO,
     RosClient,

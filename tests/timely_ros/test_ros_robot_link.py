@@ -9,7 +9,8 @@ import threading
 import time
 
 import pytest
-from timely_ros.testing import RosClient, wait_until
+
+from tests.timely_ros.ros_support import RosClient, wait_until
 
 pytestmark = pytest.mark.ros
 

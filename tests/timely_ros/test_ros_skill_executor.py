@@ -7,7 +7,8 @@ import time
 from typing import Any
 
 import pytest
-from timely_ros.testing import RosClient, StartNodes, executor_entry, wait_until
+
+from tests.timely_ros.ros_support import RosClient, StartNodes, executor_entry, wait_until
 
 pytestmark = pytest.mark.ros
 

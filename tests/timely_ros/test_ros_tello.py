@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from timely_ros.fake_tello import FakeTello
-from timely_ros.testing import RosClient, StartNodes, executor_entry, wait_until
+
+from tests.timely_ros.ros_support import RosClient, StartNodes, executor_entry, wait_until
 
 pytestmark = pytest.mark.ros
 

@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from timely_ros.testing import (
+
+from tests.timely_ros.ros_support import (
     RosClient,
     StartNodes,
     executor_entry,

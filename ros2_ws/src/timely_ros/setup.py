@@ -14,6 +14,8 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+        # launch -> the repository's launch/: `ros2 launch timely_ros planner.launch.py`
+        (f"share/{PACKAGE}/launch", glob("launch/*.py")),
     ],
     package_data={PACKAGE: ["py.typed"]},
     install_requires=["setuptools"],

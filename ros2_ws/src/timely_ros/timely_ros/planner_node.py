@@ -42,11 +42,11 @@ from timely_ros.goals import CheckedGoal, GoalError, check_goal
 from timely_ros.identified_action_server import IdentifiedActionServer
 from timely_ros.liveness import new_incarnation, publish_heartbeats
 from timely_ros.node_main import run_node
+from timely_ros.node_params import node_parameters
 from timely_ros.plan_job import JobHooks, PlanJob
 from timely_ros.qos import LATEST, REPORTS, TOPIC, action_server_qos
 from timely_ros.robot_link import RobotLink
 from timely_ros.robot_watch import RobotWatch
-from timely_ros.skill_executor_node import node_parameters
 from timely_ros.status import GoalCounts, RobotState, status_msg
 
 

@@ -33,7 +33,6 @@ from timely_ros.config import (
     ExecutorParams,
     executor_params,
     planner_names,
-    unflatten,
 )
 from timely_ros.goal_state import end_cancelled
 from timely_ros.liveness import (
@@ -44,20 +43,12 @@ from timely_ros.liveness import (
     watch_heartbeats,
 )
 from timely_ros.node_main import run_node
+from timely_ros.node_params import node_parameters
 from timely_ros.qos import action_server_qos
 from timely_ros.segment_runner import CallProgress, SegmentRunner, SegmentStopped
 from timely_ros.skill_text import ArgumentError, parse_arg
 
-_ROS_BUILTIN_PARAMS = {"use_sim_time", "start_type_description_service"}
 PLANNER_CHECK_PERIOD_S = 0.1
-
-
-def node_parameters(node: Node) -> dict[str, Any]:
-    """The node's own parameters as a nested dict (ROS 2 built-ins left out)."""
-    flat = {
-        name: p.value for name, p in node._parameters.items() if name not in _ROS_BUILTIN_PARAMS
-    }
-    return unflatten(flat)
 
 
 class SkillExecutorNode(Node):

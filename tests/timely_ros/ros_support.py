@@ -1,6 +1,7 @@
-"""Helpers for ROS 2 integration tests: an isolated DDS domain per test process on
-Fast DDS shared memory, node processes started with `timely up`, and a client node
-spun in the test process. Importing this module sets the process's ROS environment."""
+"""Helpers for ROS 2 integration tests (kept out of the runtime package): an isolated
+DDS domain per test process on Fast DDS shared memory, node processes started with
+`timely up`, and a client node spun in the test process. Importing this module sets
+the process's ROS environment."""
 
 from __future__ import annotations
 
@@ -17,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from timely_ros.checkpoint import planner_checkpoint  # noqa: F401 - re-exported for tests
 
-PKG = Path(__file__).resolve().parents[1]
-REPO = PKG.parents[2]
+REPO = Path(__file__).resolve().parents[2]
+PKG = REPO / "ros2_ws" / "src" / "timely_ros"
 PYTHON = sys.executable
 
 # One DDS domain per pytest process: tests running at the same time on this
@@ -95,7 +95,6 @@ class RosClient:
         import rclpy
         from rclpy.context import Context
         from rclpy.node import Node
-
         from timely_ros.executor import TimelyExecutor
 
         self.context = Context()
