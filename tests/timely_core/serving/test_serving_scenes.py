@@ -5,6 +5,8 @@ time on the simulated engine, whose prefill counter shows what was computed."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from pydantic import ValidationError
 
@@ -137,7 +139,7 @@ def test_a_task_with_its_own_scene_plans_in_it() -> None:
     seen: list[str] = []
     script = engine.script
 
-    def spy(prompt_ids: list[int]) -> list[int]:
+    def spy(prompt_ids: Sequence[int]) -> Sequence[int]:
         seen.append(make_tokenizer().decode(list(prompt_ids)))
         return script(prompt_ids)
 
