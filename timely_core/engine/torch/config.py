@@ -49,6 +49,9 @@ class EngineConfig(BaseModel):
     preemption_strategy: Literal[HandlingStrategy.SWAP, HandlingStrategy.DISCARD] = (
         HandlingStrategy.SWAP
     )
+    # Greedy rows under a grammar keep their unmasked argmax when the grammar allows
+    # it (the same token), so the mask is computed only for a refused one.
+    grammar_argmax_first: bool = True
 
     @property
     def torch_dtype(self) -> torch.dtype:

@@ -1,0 +1,117 @@
+"""Sampling under grammars: the rows of a step whose generation has a grammar get
+its token mask on their logits before the token is chosen, greedy and sampled
+alike; rows without one go through the plain sampler untouched.
+
+Greedy rows try the unmasked argmax first (`argmax_first`): when the grammar
+allows it, it is also the masked argmax, and the mask is never computed. A trained
+planner is right almost every token, so this skips nearly all mask work; a
+refused argmax falls back to the mask. Sampled rows always take the mask (top-p
+must see the masked distribution).
+
+A matcher in an error state (never expected: a grammar past llguidance's limits,
+or a token the mask did not allow) allows only EOS, as does a mask that allows
+nothing: the plan then ends where it is, and the service reports the unfinished
+plan. Both are counted (`dead_ends`) and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import torch
+
+from timely_core.engine.protocol import SamplingParams
+from timely_core.engine.torch.grammar import GrammarMatcher
+from timely_core.engine.torch.sampler import sample_row
+
+log = logging.getLogger(__name__)
+
+
+class GrammarMasker:
+    """Holds one step's bitmask buffer; `seconds` sums the time spent on grammar work
+    (argmax checks, masks, advancing matchers), not on sampling itself."""
+
+    def __init__(self, max_rows: int, vocab_size: int, eos_id: int, argmax_first: bool) -> None:
+        """`vocab_size`: the width of the logits (the model's vocabulary)."""
+        words = (vocab_size + 31) // 32
+        self._bitmask = torch.zeros((max_rows, words), dtype=torch.int32)
+        self._shifts = torch.arange(32, dtype=torch.int32)
+        self._vocab = vocab_size
+        self._eos = eos_id
+        self.argmax_first = argmax_first
+        self.seconds = 0.0
+        self.masked_rows = 0  # rows whose mask was computed
+        self.shortcut_rows = 0  # greedy rows whose argmax the grammar allowed as is
+        self.dead_ends = 0  # masks that allowed nothing (EOS forced)
+
+    def sample(
+        self,
+        logits: torch.Tensor,
+        params: Sequence[SamplingParams],
+        generators: Sequence[torch.Generator | None],
+        grammars: Sequence[GrammarMatcher | None],
+    ) -> list[int]:
+        """One token per row of `logits` ([rows, vocab] float32, masked in place),
+        each accepted by its row's grammar."""
+        tokens = logits.argmax(dim=-1).tolist()
+        clock = time.perf_counter
+        spent = 0.0  # grammar work only: what plain sampling would not do
+        masked: list[int] = []
+        rows = zip(params, generators, grammars, strict=True)
+        for row, (p, generator, grammar) in enumerate(rows):
+            if grammar is None:
+                if p.temperature > 0 and generator is not None:
+                    tokens[row] = sample_row(logits[row], p, generator)
+                continue
+            if p.temperature == 0 and self.argmax_first:
+                started = clock()
+                kept = grammar.try_accept(tokens[row])
+                spent += clock() - started
+                if kept:
+                    self.shortcut_rows += 1
+                    continue
+            masked.append(row)
+        if masked:
+            started = clock()
+            self._apply(logits, masked, grammars)
+            spent += clock() - started
+            for row in masked:
+                p, generator, grammar = params[row], generators[row], grammars[row]
+                assert grammar is not None
+                if p.temperature > 0 and generator is not None:
+                    token = sample_row(logits[row], p, generator)
+                else:
+                    token = int(logits[row].argmax())
+                started = clock()
+                if not grammar.accept(token) and token != self._eos:
+                    log.warning("grammar refused token %d: %s", token, grammar.error)
+                spent += clock() - started
+                tokens[row] = token
+        self.seconds += spent
+        return tokens
+
+    def _apply(
+        self, logits: torch.Tensor, rows: list[int], grammars: Sequence[GrammarMatcher | None]
+    ) -> None:
+        """Set every logit the rows' grammars forbid to -inf."""
+        bitmask = self._bitmask[: len(rows)]
+        for i, row in enumerate(rows):
+            grammar = grammars[row]
+            assert grammar is not None
+            grammar.fill(self._bitmask, i)
+        allowed = ((bitmask[:, :, None] >> self._shifts) & 1).view(len(rows), -1)
+        allowed = allowed[:, : self._vocab].bool()
+        dead = (~allowed.any(dim=1)).tolist()
+        for i, row in enumerate(rows):
+            grammar = grammars[row]
+            if dead[i] or (grammar is not None and grammar.failed):
+                self.dead_ends += 1
+                log.warning("grammar dead end (%s): the plan ends here", grammar and grammar.error)
+                allowed[i] = False
+                allowed[i, self._eos] = True
+        index = torch.tensor(rows, dtype=torch.long)
+        selected = logits.index_select(0, index).masked_fill_(~allowed, -torch.inf)
+        logits.index_copy_(0, index, selected)
+        self.masked_rows += len(rows)
