@@ -99,7 +99,7 @@ class TorchEngine(PagedEngine):
             self.config.max_generations,
             mc.vocab_size,
             self.eos_token_id,
-            self.config.grammar_argmax_first,
+            self.config.grammar_unmasked_first,
         )
 
     def step(self, gen_ids: list[int]) -> list[StepOutput]:

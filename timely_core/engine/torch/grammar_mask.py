@@ -2,11 +2,14 @@
 its token mask on their logits before the token is chosen, greedy and sampled
 alike; rows without one go through the plain sampler untouched.
 
-Greedy rows try the unmasked argmax first (`argmax_first`): when the grammar
-allows it, it is also the masked argmax, and the mask is never computed. A trained
-planner is right almost every token, so this skips nearly all mask work; a
-refused argmax falls back to the mask. Sampled rows always take the mask (top-p
-must see the masked distribution).
+Rows try the unmasked choice first (`unmasked_first`) and compute the mask only
+when the grammar refuses it. A trained planner is right almost every token, so
+this skips nearly all mask work, and it changes nothing: a greedy row's allowed
+argmax is also the masked argmax; a sampled row's allowed draw x from p is kept,
+a refused one redrawn from p masked to the allowed set A, so x comes out with
+p(x) + (1 - p(A)) p(x) / p(A) = p(x) / p(A), the masked distribution. With top-p
+below 1 the nucleus of the masked distribution differs, so those rows always take
+the mask first.
 
 A matcher in an error state (never expected: a grammar past llguidance's limits,
 or a token the mask did not allow) allows only EOS, as does a mask that allows
@@ -20,6 +23,7 @@ import logging
 import time
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from timely_core.engine.protocol import SamplingParams
@@ -31,19 +35,18 @@ log = logging.getLogger(__name__)
 
 class GrammarMasker:
     """Holds one step's bitmask buffer; `seconds` sums the time spent on grammar work
-    (argmax checks, masks, advancing matchers), not on sampling itself."""
+    (checks of the unmasked choice, masks, advancing matchers), not on sampling."""
 
-    def __init__(self, max_rows: int, vocab_size: int, eos_id: int, argmax_first: bool) -> None:
+    def __init__(self, max_rows: int, vocab_size: int, eos_id: int, unmasked_first: bool) -> None:
         """`vocab_size`: the width of the logits (the model's vocabulary)."""
         words = (vocab_size + 31) // 32
         self._bitmask = torch.zeros((max_rows, words), dtype=torch.int32)
-        self._shifts = torch.arange(32, dtype=torch.int32)
         self._vocab = vocab_size
         self._eos = eos_id
-        self.argmax_first = argmax_first
+        self.unmasked_first = unmasked_first
         self.seconds = 0.0
         self.masked_rows = 0  # rows whose mask was computed
-        self.shortcut_rows = 0  # greedy rows whose argmax the grammar allowed as is
+        self.shortcut_rows = 0  # rows whose unmasked choice the grammar allowed as is
         self.dead_ends = 0  # masks that allowed nothing (EOS forced)
 
     def sample(
@@ -65,7 +68,9 @@ class GrammarMasker:
                 if p.temperature > 0 and generator is not None:
                     tokens[row] = sample_row(logits[row], p, generator)
                 continue
-            if p.temperature == 0 and self.argmax_first:
+            if self.unmasked_first and (p.temperature == 0 or p.top_p == 1):
+                if p.temperature > 0 and generator is not None:
+                    tokens[row] = sample_row(logits[row], p, generator)
                 started = clock()
                 kept = grammar.try_accept(tokens[row])
                 spent += clock() - started
@@ -96,22 +101,26 @@ class GrammarMasker:
         self, logits: torch.Tensor, rows: list[int], grammars: Sequence[GrammarMatcher | None]
     ) -> None:
         """Set every logit the rows' grammars forbid to -inf."""
-        bitmask = self._bitmask[: len(rows)]
         for i, row in enumerate(rows):
             grammar = grammars[row]
             assert grammar is not None
             grammar.fill(self._bitmask, i)
-        allowed = ((bitmask[:, :, None] >> self._shifts) & 1).view(len(rows), -1)
-        allowed = allowed[:, : self._vocab].bool()
-        dead = (~allowed.any(dim=1)).tolist()
+        words = self._bitmask[: len(rows)].numpy()
+        # one bit per token id, lowest bit first: a single C call unpacks them all
+        allowed = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little")[:, : self._vocab]
         for i, row in enumerate(rows):
             grammar = grammars[row]
-            if dead[i] or (grammar is not None and grammar.failed):
+            if not words[i].any() or (grammar is not None and grammar.failed):
                 self.dead_ends += 1
                 log.warning("grammar dead end (%s): the plan ends here", grammar and grammar.error)
-                allowed[i] = False
-                allowed[i, self._eos] = True
-        index = torch.tensor(rows, dtype=torch.long)
-        selected = logits.index_select(0, index).masked_fill_(~allowed, -torch.inf)
-        logits.index_copy_(0, index, selected)
+                allowed[i] = 0
+                allowed[i, self._eos] = 1
+        forbidden = torch.from_numpy(allowed) == 0
+        first, last = rows[0], rows[-1]
+        if last - first + 1 == len(rows):  # consecutive rows (the usual batch): a view
+            logits[first : last + 1].masked_fill_(forbidden, -torch.inf)
+        else:
+            index = torch.tensor(rows, dtype=torch.long)
+            selected = logits.index_select(0, index).masked_fill_(forbidden, -torch.inf)
+            logits.index_copy_(0, index, selected)
         self.masked_rows += len(rows)

@@ -23,7 +23,6 @@ from robot_models.plan_check import check_plan
 from timely_core.engine.protocol import HandlingStrategy, SamplingParams
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
-from timely_core.engine.torch.grammar_mask import GrammarMasker
 from timely_core.engine.torch.kv_cache import KvCache
 
 PLANNER = Path(__file__).resolve().parents[4] / "robot_models" / "checkpoints" / "planner"
@@ -218,8 +217,8 @@ def test_sampled_decoding_with_the_grammar_writes_only_valid_plans(
     )
 
 
-def test_the_argmax_shortcut_changes_no_token(planner: Planner) -> None:
-    full = Planner(grammar_argmax_first=False)
+def test_the_unmasked_first_shortcut_changes_no_greedy_token(planner: Planner) -> None:
+    full = Planner(grammar_unmasked_first=False)
     cases = ADVERSARIAL + heldout_sample()[:6]
     assert full.run(cases, grammar=True) == planner.run(cases, grammar=True)
     assert full.engine.masker.shortcut_rows == 0 and full.engine.masker.masked_rows > 0
@@ -255,13 +254,3 @@ def test_each_grammar_text_is_compiled_once_and_bad_ones_are_refused(planner: Pl
         planner.engine.add(901, planner.prompt(ADVERSARIAL[0]), SamplingParams(grammar="start: ("))
     assert planner.engine.memory().device_blocks_free == free
     assert len([g for g in compiled if g.startswith("start: (")]) == 0
-
-
-def test_a_matcher_in_error_ends_the_plan_with_eos(planner: Planner) -> None:
-    matcher = planner.engine.grammars.matcher('%llguidance {}\nstart: "tp();"\n')
-    assert not matcher.accept(planner.encode("mu")[0])  # now in error
-    masker = GrammarMasker(4, planner.engine.model.config.vocab_size, 0, argmax_first=True)
-    logits = torch.randn(1, planner.engine.model.config.vocab_size)
-    logits[0, 0] = -1e9  # the model would never pick EOS itself
-    assert masker.sample(logits, [SamplingParams()], [None], [matcher]) == [0]
-    assert masker.dead_ends == 1
