@@ -1,17 +1,19 @@
 """The grammar sampler on its own (the planner's tokenizer, logits made up): a
 sampled row that tries its unmasked draw first still samples the masked
 distribution; rows without a grammar are left alone in a mixed batch, wherever
-the grammar rows sit; a matcher in error ends the plan with EOS."""
+the grammar rows sit; a matcher in error ends the plan with EOS; a matcher rebuilt
+from a generation's kept ids stands where its own did."""
 
 from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
 
+import pytest
 import torch
 from tokenizers import Tokenizer
 
-from timely_core.engine.protocol import SamplingParams
+from timely_core.engine.protocol import EngineError, SamplingParams
 from timely_core.engine.torch.grammar import GrammarCompiler, GrammarMatcher
 from timely_core.engine.torch.grammar_mask import GrammarMasker
 
@@ -88,3 +90,19 @@ def test_a_matcher_in_error_ends_the_plan_with_eos() -> None:
     logits[0, EOS] = -1e9  # the model would never pick EOS itself
     assert masker.sample(logits, [SamplingParams()], [None], [matcher]) == [EOS]
     assert masker.dead_ends == 1
+
+
+def test_a_matcher_rebuilt_from_kept_ids_stands_where_the_original_does() -> None:
+    tokenizer = Tokenizer.from_file(str(PLANNER / "tokenizer.json"))
+    kept = tokenizer.encode("mu(", add_special_tokens=False).ids
+    original = compiler().matcher(GRAMMAR)
+    for token in kept:
+        assert original.accept(token)
+    rebuilt = compiler().rebuilt(GRAMMAR, kept)
+    bitmask = torch.zeros((2, (compiler().vocab_size + 31) // 32), dtype=torch.int32)
+    original.fill(bitmask, 0)
+    rebuilt.fill(bitmask, 1)
+    assert torch.equal(bitmask[0], bitmask[1])
+    assert not torch.equal(bitmask[0], torch.zeros_like(bitmask[0]))
+    with pytest.raises(EngineError, match="refuses kept token"):
+        compiler().rebuilt(GRAMMAR, tokenizer.encode("ld(", add_special_tokens=False).ids)
