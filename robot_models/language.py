@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from robot_models.exec_time import ExecTimeModel, OnlineRefit, split_duration
+from robot_models.grammar import plan_grammar
 from robot_models.parser import PlanParser
 from robot_models.plan_ast import PlanStatement, Stmt
 from robot_models.prompts import format_request, prompt_prefix
@@ -29,6 +30,7 @@ class RobotPlanLanguage:
         self._exec_time = exec_time or ExecTimeModel.for_robot(robot_type)
         self._skills = self._exec_time.skill_set
         self._learner = OnlineRefit(self._exec_time) if learn_from_executions else None
+        self._grammar: str | None = None
 
     @property
     def robot_type(self) -> str:
@@ -47,6 +49,14 @@ class RobotPlanLanguage:
 
     def format_request(self, scene: str, instruction: str) -> str:
         return format_request(scene, instruction)
+
+    def grammar(self) -> str:
+        """The llguidance grammar of this robot's plans (`grammar.py`): decoding masked
+        by it writes only statements that `new_parser` accepts with every call inside
+        the skills' limits. Built once per language."""
+        if self._grammar is None:
+            self._grammar = plan_grammar(self._skills)
+        return self._grammar
 
     def new_parser(self) -> PlanParser:
         return PlanParser(self._skills)

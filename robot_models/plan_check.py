@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from robot_models.language import load_language
 
 _CALL_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
+_QUOTED = re.compile(r"'[^'\n]*'")  # a name inside a string argument is no call
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class PlanCheck:
 def check_plan(robot_type: str, text: str, ended: bool = True) -> PlanCheck:
     """`ended` is False when generation stopped at the token limit instead of EOS."""
     language = load_language(robot_type)
-    names = set(_CALL_NAME.findall(text))
+    names = set(_CALL_NAME.findall(_QUOTED.sub("''", text)))
     right = all(language.skill_set.find(name) is not None for name in names)
     if not ended:
         return PlanCheck(False, right, "no end of plan (EOS) within the token limit")

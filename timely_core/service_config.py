@@ -32,3 +32,7 @@ class ServiceConfig(BaseModel):
     scene_debounce_s: float = Field(default=0.2, ge=0, le=60)
     scene_kv_fraction: float = Field(default=0.25, ge=0, le=0.9)
     idle_wait_s: float = Field(default=0.05, gt=0)  # background thread's poll when idle
+    # Mask each robot's generations by its language's grammar (when it has one), so
+    # every statement decoded parses and keeps its skills' limits. False decodes
+    # unconstrained (the parser still rejects, and the task then fails).
+    grammar: bool = True

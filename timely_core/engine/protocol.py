@@ -26,13 +26,19 @@ class HandlingStrategy(str, Enum):
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Per-generation sampling. temperature 0 means greedy."""
+    """Per-generation sampling. temperature 0 means greedy.
+
+    `grammar`: an llguidance (Lark) grammar the generated tokens must follow, the
+    prompt not included; the model's EOS is allowed only where the grammar may end,
+    and stop tokens only where it allows them. Engines that cannot constrain
+    decoding (the simulator, whose output is scripted) accept and ignore it."""
 
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
     max_tokens: int = 256
     stop_token_ids: tuple[int, ...] = ()  # in addition to the model's EOS
+    grammar: str | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from timely_core.engine.protocol import HandlingStrategy, SamplingParams
 if TYPE_CHECKING:
     import torch
 
+    from timely_core.engine.torch.grammar import GrammarMatcher
+
 
 class KvLocation(str, Enum):
     """Where a generation's KV blocks are."""
@@ -37,6 +39,9 @@ class Sequence:
     admitted_seq: int  # admission order: among unranked victims the most recent goes first
     prefix_id: str | None = None
     generator: torch.Generator | None = None  # seeded sampling (torch engine)
+    # where the generated tokens stand in `params.grammar` (torch engine); moved only
+    # by kept tokens, so it outlives suspension, swap, discard and preemption
+    grammar: GrammarMatcher | None = None
     block_table: list[int] = field(default_factory=list)
     block_hashes: list[int] = field(default_factory=list)  # chained hash per full block
     host_blocks: dict[int, int] = field(default_factory=dict)  # table index -> host block

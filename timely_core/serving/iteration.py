@@ -126,7 +126,8 @@ class ServiceIteration:
             try:
                 if not generation.in_engine:
                     prefix_id = state.engine_prefix(generation)
-                    state.engine.add(gen_id, generation.prompt_ids, state.params, prefix_id)
+                    params = state.sampling_params(generation)
+                    state.engine.add(gen_id, generation.prompt_ids, params, prefix_id)
                     generation.in_engine = True
                     if prefix_id is not None and state.scenes.prefixes.get(prefix_id):
                         state.counters["scene_hits"] += 1

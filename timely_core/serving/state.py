@@ -11,6 +11,7 @@ Deliveries (the handles' callbacks) run after both are released, in order, throu
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import threading
@@ -20,6 +21,7 @@ from typing import Any
 
 from timely_core.clock import Clock
 from timely_core.engine.protocol import Engine, SamplingParams
+from timely_core.language.grammar import language_grammar
 from timely_core.scheduling.batch_control import LatencyGuidedBatch
 from timely_core.scheduling.policies import Policy
 from timely_core.scheduling.queue_table import QueueEntry
@@ -79,6 +81,7 @@ class ServiceState:
         batch = LatencyGuidedBatch(config.wcet_segment_tokens, admit_per_step=config.admit_per_step)
         self.scheduler = Scheduler(policy, batch, batch_cap(config, engine))
         self.params = SamplingParams(temperature=0.0, max_tokens=config.max_tokens)
+        self._grammar_params: dict[str, SamplingParams] = {}  # by grammar text
         self.lock = threading.RLock()
         self.wake = threading.Condition(self.lock)
         self.engine_gate = EngineGate()
@@ -105,6 +108,20 @@ class ServiceState:
         self.engine_busy_s = 0.0  # service clock inside engine iterations
         self.loop_busy_s = 0.0  # service clock in loop passes that ran one (ServiceStats)
         self.stopping = False
+
+    def sampling_params(self, generation: Generation) -> SamplingParams:
+        """The service's sampling, with the grammar of the generation's language
+        when `config.grammar` is on and the language has one."""
+        if not self.config.grammar:
+            return self.params
+        grammar = language_grammar(generation.language)
+        if grammar is None:
+            return self.params
+        params = self._grammar_params.get(grammar)
+        if params is None:
+            params = dataclasses.replace(self.params, grammar=grammar)
+            self._grammar_params[grammar] = params
+        return params
 
     def release_prefix(self, prefix: StoredPrefix) -> None:
         """Unpin a stored prefix no robot uses any more (a robot re-registered with

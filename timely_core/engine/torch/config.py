@@ -49,6 +49,10 @@ class EngineConfig(BaseModel):
     preemption_strategy: Literal[HandlingStrategy.SWAP, HandlingStrategy.DISCARD] = (
         HandlingStrategy.SWAP
     )
+    # Rows under a grammar keep their unmasked choice (greedy argmax, or a draw when
+    # top_p is 1) when the grammar allows it, the same token or the same distribution
+    # (grammar_mask.py), so the mask is computed only for a refused one.
+    grammar_unmasked_first: bool = True
 
     @property
     def torch_dtype(self) -> torch.dtype:

@@ -1,6 +1,7 @@
 """`TorchEngine`: the embedded paged-KV, continuous-batching `Engine` backend: the
 shared paged-KV lifecycle (paged_engine.py) with a Llama-family model forward and
-sampling on torch."""
+sampling on torch, masked by a grammar for generations that carry one
+(`SamplingParams.grammar`; grammar.py, grammar_mask.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from timely_core.engine.paged_engine import PagedEngine
 from timely_core.engine.protocol import SamplingParams, StepOutput
 from timely_core.engine.sequence import Sequence
 from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.grammar import GrammarCompiler
+from timely_core.engine.torch.grammar_mask import GrammarMasker
 from timely_core.engine.torch.kv_cache import KvCache
 from timely_core.engine.torch.loader import load_model
 from timely_core.engine.torch.model_runner import ModelRunner
@@ -30,7 +33,7 @@ class StepTimings:
 
     steps: int = 0
     total_s: float = 0.0
-    forward_s: float = 0.0
+    forward_s: float = 0.0  # includes sampling, and the grammar work in it
 
     @property
     def overhead_s(self) -> float:
@@ -54,6 +57,7 @@ class TorchEngine(PagedEngine):
     def __init__(self, model_path: str | Path, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
         path = Path(model_path)
+        self.model_path = path
         self.model = load_model(path, self.config.torch_dtype)
         mc = self.model.config
         size = self.config.block_size
@@ -90,6 +94,13 @@ class TorchEngine(PagedEngine):
         )
         self.runner = ModelRunner(self.model, self.cache, size)
         self.timings = StepTimings()
+        self._grammars: GrammarCompiler | None = None
+        self.masker = GrammarMasker(
+            self.config.max_generations,
+            mc.vocab_size,
+            self.eos_token_id,
+            self.config.grammar_unmasked_first,
+        )
 
     def step(self, gen_ids: list[int]) -> list[StepOutput]:
         started = time.perf_counter()
@@ -105,9 +116,13 @@ class TorchEngine(PagedEngine):
         started = time.perf_counter()
         with torch.inference_mode(), self._threads(sum(c.length for c in chunks)):
             sampled, logits = self.runner.run(chunks)
-            tokens = sample(
-                logits, [c.state.params for c in sampled], [c.state.generator for c in sampled]
-            )
+            params = [c.state.params for c in sampled]
+            generators = [c.state.generator for c in sampled]
+            grammars = [c.state.grammar for c in sampled]
+            if any(g is not None for g in grammars):
+                tokens = self.masker.sample(logits, params, generators, grammars)
+            else:
+                tokens = sample(logits, params, generators)
         self.timings.forward_s += time.perf_counter() - started
         return list(zip(sampled, tokens, strict=True))
 
@@ -130,6 +145,20 @@ class TorchEngine(PagedEngine):
     def _generator(self, params: SamplingParams) -> torch.Generator | None:
         validate_params(params)
         return make_generator(params)
+
+    def _prepare(self, state: Sequence) -> None:
+        """A generation with a grammar gets its own matcher (the grammar compiled once)."""
+        if state.params.grammar is not None:
+            state.grammar = self.grammars.matcher(state.params.grammar)
+
+    @property
+    def grammars(self) -> GrammarCompiler:
+        """This checkpoint's grammar compiler (its tokenizer, read on first use)."""
+        if self._grammars is None:
+            self._grammars = GrammarCompiler.from_checkpoint(
+                self.model_path, self.model.config.vocab_size, self._eos
+            )
+        return self._grammars
 
     @contextmanager
     def _copies(self) -> Iterator[None]:

@@ -17,6 +17,8 @@ def validate_params(params: SamplingParams) -> None:
         raise ValueError(f"top_p must be in (0, 1], got {params.top_p}")
     if params.max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1, got {params.max_tokens}")
+    if params.grammar is not None and not (isinstance(params.grammar, str) and params.grammar):
+        raise ValueError("grammar must be None or a non-empty grammar text")
 
 
 def make_generator(params: SamplingParams) -> torch.Generator | None:

@@ -1,0 +1,126 @@
+"""Sampling under grammars: the rows of a step whose generation has a grammar get
+its token mask on their logits before the token is chosen, greedy and sampled
+alike; rows without one go through the plain sampler untouched.
+
+Rows try the unmasked choice first (`unmasked_first`) and compute the mask only
+when the grammar refuses it. A trained planner is right almost every token, so
+this skips nearly all mask work, and it changes nothing: a greedy row's allowed
+argmax is also the masked argmax; a sampled row's allowed draw x from p is kept,
+a refused one redrawn from p masked to the allowed set A, so x comes out with
+p(x) + (1 - p(A)) p(x) / p(A) = p(x) / p(A), the masked distribution. With top-p
+below 1 the nucleus of the masked distribution differs, so those rows always take
+the mask first.
+
+A matcher in an error state (never expected: a grammar past llguidance's limits,
+or a token the mask did not allow) allows only EOS, as does a mask that allows
+nothing: the plan then ends where it is, and the service reports the unfinished
+plan. Both are counted (`dead_ends`) and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from timely_core.engine.protocol import SamplingParams
+from timely_core.engine.torch.grammar import GrammarMatcher
+from timely_core.engine.torch.sampler import sample_row
+
+log = logging.getLogger(__name__)
+
+
+class GrammarMasker:
+    """Holds one step's bitmask buffer; `seconds` sums the time spent on grammar work
+    (checks of the unmasked choice, masks, advancing matchers), not on sampling."""
+
+    def __init__(self, max_rows: int, vocab_size: int, eos_id: int, unmasked_first: bool) -> None:
+        """`vocab_size`: the width of the logits (the model's vocabulary)."""
+        words = (vocab_size + 31) // 32
+        self._bitmask = torch.zeros((max_rows, words), dtype=torch.int32)
+        self._vocab = vocab_size
+        self._eos = eos_id
+        self.unmasked_first = unmasked_first
+        self.seconds = 0.0
+        self.masked_rows = 0  # rows whose mask was computed
+        self.shortcut_rows = 0  # rows whose unmasked choice the grammar allowed as is
+        self.dead_ends = 0  # masks that allowed nothing (EOS forced)
+
+    def sample(
+        self,
+        logits: torch.Tensor,
+        params: Sequence[SamplingParams],
+        generators: Sequence[torch.Generator | None],
+        grammars: Sequence[GrammarMatcher | None],
+    ) -> list[int]:
+        """One token per row of `logits` ([rows, vocab] float32, masked in place),
+        each accepted by its row's grammar."""
+        tokens = logits.argmax(dim=-1).tolist()
+        clock = time.perf_counter
+        spent = 0.0  # grammar work only: what plain sampling would not do
+        masked: list[int] = []
+        rows = zip(params, generators, grammars, strict=True)
+        for row, (p, generator, grammar) in enumerate(rows):
+            if grammar is None:
+                if p.temperature > 0 and generator is not None:
+                    tokens[row] = sample_row(logits[row], p, generator)
+                continue
+            if self.unmasked_first and (p.temperature == 0 or p.top_p == 1):
+                if p.temperature > 0 and generator is not None:
+                    tokens[row] = sample_row(logits[row], p, generator)
+                started = clock()
+                kept = grammar.try_accept(tokens[row])
+                spent += clock() - started
+                if kept:
+                    self.shortcut_rows += 1
+                    continue
+            masked.append(row)
+        if masked:
+            started = clock()
+            self._apply(logits, masked, grammars)
+            spent += clock() - started
+            for row in masked:
+                p, generator, grammar = params[row], generators[row], grammars[row]
+                assert grammar is not None
+                if p.temperature > 0 and generator is not None:
+                    token = sample_row(logits[row], p, generator)
+                else:
+                    token = int(logits[row].argmax())
+                started = clock()
+                if not grammar.accept(token) and token != self._eos:
+                    log.warning("grammar refused token %d: %s", token, grammar.error)
+                spent += clock() - started
+                tokens[row] = token
+        self.seconds += spent
+        return tokens
+
+    def _apply(
+        self, logits: torch.Tensor, rows: list[int], grammars: Sequence[GrammarMatcher | None]
+    ) -> None:
+        """Set every logit the rows' grammars forbid to -inf."""
+        for i, row in enumerate(rows):
+            grammar = grammars[row]
+            assert grammar is not None
+            grammar.fill(self._bitmask, i)
+        words = self._bitmask[: len(rows)].numpy()
+        # one bit per token id, lowest bit first: a single C call unpacks them all
+        allowed = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little")[:, : self._vocab]
+        for i, row in enumerate(rows):
+            grammar = grammars[row]
+            if not words[i].any() or (grammar is not None and grammar.failed):
+                self.dead_ends += 1
+                log.warning("grammar dead end (%s): the plan ends here", grammar and grammar.error)
+                allowed[i] = 0
+                allowed[i, self._eos] = 1
+        forbidden = torch.from_numpy(allowed) == 0
+        first, last = rows[0], rows[-1]
+        if last - first + 1 == len(rows):  # consecutive rows (the usual batch): a view
+            logits[first : last + 1].masked_fill_(forbidden, -torch.inf)
+        else:
+            index = torch.tensor(rows, dtype=torch.long)
+            selected = logits.index_select(0, index).masked_fill_(forbidden, -torch.inf)
+            logits.index_copy_(0, index, selected)
+        self.masked_rows += len(rows)

@@ -1,0 +1,24 @@
+"""A plan language may bring a grammar: then every token the engine decodes for its
+robots is masked by it, so no statement the robot's parser would reject can be
+written (issue #21). Optional: the chat language has none and stays unconstrained.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class GrammarLanguage(Protocol):
+    """A `PlanLanguage` whose plans follow a grammar the engine can enforce."""
+
+    def grammar(self) -> str | None:
+        """The grammar of a whole plan (generated tokens only, ending at EOS), in
+        llguidance's Lark syntax (`SamplingParams.grammar`); None for no grammar."""
+
+
+def language_grammar(language: object) -> str | None:
+    """The grammar of `language`, or None when it has none."""
+    if isinstance(language, GrammarLanguage):
+        return language.grammar()
+    return None
