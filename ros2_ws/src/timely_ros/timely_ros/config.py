@@ -124,6 +124,7 @@ class PlannerParams(BaseModel):
     # published scenes: prefilled once they stand this long, within this share of KV
     scene_debounce_s: float = Field(default=0.2, ge=0, le=60)
     scene_kv_fraction: float = Field(default=0.25, ge=0, le=0.9)
+    grammar: bool = True  # decode each robot's plans under its grammar (valid by construction)
     seed: int = 0
     robots: list[RobotSpec] = Field(min_length=1)
 

@@ -85,6 +85,7 @@ def build_service(params: PlannerParams) -> PlanningService:
             max_queue=params.max_queue,
             scene_debounce_s=params.scene_debounce_s,
             scene_kv_fraction=params.scene_kv_fraction,
+            grammar=params.grammar,
         ),
         languages=languages,
     )
