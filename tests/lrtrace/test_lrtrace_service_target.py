@@ -28,7 +28,8 @@ def test_real_clock_replay_ends_every_task(llama_for_tokenizer: Path, tokenizer:
     from timely_core.engine.torch.engine import TorchEngine
 
     engine = TorchEngine(llama_for_tokenizer, EngineConfig(num_threads=1))
-    config = ServiceConfig(max_tokens=24, max_segment_tokens=8)
+    # random weights write invalid plans on purpose: no grammar to make them valid
+    config = ServiceConfig(max_tokens=24, max_segment_tokens=8, grammar=False)
     target = ServiceTarget(engine, tokenizer, ExecTimeSampler(), "torch:tiny", 0.008, config)
     spec = WorkloadSpec(eps=4.0, max_tpe=3, trace_ids=(1, 6, 9), agents=3, duration_s=1.0, seed=4)
     trace = compose(spec, load_catalog())
@@ -69,7 +70,8 @@ def test_service_overhead_is_measured_per_policy(llama_for_tokenizer: Path, toke
     from timely_core.engine.torch.engine import TorchEngine
 
     engine = TorchEngine(llama_for_tokenizer, EngineConfig(num_threads=1))
-    config = ServiceConfig(max_tokens=24, max_segment_tokens=8)
+    # random weights write invalid plans on purpose: no grammar to make them valid
+    config = ServiceConfig(max_tokens=24, max_segment_tokens=8, grammar=False)
     target = ServiceTarget(engine, tokenizer, ExecTimeSampler(), "torch:tiny", 0.008, config)
     spec = workload(eps=4.0, duration_s=1.0)
     samples = measure_overhead(target, spec)
