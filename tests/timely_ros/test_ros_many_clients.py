@@ -1,6 +1,7 @@
-"""30 PlanTask clients in 3 processes send their goals at the same instant: every
-one gets all its feedback and its result, none is left waiting (the classic
-failure of shallow action QoS queues), no goal is lost or duplicated."""
+"""100 PlanTask clients in 5 processes send their goals at the same instant, so their
+results come in bursts: every one gets all its feedback and its result, none is
+left waiting (the classic actionlib failure of results for many clients in a short
+span, with shallow QoS queues), no goal is lost or duplicated."""
 
 from __future__ import annotations
 
@@ -22,12 +23,12 @@ from tests.timely_ros.ros_support import (
 
 pytestmark = pytest.mark.ros
 
-PROCESSES = 3
-CLIENTS = 10
+PROCESSES = 5
+CLIENTS = 20
 ROBOTS = 10
 
 
-def test_thirty_clients_in_three_processes(node_processes: StartNodes, tmp_path: Path) -> None:
+def test_a_hundred_clients_in_five_processes(node_processes: StartNodes, tmp_path: Path) -> None:
     from action_msgs.msg import GoalStatus
 
     robots = {f"drone{i + 1}": "drone" for i in range(ROBOTS)}
@@ -36,6 +37,7 @@ def test_thirty_clients_in_three_processes(node_processes: StartNodes, tmp_path:
         engine="simulated",
         model_path=str(planner_checkpoint(tmp_path)),
         kv_budget_mb=4096.0,
+        max_active_goals=PROCESSES * CLIENTS,  # every goal at once (default 64)
     )
     planner_proc = node_processes(planner, "planner", "planner")
     planner_proc.wait_for_output("planner up", 60)
@@ -46,7 +48,7 @@ def test_thirty_clients_in_three_processes(node_processes: StartNodes, tmp_path:
             [
                 PYTHON,
                 "-m",
-                "timely_ros.burst",
+                "tests.timely_ros.burst_clients",
                 str(out),
                 f"{start:.6f}",
                 str(CLIENTS),
@@ -82,5 +84,5 @@ def test_thirty_clients_in_three_processes(node_processes: StartNodes, tmp_path:
     finished = [r["finished_at"] for r in records]
     spread = max(finished) - min(finished)
     last = max(finished) - sent
-    print(f"30 clients: results within {spread:.2f} s, last {last:.2f} s after the burst")
-    assert max(finished) - sent < 30.0  # all within one short burst, none left waiting
+    print(f"{len(records)} clients: results within {spread:.2f} s, last {last:.2f} s after")
+    assert max(finished) - sent < 60.0  # bounded by the test's wait: none left waiting

@@ -85,6 +85,7 @@ class PlanCall:
     planner_incarnation: str | None = None  # the planner it was sent to, when known
     client_error: str = ""  # set when the planner went away or restarted
     planner_restarted: bool = False  # the goal was lost to a restart (see interrupted_reason)
+    cancel_requested: bool = False
 
     def final_result(self) -> PlanTask.Result:
         """The result; AssertionError naming the robot if the goal has none (yet)."""
@@ -270,13 +271,17 @@ class PlanClient:
 
         def accepted(future: Any) -> None:
             handle = future.result()
-            call.goal_handle = handle
+            with self._lock:
+                call.goal_handle = handle
+                cancel_now = call.cancel_requested
             call.accepted = bool(handle.accepted)
             if not handle.accepted:
                 call.finished_at = time.monotonic()
                 call.done.set()
                 return
             handle.get_result_async().add_done_callback(result)
+            if cancel_now:  # cancelled while the goal was on its way
+                handle.cancel_goal_async()
 
         goal_id = uuid.uuid4().bytes
         call.goal_id = goal_id.hex()
@@ -292,5 +297,10 @@ class PlanClient:
         return call
 
     def cancel(self, call: PlanCall) -> None:
-        if call.goal_handle is not None:
-            call.goal_handle.cancel_goal_async()
+        """Cancel the goal, also one the planner has not accepted yet: it is
+        cancelled the moment its acceptance arrives."""
+        with self._lock:
+            call.cancel_requested = True
+            handle = call.goal_handle
+        if handle is not None:
+            handle.cancel_goal_async()

@@ -144,6 +144,8 @@ class SkillExecutorNode(Node):
         key = bytes(goal_handle.goal_id.uuid)
         stop = threading.Event()
         self._active[key] = stop
+        if goal_handle.is_cancel_requested:  # cancelled before it got here: never start
+            stop.set()
         try:
             return self._run(goal_handle, goal, stop, key)
         finally:
@@ -166,9 +168,11 @@ class SkillExecutorNode(Node):
 
         try:
             with self._run_lock:
+                if stop.is_set():  # cancelled while it waited for the robot
+                    raise SegmentStopped
                 self.get_logger().info(
                     f"event=segment_started robot={robot} task={goal.task_id} "
-                    f"segment={goal.segment_index}"
+                    f"segment={goal.segment_index} mono={time.monotonic():.6f}"
                 )
                 if goal.text:
                     value = self._runner.run(
@@ -195,7 +199,7 @@ class SkillExecutorNode(Node):
             goal_handle.abort()
             self.get_logger().info(
                 f"event=segment_stopped robot={robot} task={goal.task_id} "
-                f"segment={goal.segment_index} reason={reason!r}"
+                f"segment={goal.segment_index} reason={reason!r} mono={time.monotonic():.6f}"
             )
             return ExecuteSkill.Result(success=False, message=f"robot {robot}: stopped: {reason}")
         if stop.is_set() or goal_handle.is_cancel_requested:
@@ -208,7 +212,8 @@ class SkillExecutorNode(Node):
         goal_handle.succeed()
         self.get_logger().info(
             f"event=segment_executed robot={robot} task={goal.task_id} "
-            f"segment={goal.segment_index} skills={json.dumps([s.raw_text for s in goal.skills])}"
+            f"segment={goal.segment_index} skills={json.dumps([s.raw_text for s in goal.skills])} "
+            f"mono={time.monotonic():.6f}"
         )
         return ExecuteSkill.Result(success=True, return_value=value)
 

@@ -1,6 +1,6 @@
-"""A burst of PlanTask clients in one process (the many-clients test runs three).
+"""A burst of PlanTask clients in one process (the many-clients test runs five).
 
-    python -m timely_ros.burst OUT.json START_MONO CLIENTS ROBOT_PREFIX ROBOTS
+    python -m tests.timely_ros.burst_clients OUT.json START_MONO CLIENTS ROBOT_PREFIX ROBOTS
 
 Each client is its own node and ActionClient; all send their goal at the same
 monotonic instant START_MONO, and the process writes what every client got back.
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import rclpy
 from rclpy.node import Node
-
 from timely_ros.executor import TimelyExecutor
 from timely_ros.plan_client import PlanCall, PlanClient, make_goal
 
@@ -29,7 +28,7 @@ def _record(call: PlanCall) -> dict[str, object]:
         "accepted": call.accepted,
         "status": call.status,
         "success": bool(result and result.success),
-        "error": result.error if result else "",
+        "error": result.error if result else call.client_error,
         "segment_count": result.segment_count if result else -1,
         "indices": [s.index for s in call.segments],
         "task_ids": sorted({s.task_id for s in call.segments}),
