@@ -138,7 +138,7 @@ def test_limits_are_checked_against_the_robot_type() -> None:
         checker_factory(SafetyLimits(geofence_cm=FENCE), arm)
     with pytest.raises(ValueError, match="approval_skills: approach also forbidden"):
         checker_factory(SafetyLimits(forbidden_skills=("a",), approval_skills=("approach",)), drone)
-    with pytest.raises(ValidationError, match="x_min .* must be below x_max"):
+    with pytest.raises(ValidationError, match=r"x_min .* must be below x_max"):
         Box(x_min=5, x_max=5, y_min=0, y_max=1, z_min=0, z_max=1)
 
 
