@@ -20,6 +20,9 @@ class Segment:
     estimated_execution_s: float  # minimum execution time from the ExecTimeModel
     emitted_at_s: float  # service clock
     final: bool = False  # no segment follows (the plan ended with this one)
+    # the robot's guard says an operator must approve these statements before the
+    # robot runs them (one message each); the caller holds the segment until then
+    approvals: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from timely_core.clock import Clock, MonotonicClock
 from timely_core.engine.protocol import Engine
 from timely_core.errors import TaskFinished, UnknownRobot, UnknownTask
 from timely_core.language.plan_language import PlanLanguage
+from timely_core.language.statement_guard import GuardFactory
 from timely_core.request import SceneUpdate, TaskRequest
 from timely_core.scheduling.policies import Policy, make_policy
 from timely_core.service_config import ServiceConfig
@@ -88,11 +89,13 @@ class PlanningService:
         prompt_prefix: str | None = None,
         robot_type: str | None = None,
         max_segment_tokens: int | None = None,
+        guard: GuardFactory | None = None,
     ) -> None:
         """Register (or re-register) a robot with its plan language, given directly or
         by `robot_type` from the service's `languages`. The prompt prefix (default: the
         language's) and the fixed opening of the language's request part are prefilled in
-        the engine once per robot type and text."""
+        the engine once per robot type and text. `guard` makes a `StatementGuard` per
+        task: the robot's safety limits, checked on each statement before delivery."""
         validate_robot_id(robot_id)
         language = resolve_language(robot_id, language, robot_type, self._languages)
         limit = max_segment_tokens or self.config.max_segment_tokens
@@ -112,7 +115,7 @@ class PlanningService:
                     state.engine.register_prefix(key, list(prefix.shared_ids))
                 state.prefixes[key] = prefix
             previous = state.robots.get(robot_id)
-            state.robots[robot_id] = Robot(robot_id, language, prefix, limit)
+            state.robots[robot_id] = Robot(robot_id, language, prefix, limit, guard)
             if previous is not None and previous.prefix is not prefix:
                 state.release_prefix(previous.prefix)
                 orphan = state.scenes.detach(robot_id)  # prefilled on the old prefix
@@ -190,6 +193,27 @@ class PlanningService:
                 state.scheduler.set_ref(generation.gen_id, generation.segment_ref_s())
             if first_report:
                 report_execution(generation, index)
+
+    def segment_started(self, task_id: str, index: int, started_at_s: float | None = None) -> None:
+        """The robot got segment `index` of `task_id` only at `started_at_s` (service
+        clock; now if omitted), later than its delivery: the caller held it, e.g. for
+        an operator's approval. The hold counts as the robot's waiting time (W of the
+        segment) and moves the estimated end of its execution."""
+        state = self._state
+        with state.lock:
+            generation = state.generations.get(task_id)
+            if generation is None:
+                raise UnknownTask(f"unknown task id {task_id!r}")
+            if not 0 <= index < len(generation.records):
+                raise ValueError(
+                    f"task {task_id!r} has no dispatched segment {index} "
+                    f"({len(generation.records)} dispatched)"
+                )
+            record = generation.records[index]
+            at_s = state.clock.now() if started_at_s is None else float(started_at_s)
+            record.dispatch_s = max(record.dispatch_s, at_s)
+            if generation.gen_id in state.scheduler:
+                state.scheduler.set_ref(generation.gen_id, generation.segment_ref_s())
 
     def cancel(self, task_id: str) -> None:
         """Stop a task and free its KV at once; its result says 'cancelled'."""

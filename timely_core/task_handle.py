@@ -26,6 +26,8 @@ class TaskControl(Protocol):
 
     def segment_done(self, task_id: str, index: int, finished_at_s: float | None) -> None: ...
 
+    def segment_started(self, task_id: str, index: int, started_at_s: float | None) -> None: ...
+
     def cancel(self, task_id: str) -> None: ...
 
 
@@ -90,6 +92,12 @@ class TaskHandle:
         """The robot finished executing segment `index` at `finished_at_s` (service
         clock; now if omitted). Corrects the timing of the next segment."""
         self._control.segment_done(self.task_id, index, finished_at_s)
+
+    def segment_started(self, index: int, started_at_s: float | None = None) -> None:
+        """Segment `index` reached the robot only at `started_at_s` (service clock; now
+        if omitted): it was held, e.g. until an operator approved it (`Segment.approvals`).
+        The hold counts in the task's waiting time."""
+        self._control.segment_started(self.task_id, index, started_at_s)
 
     def cancel(self) -> None:
         """Stop the task and free its KV at once. UnknownTask/TaskFinished if it ended."""

@@ -70,6 +70,7 @@ def admit(
                 robot.language.new_parser(),
                 robot.max_segment_tokens,
             ),
+            guard=robot.guard() if robot.guard is not None else None,
         )
         handle = TaskHandle(control, task_id, request.robot_id)
         state.generations[task_id] = generation

@@ -9,6 +9,7 @@ from enum import Enum
 from timely_core.events import Segment, TaskResult
 from timely_core.language.plan_language import PlanLanguage, PlanStatement
 from timely_core.language.segmenter import SegmentCut, Segmenter
+from timely_core.language.statement_guard import StatementGuard
 from timely_core.request import TaskRequest
 
 
@@ -51,6 +52,7 @@ class Generation:
     held_statements: list[PlanStatement] = field(default_factory=list)  # whole-plan mode
     held_text: str = ""
     held_ids: list[int] = field(default_factory=list)
+    guard: StatementGuard | None = None  # the robot's limits, tracked from this task's start
 
     @property
     def robot_id(self) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from timely_core.errors import UnknownRobotType
 from timely_core.language.plan_language import PlanLanguage
+from timely_core.language.statement_guard import GuardFactory
 
 _ROBOT_ID = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 
@@ -45,6 +46,7 @@ class Robot:
     language: PlanLanguage
     prefix: StoredPrefix
     max_segment_tokens: int
+    guard: GuardFactory | None = None  # a fresh StatementGuard per task
 
 
 def validate_robot_id(robot_id: str) -> None:

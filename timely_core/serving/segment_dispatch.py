@@ -10,6 +10,12 @@ statement, so a segment whose robot is still busy with earlier segments (longer
 than G and one iteration, by the estimates) waits in the batch for that one token
 before it is delivered; the first segment, and any the robot already waits for,
 go at once, and then `final` may be False on the last one (the result follows).
+
+Safety: a robot with a guard (`statement_guard.py`) has each statement checked
+before its segment is built. A violation ends the task there: the segment and
+everything after it are never delivered (segments delivered before stay as they
+were: they passed). A statement that needs approval is delivered marked
+(`Segment.approvals`); holding it is the caller's part.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from timely_core.engine.protocol import StepOutput
 from timely_core.events import Segment
 from timely_core.language.plan_language import PlanStatement
 from timely_core.language.segmenter import SegmentationError, SegmentCut
+from timely_core.language.statement_guard import GUARD_APPROVAL, GUARD_OK
 from timely_core.scheduling.policies import DispatchMode
 from timely_core.serving.generation import Generation, SegmentRecord
 from timely_core.serving.state import ServiceState
@@ -48,7 +55,8 @@ class SegmentDispatch:
         if new and not output.finished and self._may_wait_for_next_token(generation, now):
             generation.awaiting_next_token = new.pop()
         cuts = held + new
-        self._on_cuts(generation, cuts, now, plan_ended=output.finished)
+        if not self._on_cuts(generation, cuts, now, plan_ended=output.finished):
+            return  # a statement broke the robot's limits: the task has ended
         if output.finished:
             self._finish(generation, now)
         elif cuts and state.policy.suspend_after_segment and generation.awaiting_next_token is None:
@@ -89,20 +97,50 @@ class SegmentDispatch:
 
     def _on_cuts(
         self, generation: Generation, cuts: Sequence[SegmentCut], now: float, plan_ended: bool
-    ) -> None:
+    ) -> bool:
+        """Deliver (or hold) the cuts in order; False once the task was ended by its guard."""
         for i, cut in enumerate(cuts):
-            self._on_cut(generation, cut, now, final=plan_ended and i == len(cuts) - 1)
+            if not self._on_cut(generation, cut, now, final=plan_ended and i == len(cuts) - 1):
+                return False
+        return True
 
     def _terminal_ids(self) -> set[int]:
         return {self._state.engine.eos_token_id, *self._state.params.stop_token_ids}
 
-    def _on_cut(self, generation: Generation, cut: SegmentCut, now: float, final: bool) -> None:
+    def _on_cut(self, generation: Generation, cut: SegmentCut, now: float, final: bool) -> bool:
         if self._state.policy.dispatch is DispatchMode.WHOLE:
             generation.held_statements.extend(cut.statements)
             generation.held_text += cut.text
             generation.held_ids.extend(cut.token_ids)
-            return
-        self._dispatch(generation, cut.text, cut.statements, cut.token_ids, now, final)
+            return True
+        return self._dispatch(generation, cut.text, cut.statements, cut.token_ids, now, final)
+
+    def _guard(
+        self, generation: Generation, statements: Sequence[PlanStatement]
+    ) -> list[str] | None:
+        """The approvals the statements need, in order; None when one breaks the
+        robot's limits (the task is then ended with the guard's message)."""
+        guard = generation.guard
+        if guard is None:
+            return []
+        approvals: list[str] = []
+        for statement in statements:
+            try:
+                verdict = guard.check(statement)
+                status, message = verdict.status, verdict.message
+            except Exception as exc:  # a broken guard must not let anything through
+                status, message = "error", f"the guard failed: {type(exc).__name__}: {exc}"
+            if status == GUARD_APPROVAL:
+                approvals.append(message)
+            elif status != GUARD_OK:
+                self._state.counters["guard_violations"] += 1
+                self._state.fail(
+                    generation,
+                    f"robot {generation.robot_id}: safety limit {message}; "
+                    "this statement and everything after it were not sent",
+                )
+                return None
+        return approvals
 
     def _dispatch(
         self,
@@ -112,8 +150,11 @@ class SegmentDispatch:
         token_ids: Sequence[int],
         now: float,
         final: bool,
-    ) -> None:
+    ) -> bool:
         state = self._state
+        approvals = self._guard(generation, statements)
+        if approvals is None:
+            return False
         minimum_s, _ = generation.language.estimate_execution_s(list(statements))
         segment = Segment(
             task_id=generation.task_id,
@@ -125,6 +166,7 @@ class SegmentDispatch:
             estimated_execution_s=minimum_s,
             emitted_at_s=now,
             final=final,
+            approvals=tuple(approvals),
         )
         generation.records.append(
             SegmentRecord(segment, now + state.config.dispatch_latency_s, minimum_s)
@@ -133,18 +175,20 @@ class SegmentDispatch:
         state.counters["segments"] += 1
         handle = state.handles[generation.task_id]
         state.deliveries.append(lambda: handle.deliver_segment(segment))
+        return True
 
     def _finish(self, generation: Generation, now: float) -> None:
         state = self._state
-        if state.policy.dispatch is DispatchMode.WHOLE and generation.held_statements:
-            self._dispatch(
-                generation,
-                generation.held_text,
-                generation.held_statements,
-                generation.held_ids,
-                now,
-                final=True,
-            )
+        whole = state.policy.dispatch is DispatchMode.WHOLE and generation.held_statements
+        if whole and not self._dispatch(
+            generation,
+            generation.held_text,
+            generation.held_statements,
+            generation.held_ids,
+            now,
+            final=True,
+        ):
+            return  # ended by the robot's guard
         if not generation.records:
             state.fail(generation, "the model produced no executable statement")
             return

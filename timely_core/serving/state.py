@@ -46,6 +46,7 @@ COUNTERS = (
     "decisions",
     "scene_prefills",  # scenes prefilled ahead of their tasks
     "scene_hits",  # admissions that started from a prefilled scene
+    "guard_violations",  # tasks ended by their robot's StatementGuard
 )
 
 

@@ -6,6 +6,7 @@ timely plan --robot drone1 [--urgent] [--scene TEXT] [--no-dispatch] [--resubmit
 timely scene --robot drone1 [--topic /drone1/scene] "a sofa, a cat under the table"
 timely status [--watch]
 timely cancel [GOAL_ID ...] [--robot drone1] [--all]
+timely approve [--deny] [--reason TEXT] [REQUEST_ID | --robot drone1 | --list]
 timely demo [--config CONFIG.yaml] [--duration S] [--seed S]
 """
 
@@ -60,6 +61,16 @@ def _parser() -> argparse.ArgumentParser:
     cancel.add_argument("--all", action="store_true", help="cancel every goal")
     cancel.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
 
+    approve = sub.add_parser(
+        "approve", help="approve or deny a segment waiting for an operator; --list them"
+    )
+    approve.add_argument("request_id", nargs="?", default="", help="as --list prints it")
+    approve.add_argument("--robot", default="", help="the robot's oldest waiting segment")
+    approve.add_argument("--deny", action="store_true", help="deny: the goal ends, nothing sent")
+    approve.add_argument("--reason", default="", help="why (shown in the goal's error)")
+    approve.add_argument("--list", action="store_true", help="list the waiting segments")
+    approve.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
+
     demo = sub.add_parser("demo", help="planner + simulated fleet + a short WID 1-style replay")
     demo.add_argument("--config", default=None, help="bring-up YAML (default: config/demo.yaml)")
     demo.add_argument("--duration", type=float, default=20.0, help="seconds of task arrivals")
@@ -101,6 +112,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             from timely_ros.cancel_cli import run_cancel
 
             return run_cancel(args.goal_ids, args.robot, args.all, args.wait, args.namespace)
+        if args.command == "approve":
+            from timely_ros.approve_cli import run_approve
+
+            return run_approve(
+                args.request_id,
+                args.robot,
+                args.deny,
+                args.list,
+                args.reason,
+                args.wait,
+                args.namespace,
+            )
         from timely_ros.demo import run_demo
 
         return run_demo(config_path=args.config, duration_s=args.duration, seed=args.seed)

@@ -25,6 +25,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from robot_models.safety_limits import SafetyLimits
+from robot_models.skills import SkillSet
+
 PLANNER_NODE = "timely_planner"
 EXECUTOR_NODE = "timely_skill_executor"
 DEFAULT_NAMESPACE = "timely"
@@ -49,6 +52,8 @@ class PlannerNames:
     robot_progress: str = "robot_progress"
     heartbeat: str = "heartbeat"
     interrupted: str = "interrupted"
+    approvals: str = "approvals"  # segments waiting for an operator (JSON, latched)
+    approval_answers: str = "approval_answers"  # the operators' answers (JSON)
 
     def absolute(self, relative: str) -> str:
         return f"/{self.namespace.strip('/')}/{relative}"
@@ -84,6 +89,17 @@ class RobotSpec(BaseModel):
     # the scene of a goal that carries none. Empty: /<id>/scene
     scene_topic: str = ""
     heartbeat_topic: str = ""  # the executor's heartbeat; empty: /<id>/heartbeat
+    # checked on every statement before it is sent (robot_models.safety_limits)
+    limits: SafetyLimits | None = None
+
+    @model_validator(mode="after")
+    def _limits_fit_the_type(self) -> RobotSpec:
+        if self.limits is not None:
+            try:
+                self.limits.check_for(SkillSet.load(self.type))
+            except ValueError as err:
+                raise ValueError(f"limits.{err}") from None
+        return self
 
     @property
     def action_name(self) -> str:
@@ -125,6 +141,8 @@ class PlannerParams(BaseModel):
     scene_debounce_s: float = Field(default=0.2, ge=0, le=60)
     scene_kv_fraction: float = Field(default=0.25, ge=0, le=0.9)
     grammar: bool = True  # decode each robot's plans under its grammar (valid by construction)
+    # a segment waiting for an operator's approval this long ends its goal, unsent
+    approval_timeout_s: float = Field(default=30.0, gt=0, le=3600)
     seed: int = 0
     robots: list[RobotSpec] = Field(min_length=1)
 
@@ -286,7 +304,9 @@ def planner_to_parameters(params: PlannerParams) -> dict[str, Any]:
     raw = params.model_dump(exclude={"robots"})
     raw["robots"] = [r.id for r in params.robots]
     for r in params.robots:
-        raw[r.id] = r.model_dump(exclude={"id"})
+        raw[r.id] = r.model_dump(exclude={"id", "limits"})
+        if r.limits is not None:  # only what is set: ROS parameters have no None
+            raw[r.id]["limits"] = r.limits.model_dump(exclude_defaults=True, mode="json")
     return flatten(raw)
 
 

@@ -5,6 +5,12 @@ thread takes them in order, streams each segment as feedback and on
 /timely/segments, sends it to the robot and reports the robot's end with
 `segment_done`. `cancel` (from the cancel callback) stops the generation at once,
 frees its KV, and cancels the robot's outstanding ExecuteSkill goal.
+
+A segment whose statements need an operator's approval (`Segment.approvals`, from
+the robot's limits) waits here, before it is sent: the robot waits too, and the
+hold is reported to the service (`segment_started`) so it counts in the task's
+waiting time. A denial, the approval timeout or a cancel ends the goal with that
+reason, and the robot never gets the segment.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from timely_interfaces.msg import Segment as SegmentMsg
 
 from timely_core.errors import ServiceError
 from timely_core.events import Segment, TaskResult
+from timely_ros.approval_desk import ApprovalDesk
 from timely_ros.goal_state import end_cancelled
 from timely_ros.goals import CheckedGoal
 from timely_ros.messages import segment_msg
@@ -41,6 +48,8 @@ class JobHooks:
     publish_progress: Callable[[dict[str, object]], None]  # on /timely/robot_progress
     log: Callable[[str], None]
     record_state: Callable[[str, str], None] = lambda _goal_id, _state: None  # journal
+    approvals: ApprovalDesk | None = None  # where segments wait for an operator
+    approval_timeout_s: float = 30.0
 
 
 class PlanJob:
@@ -192,6 +201,10 @@ class PlanJob:
         def relay(feedback: ExecuteSkill.Feedback) -> None:
             event("progress", float(feedback.progress), feedback.current_skill)
 
+        if segment.approvals:
+            refused = self._await_approval(handle, segment)
+            if refused is not None:
+                return refused
         event("start", 0.0)
         self.state = f"executing segment {segment.index}"
         outcome = self._link.execute(msg, self._run, relay)
@@ -207,6 +220,46 @@ class PlanJob:
         with contextlib.suppress(ServiceError):
             handle.segment_done(segment.index, finished_at_s=self._service.clock.now())
         return None
+
+    def _await_approval(self, handle: Any, segment: Segment) -> str | None:
+        """Hold `segment` until an operator approves it; the reason it may not be
+        sent otherwise (denied, timed out, cancelled)."""
+        reasons = "; ".join(segment.approvals)
+        where = f"robot {self.robot_id}: segment {segment.index} ({segment.text.strip()!r})"
+        desk = self._hooks.approvals
+        if desk is None:
+            return f"{where} needs an operator's approval and this planner takes none"
+        self.state = f"waiting for approval of segment {segment.index}"
+        request = desk.open(
+            self.robot_id,
+            self.goal_id,
+            segment.task_id,
+            segment.index,
+            segment.text,
+            segment.approvals,
+        )
+        tags = (
+            f"request={request.request_id} robot={self.robot_id} "
+            f"task={segment.task_id} segment={segment.index}"
+        )
+        self._hooks.log(f"event=approval_requested {tags} reasons={reasons!r}")
+        timeout_s = self._hooks.approval_timeout_s
+        desk.wait(request, timeout_s, self._run.cancelled)
+        outcome = request.outcome or "timed out"
+        self._hooks.log(f"event=approval_{outcome.replace(' ', '_')} {tags}")
+        if outcome == "approved":
+            with contextlib.suppress(ServiceError):  # the robot got it only now
+                handle.segment_started(segment.index, self._service.clock.now())
+            return None
+        if outcome == "cancelled":
+            return "cancelled by the client"
+        if outcome == "denied":
+            said = f" ({request.reason})" if request.reason else ""
+            return f"{where} denied by the operator{said}: {reasons}; nothing was sent"
+        return (
+            f"{where} not approved within approval_timeout_s={timeout_s:g} s: {reasons}; "
+            "nothing was sent"
+        )
 
     def _finish(self, result: TaskResult) -> PlanTask.Result:
         msg = PlanTask.Result(

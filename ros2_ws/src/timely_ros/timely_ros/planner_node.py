@@ -30,6 +30,7 @@ from timely_interfaces.action import PlanTask
 from timely_interfaces.msg import Segment as SegmentMsg
 from timely_interfaces.msg import ServiceStatus
 
+from timely_ros.approval_desk import ApprovalAnswer, ApprovalDesk
 from timely_ros.config import (
     PLANNER_NODE,
     PlannerNames,
@@ -44,7 +45,7 @@ from timely_ros.liveness import new_incarnation, publish_heartbeats
 from timely_ros.node_main import run_node
 from timely_ros.node_params import node_parameters
 from timely_ros.plan_job import JobHooks, PlanJob
-from timely_ros.qos import LATEST, REPORTS, TOPIC, action_server_qos
+from timely_ros.qos import LATCHED, LATEST, REPORTS, TOPIC, action_server_qos
 from timely_ros.robot_link import RobotLink
 from timely_ros.robot_watch import RobotWatch
 from timely_ros.status import GoalCounts, RobotState, status_msg
@@ -97,12 +98,24 @@ class PlannerNode(Node):
                 callback_group=scenes,
             )
         self._journal = self._open_journal(names)
+        self._approvals_pub = self.create_publisher(String, names.approvals, LATCHED)
+        self.approvals = ApprovalDesk(self._publish_approvals)
+        self._publish_approvals([])
+        self.create_subscription(
+            String,
+            names.approval_answers,
+            self._on_approval_answer,
+            TOPIC,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
         self._hooks = JobHooks(
             now_stamp=self._stamp,
             publish_segment=self._segments_pub.publish,
             publish_progress=self._publish_progress,
             log=self._log_info,
             record_state=self._journal.progress if self._journal else JobHooks.record_state,
+            approvals=self.approvals,
+            approval_timeout_s=self.params.approval_timeout_s,
         )
         self._server = IdentifiedActionServer(
             self,
@@ -197,6 +210,20 @@ class PlannerNode(Node):
             reason = json.dumps({"robot_id": robot_id, "scene_update": True, "reason": problems})
             self._rejections_pub.publish(String(data=reason))
             self.get_logger().warning(f"ignored scene of robot {robot_id!r}: {problems}")
+
+    def _publish_approvals(self, pending: list[dict[str, object]]) -> None:
+        self._approvals_pub.publish(String(data=json.dumps({"pending": pending})))
+
+    def _on_approval_answer(self, msg: String) -> None:
+        try:
+            answer = ApprovalAnswer.model_validate_json(msg.data)
+        except ValidationError as err:
+            problems = "; ".join(e["msg"] for e in err.errors())
+            self.get_logger().warning(f"ignored an approval answer: {problems}")
+            return
+        done = self.approvals.answer(answer)
+        who = f" by {answer.operator}" if answer.operator else ""
+        self.get_logger().info(f"approval answer{who}: {done}")
 
     def _on_cancel(self, goal_handle: ServerGoalHandle) -> CancelResponse:
         with self._lock:

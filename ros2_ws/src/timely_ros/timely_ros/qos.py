@@ -50,6 +50,15 @@ REPORTS = QoSProfile(
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
 
+# State a client reads once when it starts (the pending approvals): the latest is
+# kept for late subscribers, which must be transient-local too.
+LATCHED = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+
 
 def action_server_qos() -> dict[str, Any]:
     """Keyword arguments for `rclpy.action.ActionServer`."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from robot_models.language import load_language
+from robot_models.limit_checker import checker_factory
 from timely_core.clock import MonotonicClock
 from timely_core.engine.protocol import OutOfKvMemory
 from timely_core.language.plan_language import PlanLanguage
@@ -91,7 +92,14 @@ def build_service(params: PlannerParams) -> PlanningService:
     )
     for robot in params.robots:
         try:
-            service.register_robot(robot.id, robot_type=robot.type)
+            # a robot with limits: every task's statements are checked before they are
+            # sent, by a LimitChecker of its own (tracking the pose from the task's start)
+            guard = (
+                checker_factory(robot.limits, languages[robot.type].skill_set)
+                if robot.limits is not None
+                else None
+            )
+            service.register_robot(robot.id, robot_type=robot.type, guard=guard)
         except OutOfKvMemory as err:
             raise ConfigError(
                 f"kv_budget_mb={params.kv_budget_mb:g} cannot hold robot {robot.id!r}'s "

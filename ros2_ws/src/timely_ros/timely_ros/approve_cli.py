@@ -1,0 +1,118 @@
+"""`timely approve`: list the segments waiting for an operator, approve or deny one.
+
+The planner publishes what waits on `approvals` (latched JSON) and takes answers
+on `approval_answers`. An answer is confirmed when its request leaves the pending
+list; one that never does (a wrong id, or it was answered or timed out first) is
+reported as not applied.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+import time
+from typing import Any
+
+import rclpy
+from rclpy.node import Node
+from std_msgs.msg import String
+
+from timely_ros.approval_desk import ApprovalAnswer
+from timely_ros.config import planner_names
+from timely_ros.qos import LATCHED, TOPIC
+
+
+class _Pending:
+    def __init__(self, node: Node, topic: str) -> None:
+        self.latest: list[dict[str, Any]] | None = None
+        node.create_subscription(String, topic, self._on, LATCHED)
+
+    def _on(self, msg: String) -> None:
+        self.latest = list(json.loads(msg.data).get("pending", []))
+
+
+def _spin_until(node: Node, done: Any, wait_s: float) -> bool:
+    deadline = time.monotonic() + wait_s
+    while not done() and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    return bool(done())
+
+
+def _describe(request: dict[str, Any]) -> str:
+    reasons = "; ".join(request.get("reasons", []))
+    return (
+        f"{request['request_id']}  robot {request['robot_id']}  segment {request['segment']}  "
+        f"{str(request['text']).strip()!r}  waiting since {request['waiting_s']:g} s  ({reasons})"
+    )
+
+
+def run_approve(
+    request_id: str,
+    robot: str,
+    deny: bool,
+    listing: bool,
+    reason: str,
+    wait_s: float,
+    namespace: str,
+) -> int:
+    if not listing and not (request_id or robot):
+        print("timely approve: give a REQUEST_ID, --robot ROBOT or --list", file=sys.stderr)
+        return 2
+    names = planner_names(namespace)
+    rclpy.init()
+    node = Node("timely_approve_cli")
+    try:
+        pending = _Pending(node, names.absolute(names.approvals))
+        if not _spin_until(node, lambda: pending.latest is not None, wait_s):
+            print(f"timely approve: no planner after {wait_s:g} s", file=sys.stderr)
+            return 1
+        assert pending.latest is not None
+        if listing:
+            for request in pending.latest:
+                print(_describe(request))
+            if not pending.latest:
+                print("no segment waits for approval")
+            return 0
+        target = next(
+            (
+                r
+                for r in pending.latest
+                if (r["request_id"] == request_id if request_id else r["robot_id"] == robot)
+            ),
+            None,
+        )
+        if target is None:
+            what = request_id or f"robot {robot}"
+            print(f"timely approve: nothing waits for approval for {what}", file=sys.stderr)
+            return 1
+        answer = ApprovalAnswer(
+            request_id=str(target["request_id"]),
+            approve=not deny,
+            reason=reason,
+            operator=getpass.getuser(),
+        )
+        publisher = node.create_publisher(String, names.absolute(names.approval_answers), TOPIC)
+        if not _spin_until(node, lambda: publisher.get_subscription_count() > 0, wait_s):
+            print("timely approve: the planner does not listen for answers", file=sys.stderr)
+            return 1
+        publisher.publish(String(data=answer.model_dump_json()))
+        gone = _spin_until(
+            node,
+            lambda: (
+                pending.latest is not None
+                and all(r["request_id"] != answer.request_id for r in pending.latest)
+            ),
+            wait_s,
+        )
+        verb = "denied" if deny else "approved"
+        if not gone:
+            print(f"timely approve: {answer.request_id} was not applied", file=sys.stderr)
+            return 1
+        print(f"{verb} {_describe(target)}")
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()

@@ -1,0 +1,142 @@
+"""Safety limits before dispatch (issue #21), across processes: the planner with a
+drone's limits, a simulated drone, and `timely approve` as an operator would run it.
+
+The plan is LRTrace task 8's, `mu(150);tc(180);mf(200);`: after the half turn the
+drone faces backward, so 200 cm forward leaves a fence that ends 100 cm behind the
+start."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.timely_ros.ros_support import (
+    PYTHON,
+    REPO,
+    NodeProcess,
+    RosClient,
+    StartNodes,
+    executor_entry,
+    lrtrace_goal_fields,
+    planner_checkpoint,
+    planner_entry,
+    ros_env,
+    wait_until,
+)
+
+TASK = 8  # "A dog is chasing the drone, get away"
+FENCE = {"x_min": -100, "x_max": 300, "y_min": -200, "y_max": 200, "z_min": 0, "z_max": 250}
+
+
+def _timely(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "-m", "timely_ros.cli", *args],
+        cwd=REPO,
+        env=ros_env(tmp_path / "ros_log"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _start(
+    node_processes: StartNodes, tmp_path: Path, limits: dict[str, Any], **params: Any
+) -> tuple[NodeProcess, NodeProcess]:
+    config = planner_entry(
+        {"drone1": "drone"},
+        engine="simulated",
+        model_path=str(planner_checkpoint(tmp_path)),
+        kv_budget_mb=4096.0,
+        **params,
+    )
+    config["/**/timely_planner"]["ros__parameters"]["drone1"]["limits"] = limits
+    robot = node_processes(
+        executor_entry("drone1", "sim-drone", time_scale=0.05), "executors", "drone"
+    )
+    planner = node_processes(config, "planner", "planner")
+    robot.wait_for_output("robot drone1: sim-drone executor ready", 60)
+    return robot, planner
+
+
+def _executed(robot: NodeProcess, task_id: str) -> list[int]:
+    found = re.findall(
+        rf"event=segment_executed robot=drone1 task={task_id} segment=(\d+)", robot.output()
+    )
+    return [int(i) for i in found]
+
+
+@pytest.mark.ros
+def test_a_plan_leaving_the_geofence_stops_before_the_move(
+    node_processes: StartNodes, ros_client: RosClient, tmp_path: Path
+) -> None:
+    from action_msgs.msg import GoalStatus
+    from timely_ros.plan_client import PlanClient, make_goal
+
+    robot, planner = _start(node_processes, tmp_path, {"geofence_cm": FENCE})
+    client = PlanClient(ros_client.node)
+    assert client.wait_for_server(60), planner.output()
+    task = lrtrace_goal_fields(TASK)
+    assert task["plan"] == "mu(150);tc(180);mf(200);"
+    call = client.send(make_goal("drone1", task["instruction"], scene=task["scene"]))
+    assert call.done.wait(90), planner.output()[-3000:]
+    result = call.final_result()
+    assert call.status == GoalStatus.STATUS_ABORTED, result.error
+    assert "robot drone1" in result.error and "geofence_cm.x_min" in result.error
+    assert "mf(200);" in result.error and "-200" in result.error
+    assert [s.text for s in call.segments] == ["mu(150);", "tc(180);"]
+    task_id = call.segments[0].task_id
+    assert _executed(robot, task_id) == [0, 1]  # the safe statements ran, the move never
+    assert "segment=2" not in robot.output()
+
+
+@pytest.mark.ros
+def test_an_operator_approves_one_segment_and_denies_another(
+    node_processes: StartNodes, ros_client: RosClient, tmp_path: Path
+) -> None:
+    from action_msgs.msg import GoalStatus
+    from timely_ros.plan_client import PlanClient, make_goal
+
+    robot, planner = _start(
+        node_processes, tmp_path, {"approval_skills": ["tc"]}, approval_timeout_s=60.0
+    )
+    client = PlanClient(ros_client.node)
+    assert client.wait_for_server(60), planner.output()
+    task = lrtrace_goal_fields(TASK)
+
+    approved = client.send(make_goal("drone1", task["instruction"], scene=task["scene"]))
+    planner.wait_for_output(r"event=approval_requested request=\w+ robot=drone1", 60)
+    listing = _timely(tmp_path, "approve", "--list")
+    assert listing.returncode == 0, listing.stderr
+    assert "drone1" in listing.stdout and "tc(180);" in listing.stdout, listing.stdout
+    task_id = approved.segments[0].task_id
+    wait_until(lambda: _executed(robot, task_id) == [0], 10, "the first segment")
+    answer = _timely(tmp_path, "approve", "--robot", "drone1")
+    assert answer.returncode == 0, answer.stdout + answer.stderr
+    assert answer.stdout.startswith("approved"), answer.stdout
+    assert approved.done.wait(60), planner.output()[-3000:]
+    assert approved.status == GoalStatus.STATUS_SUCCEEDED, approved.final_result().error
+    wait_until(lambda: _executed(robot, task_id) == [0, 1, 2], 10, "all three segments run")
+
+    denied = client.send(make_goal("drone1", task["instruction"], scene=task["scene"]))
+    wait_until(
+        lambda: planner.output().count("event=approval_requested") == 2, 60, "a second request"
+    )
+    answer = _timely(
+        tmp_path, "approve", "--deny", "--reason", "dog is friendly", "--robot", "drone1"
+    )
+    assert answer.returncode == 0, answer.stdout + answer.stderr
+    assert denied.done.wait(60), planner.output()[-3000:]
+    result = denied.final_result()
+    assert denied.status == GoalStatus.STATUS_ABORTED, result.error
+    assert "denied by the operator (dog is friendly)" in result.error, result.error
+    assert "tc(180);" in result.error
+    second = denied.segments[0].task_id
+    wait_until(lambda: _executed(robot, second) == [0], 10, "the first segment")
+    assert _executed(robot, second) == [0]  # never got the denied segment
+    assert f"task={second} segment=1" not in robot.output()
+    nothing = _timely(tmp_path, "approve", "--robot", "drone1")
+    assert nothing.returncode == 1 and "nothing waits" in nothing.stderr
