@@ -16,6 +16,7 @@ import json
 import threading
 import time
 import uuid
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ from unique_identifier_msgs.msg import UUID
 
 from timely_ros.config import DEFAULT_NAMESPACE, planner_names
 from timely_ros.liveness import Beat, LivenessWatch, watch_heartbeats
-from timely_ros.qos import REPORTS, TOPIC, action_client_qos
+from timely_ros.qos import DEEP, REPORTS, action_client_qos
 
 
 def make_goal(
@@ -108,6 +109,7 @@ SegmentFn = Callable[[PlanCall, SegmentMsg], None]
 LATE_FEEDBACK_GRACE_S = 2.0
 DEFAULT_PLANNER_TIMEOUT_S = 2.0  # the planner's heartbeat absent this long: it is gone
 WATCH_PERIOD_S = 0.1
+REJECTIONS_KEPT = 10_000
 PLANNER = "planner"  # the key of the namespace's planner in the liveness watch
 
 
@@ -126,7 +128,10 @@ class PlanClient:
             node, PlanTask, action_name, **action_client_qos()
         )
         self._lock = threading.Lock()
-        self._rejections: list[dict[str, str]] = []
+        # rejections by goal id, and the latest few without one (scene updates, older
+        # planners): both bounded, so a long-lived client stays fast and small
+        self._rejected: OrderedDict[str, str] = OrderedDict()
+        self._rejections: deque[dict[str, str]] = deque(maxlen=REJECTIONS_KEPT)
         self._feedback_fns: dict[bytes, tuple[PlanCall, Callable[[Any], None]]] = {}
         self._open: list[PlanCall] = []  # sent, not done: watched for the planner's loss
         self.planner = LivenessWatch(planner_timeout_s)
@@ -134,7 +139,7 @@ class PlanClient:
         watch_heartbeats(node, names.absolute(names.heartbeat), self._on_planner_beat, group)
         node.create_timer(WATCH_PERIOD_S, self._watch_planner, callback_group=group)
         node.create_subscription(
-            String, names.absolute(names.rejections), self._on_rejection, TOPIC
+            String, names.absolute(names.rejections), self._on_rejection, DEEP
         )
         self._interrupted: dict[str, str] = {}  # goal id -> what a restarted planner says
         node.create_subscription(
@@ -208,8 +213,15 @@ class PlanClient:
             time.sleep(0.02)
 
     def _on_rejection(self, msg: String) -> None:
+        report = json.loads(msg.data)
         with self._lock:
-            self._rejections.append(json.loads(msg.data))
+            goal_id = str(report.get("goal_id") or "")
+            if goal_id:
+                self._rejected[goal_id] = str(report.get("reason", ""))
+                while len(self._rejected) > REJECTIONS_KEPT:
+                    self._rejected.popitem(last=False)
+            else:
+                self._rejections.append(report)
 
     def _on_feedback(self, msg: Any) -> None:
         with self._lock:
@@ -225,12 +237,12 @@ class PlanClient:
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             with self._lock:
+                if call is not None and call.goal_id in self._rejected:
+                    return self._rejected[call.goal_id]
                 for r in self._rejections:
-                    if call is not None and r.get("goal_id"):
-                        if r["goal_id"] == call.goal_id:
-                            return r["reason"]
-                    # scene updates are rejected on this topic too: no instruction
-                    elif (
+                    # a planner that names no goal id: by robot and instruction (scene
+                    # updates are rejected on this topic too, with no instruction)
+                    if (
                         r.get("robot_id") == message.robot_id
                         and r.get("instruction") == message.instruction
                     ):

@@ -45,7 +45,7 @@ from timely_ros.liveness import new_incarnation, publish_heartbeats
 from timely_ros.node_main import run_node
 from timely_ros.node_params import node_parameters
 from timely_ros.plan_job import JobHooks, PlanJob
-from timely_ros.qos import LATCHED, LATEST, REPORTS, TOPIC, action_server_qos
+from timely_ros.qos import DEEP, LATCHED, LATEST, REPORTS, TOPIC, action_server_qos
 from timely_ros.robot_link import RobotLink
 from timely_ros.robot_watch import RobotWatch
 from timely_ros.status import GoalCounts, RobotState, status_msg
@@ -86,7 +86,8 @@ class PlannerNode(Node):
         self._segments_pub = self.create_publisher(SegmentMsg, names.segments, TOPIC)
         self._status_pub = self.create_publisher(ServiceStatus, names.status, TOPIC)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", TOPIC)
-        self._rejections_pub = self.create_publisher(String, names.rejections, TOPIC)
+        # a burst of bad goals is a burst of rejections: deep, so none is overwritten
+        self._rejections_pub = self.create_publisher(String, names.rejections, DEEP)
         self._progress_pub = self.create_publisher(String, names.robot_progress, TOPIC)
         scenes = ReentrantCallbackGroup()
         for robot in self.params.robots:
