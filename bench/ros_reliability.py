@@ -107,6 +107,8 @@ def run_fuzz(client: Any, planner: NodeProcess, goals: int, console: Console) ->
     accepted = rejected = unnamed = hung = 0
     examples: list[str] = []
     started = time.monotonic()
+    last = (0, started)
+    rates: list[tuple[int, float]] = []  # (goals sent, goals/s over the last 5,000)
     sent = 0
     while sent < goals:
         window = [
@@ -127,11 +129,14 @@ def run_fuzz(client: Any, planner: NodeProcess, goals: int, console: Console) ->
                 unnamed += 1
                 if len(examples) < 5:
                     examples.append(reason)
-        if sent % 10_000 < WINDOW:
+        if sent % 5_000 < WINDOW:
+            now = time.monotonic()
             rss.append((sent, rss_kib(pid)))
-            rate = sent / (time.monotonic() - started)
+            rates.append((sent, (sent - last[0]) / (now - last[1])))  # goals/s since last
+            last = (sent, now)
             console.print(
-                f"fuzz: {sent}/{goals} goals, {rate:.0f}/s, RSS {rss[-1][1]} KiB", style="dim"
+                f"fuzz: {sent}/{goals} goals, {rates[-1][1]:.0f}/s, RSS {rss[-1][1]} KiB",
+                style="dim",
             )
     rss.append((sent, rss_kib(pid)))
     return {
@@ -143,6 +148,7 @@ def run_fuzz(client: Any, planner: NodeProcess, goals: int, console: Console) ->
         "hung": hung,
         "seconds": time.monotonic() - started,
         "planner_rss_kib": rss,
+        "goals_per_s": rates,
         "planner_alive": planner.proc.poll() is None,
         "tracebacks_in_planner_log": planner.output().count("Traceback"),
     }
