@@ -138,9 +138,7 @@ class PlanClient:
         group = MutuallyExclusiveCallbackGroup()
         watch_heartbeats(node, names.absolute(names.heartbeat), self._on_planner_beat, group)
         node.create_timer(WATCH_PERIOD_S, self._watch_planner, callback_group=group)
-        node.create_subscription(
-            String, names.absolute(names.rejections), self._on_rejection, DEEP
-        )
+        node.create_subscription(String, names.absolute(names.rejections), self._on_rejection, DEEP)
         self._interrupted: dict[str, str] = {}  # goal id -> what a restarted planner says
         node.create_subscription(
             String, names.absolute(names.interrupted), self._on_interrupted, REPORTS
