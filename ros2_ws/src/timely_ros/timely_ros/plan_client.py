@@ -110,6 +110,7 @@ LATE_FEEDBACK_GRACE_S = 2.0
 DEFAULT_PLANNER_TIMEOUT_S = 2.0  # the planner's heartbeat absent this long: it is gone
 WATCH_PERIOD_S = 0.1
 REJECTIONS_KEPT = 10_000
+RECENT_REJECTIONS = 1_000
 PLANNER = "planner"  # the key of the namespace's planner in the liveness watch
 
 
@@ -128,10 +129,11 @@ class PlanClient:
             node, PlanTask, action_name, **action_client_qos()
         )
         self._lock = threading.Lock()
-        # rejections by goal id, and the latest few without one (scene updates, older
-        # planners): both bounded, so a long-lived client stays fast and small
+        # rejections by goal id, and the latest few in full (looked up by robot and
+        # instruction for a bare goal message): both bounded, so a long-lived client
+        # stays fast and small
         self._rejected: OrderedDict[str, str] = OrderedDict()
-        self._rejections: deque[dict[str, str]] = deque(maxlen=REJECTIONS_KEPT)
+        self._rejections: deque[dict[str, str]] = deque(maxlen=RECENT_REJECTIONS)
         self._feedback_fns: dict[bytes, tuple[PlanCall, Callable[[Any], None]]] = {}
         self._open: list[PlanCall] = []  # sent, not done: watched for the planner's loss
         self.planner = LivenessWatch(planner_timeout_s)
@@ -218,8 +220,7 @@ class PlanClient:
                 self._rejected[goal_id] = str(report.get("reason", ""))
                 while len(self._rejected) > REJECTIONS_KEPT:
                     self._rejected.popitem(last=False)
-            else:
-                self._rejections.append(report)
+            self._rejections.append(report)
 
     def _on_feedback(self, msg: Any) -> None:
         with self._lock:
@@ -237,9 +238,11 @@ class PlanClient:
             with self._lock:
                 if call is not None and call.goal_id in self._rejected:
                     return self._rejected[call.goal_id]
-                for r in self._rejections:
-                    # a planner that names no goal id: by robot and instruction (scene
-                    # updates are rejected on this topic too, with no instruction)
+                for r in reversed(self._rejections):
+                    if call is not None and r.get("goal_id"):
+                        continue  # it names another goal
+                    # a bare goal message, or a planner that names no goal id: by robot
+                    # and instruction (scene updates come here too, with none)
                     if (
                         r.get("robot_id") == message.robot_id
                         and r.get("instruction") == message.instruction
