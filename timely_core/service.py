@@ -32,7 +32,7 @@ from timely_core.scheduling.policies import Policy, make_policy
 from timely_core.service_config import ServiceConfig
 from timely_core.serving.admission import admit
 from timely_core.serving.execution_feedback import report_execution
-from timely_core.serving.generation import GenerationState
+from timely_core.serving.generation import Generation, GenerationState, SegmentRecord
 from timely_core.serving.loop import ServiceLoop
 from timely_core.serving.robots import (
     Robot,
@@ -176,15 +176,7 @@ class PlanningService:
         when its language learns (`execution_feedback`), also after the result."""
         state = self._state
         with state.lock:
-            generation = state.generations.get(task_id)
-            if generation is None:
-                raise UnknownTask(f"unknown task id {task_id!r}")
-            if not 0 <= index < len(generation.records):
-                raise ValueError(
-                    f"task {task_id!r} has no dispatched segment {index} "
-                    f"({len(generation.records)} dispatched)"
-                )
-            record = generation.records[index]
+            generation, record = self._dispatched(task_id, index)
             first_report = record.finished_at_s is None
             record.finished_at_s = (
                 state.clock.now() if finished_at_s is None else float(finished_at_s)
@@ -201,19 +193,24 @@ class PlanningService:
         segment) and moves the estimated end of its execution."""
         state = self._state
         with state.lock:
-            generation = state.generations.get(task_id)
-            if generation is None:
-                raise UnknownTask(f"unknown task id {task_id!r}")
-            if not 0 <= index < len(generation.records):
-                raise ValueError(
-                    f"task {task_id!r} has no dispatched segment {index} "
-                    f"({len(generation.records)} dispatched)"
-                )
-            record = generation.records[index]
+            generation, record = self._dispatched(task_id, index)
             at_s = state.clock.now() if started_at_s is None else float(started_at_s)
             record.dispatch_s = max(record.dispatch_s, at_s)
             if generation.gen_id in state.scheduler:
                 state.scheduler.set_ref(generation.gen_id, generation.segment_ref_s())
+
+    def _dispatched(self, task_id: str, index: int) -> tuple[Generation, SegmentRecord]:
+        """The task's generation and its dispatched segment `index` (call holding the
+        lock). Raises UnknownTask or ValueError naming what is missing."""
+        generation = self._state.generations.get(task_id)
+        if generation is None:
+            raise UnknownTask(f"unknown task id {task_id!r}")
+        if not 0 <= index < len(generation.records):
+            raise ValueError(
+                f"task {task_id!r} has no dispatched segment {index} "
+                f"({len(generation.records)} dispatched)"
+            )
+        return generation, generation.records[index]
 
     def cancel(self, task_id: str) -> None:
         """Stop a task and free its KV at once; its result says 'cancelled'."""

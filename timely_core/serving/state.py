@@ -16,7 +16,7 @@ import heapq
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from timely_core.clock import Clock
@@ -29,7 +29,7 @@ from timely_core.scheduling.scheduler import Scheduler
 from timely_core.service_config import ServiceConfig
 from timely_core.serving.engine_gate import EngineGate
 from timely_core.serving.generation import Generation, GenerationState
-from timely_core.serving.robots import Robot, StoredPrefix
+from timely_core.serving.robots import Robot, StoredPrefix, common_leading_ids
 from timely_core.serving.scenes import SceneBook
 from timely_core.task_handle import TaskHandle
 
@@ -151,7 +151,7 @@ class ServiceState:
             block = self.block_size
             robot = self.robots.get(generation.request.robot_id)
             stored_len = len(robot.prefix.shared_ids) if robot is not None else 0
-            if _common_length(prompt, scene.token_ids) // block > stored_len // block:
+            if len(common_leading_ids([prompt, scene.token_ids])) // block > stored_len // block:
                 return None
         if not stored:
             return None
@@ -225,12 +225,3 @@ class ServiceState:
                 deliveries, self.deliveries = self.deliveries, []
             for deliver in deliveries:
                 deliver()
-
-
-def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n

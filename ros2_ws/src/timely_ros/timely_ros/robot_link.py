@@ -115,10 +115,6 @@ class RobotLink:
         self._lock = threading.Lock()
         self._abandoned: list[Any] = []  # goal handles given up while the robot was silent
 
-    def responding(self) -> bool:
-        silent = self._silent_s()
-        return silent is None or silent <= self._timeout_s
-
     def robot_back(self) -> int:
         """The robot beats again (or restarted): stop again every segment given up
         while it was silent. Returns how many were told."""

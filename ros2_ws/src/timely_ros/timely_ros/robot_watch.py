@@ -41,9 +41,9 @@ class RobotWatch:
 
     def why_not_responding(self, robot_id: str) -> str | None:
         """Why a goal for `robot_id` cannot be dispatched now, or None if it can."""
-        silent = self.liveness.silent_s(robot_id)
-        if silent is None or silent <= self.liveness.timeout_s:
+        if self.liveness.responding(robot_id):
             return None
+        silent = self.liveness.silent_s(robot_id) or 0.0
         return f"robot {robot_id} is not responding (no heartbeat for {silent:.1f} s)"
 
     def _on_beat(self, beat: Beat) -> None:
