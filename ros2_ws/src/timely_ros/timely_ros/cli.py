@@ -7,6 +7,7 @@ timely scene --robot drone1 [--topic /drone1/scene] "a sofa, a cat under the tab
 timely status [--watch]
 timely cancel [GOAL_ID ...] [--robot drone1] [--all]
 timely approve [--deny] [--reason TEXT] [REQUEST_ID | --robot drone1 | --list]
+timely lifecycle get|configure|activate|deactivate|cleanup|shutdown
 timely demo [--config CONFIG.yaml] [--duration S] [--seed S]
 """
 
@@ -17,6 +18,8 @@ import sys
 from collections.abc import Sequence
 
 from timely_ros.config import ConfigError
+
+LIFECYCLE_COMMANDS = ("get", "configure", "activate", "deactivate", "cleanup", "shutdown")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,6 +74,12 @@ def _parser() -> argparse.ArgumentParser:
     approve.add_argument("--list", action="store_true", help="list the waiting segments")
     approve.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
 
+    lifecycle = sub.add_parser(
+        "lifecycle", help="the planner's lifecycle state (get), or a transition to take"
+    )
+    lifecycle.add_argument("transition", choices=LIFECYCLE_COMMANDS)
+    lifecycle.add_argument("--wait", type=float, default=5.0, help="seconds to wait for it")
+
     demo = sub.add_parser("demo", help="planner + simulated fleet + a short WID 1-style replay")
     demo.add_argument("--config", default=None, help="bring-up YAML (default: config/demo.yaml)")
     demo.add_argument("--duration", type=float, default=20.0, help="seconds of task arrivals")
@@ -124,6 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.wait,
                 args.namespace,
             )
+        if args.command == "lifecycle":
+            from timely_ros.lifecycle_cli import run_lifecycle
+
+            return run_lifecycle(args.transition, args.wait, args.namespace)
         from timely_ros.demo import run_demo
 
         return run_demo(config_path=args.config, duration_s=args.duration, seed=args.seed)

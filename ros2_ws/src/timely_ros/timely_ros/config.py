@@ -82,15 +82,25 @@ class RobotSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(pattern=ROBOT_ID_PATTERN)
-    type: Literal["drone", "arm"]
-    dispatch: bool = True  # the planner sends segments to the robot's ExecuteSkill server
-    executor_action: str = ""  # empty: /<id>/execute_skill
-    # std_msgs/String of what the robot perceives; prefilled ahead of its tasks, and
-    # the scene of a goal that carries none. Empty: /<id>/scene
-    scene_topic: str = ""
-    heartbeat_topic: str = ""  # the executor's heartbeat; empty: /<id>/heartbeat
-    # checked on every statement before it is sent (robot_models.safety_limits)
-    limits: SafetyLimits | None = None
+    type: Literal["drone", "arm"] = Field(description="robot type: its skills and plan language")
+    dispatch: bool = Field(
+        default=True, description="send segments to the robot's ExecuteSkill server"
+    )
+    executor_action: str = Field(
+        default="", description="the robot's ExecuteSkill action; empty: /<id>/execute_skill"
+    )
+    scene_topic: str = Field(
+        default="",
+        description="std_msgs/String of what the robot perceives, prefilled ahead of its "
+        "tasks and the scene of a goal that carries none; empty: /<id>/scene",
+    )
+    heartbeat_topic: str = Field(
+        default="", description="the executor's heartbeat; empty: /<id>/heartbeat"
+    )
+    limits: SafetyLimits | None = Field(
+        default=None,
+        description="checked on every statement before it is sent (robot_models.safety_limits)",
+    )
 
     @model_validator(mode="after")
     def _limits_fit_the_type(self) -> RobotSpec:
@@ -119,32 +129,91 @@ class PlannerParams(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    # `timely up` puts the planner in this namespace; `ros2 run`/launch decide with
-    # `-r __ns:=` / the launch file (the node's namespace wins)
-    namespace: str = Field(default=DEFAULT_NAMESPACE, pattern=NAMESPACE_PATTERN)
-    engine: Literal["torch", "simulated"] = "torch"
-    model_path: str = "robot_models/checkpoints/planner"
-    policy: Literal["timely", "fcfs", "stream", "segmented-fcfs", "edf", "priority"] = "timely"
-    kv_budget_mb: float = Field(default=64.0, gt=0, le=1_000_000)
-    max_queue: int = Field(default=256, ge=1, le=100_000)
-    max_active_goals: int = Field(default=64, ge=1, le=1024)
-    executor_wait_s: float = Field(default=2.0, gt=0, le=600)
-    status_period_s: float = Field(default=0.5, gt=0, le=1.0)
-    result_timeout_s: float = Field(default=120.0, gt=0)  # a goal that runs longer aborts
-    # a robot whose heartbeat stays away this long is declared gone: its goal ends,
-    # new goals for it are rejected until it beats again
-    robot_timeout_s: float = Field(default=2.0, gt=0, le=60)
-    # SQLite file journaling accepted goals and their progress; a restarted planner
-    # reports the goals its predecessor left open on /timely/interrupted. "": none
-    journal_path: str = ""
-    # published scenes: prefilled once they stand this long, within this share of KV
-    scene_debounce_s: float = Field(default=0.2, ge=0, le=60)
-    scene_kv_fraction: float = Field(default=0.25, ge=0, le=0.9)
-    grammar: bool = True  # decode each robot's plans under its grammar (valid by construction)
-    # a segment waiting for an operator's approval this long ends its goal, unsent
-    approval_timeout_s: float = Field(default=30.0, gt=0, le=3600)
-    seed: int = 0
-    robots: list[RobotSpec] = Field(min_length=1)
+    namespace: str = Field(
+        default=DEFAULT_NAMESPACE,
+        pattern=NAMESPACE_PATTERN,
+        description="where `timely up` puts the planner; ros2 run and launch files decide "
+        "with -r __ns:= (the node's namespace wins)",
+    )
+    engine: Literal["torch", "simulated"] = Field(
+        default="torch",
+        description="torch: the planner checkpoint on our paged-KV engine; simulated: "
+        "the data set's plans at the paper's latency",
+    )
+    model_path: str = Field(
+        default="robot_models/checkpoints/planner",
+        description="checkpoint folder (config.json, *.safetensors, tokenizer.json); "
+        "relative paths from the repository root",
+    )
+    policy: Literal["timely", "fcfs", "stream", "segmented-fcfs", "edf", "priority"] = Field(
+        default="timely", description="scheduling policy of the engine's compute"
+    )
+    kv_budget_mb: float = Field(
+        default=64.0, gt=0, le=1_000_000, description="device KV cache (MiB)"
+    )
+    max_queue: int = Field(
+        default=256, ge=1, le=100_000, description="tasks waiting for their first admission"
+    )
+    max_active_goals: int = Field(
+        default=64, ge=1, le=1024, description="goals accepted at once; more are rejected"
+    )
+    executor_wait_s: float = Field(
+        default=2.0, gt=0, le=600, description="bounded wait for a robot's ExecuteSkill server"
+    )
+    status_period_s: float = Field(
+        default=0.5, gt=0, le=1.0, description="period of the status and /diagnostics topics"
+    )
+    result_timeout_s: float = Field(
+        default=120.0, gt=0, description="a goal that runs longer is stopped and aborted"
+    )
+    robot_timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="a robot whose heartbeat stays away this long is declared gone: its "
+        "goal ends, new goals for it are rejected until it beats again",
+    )
+    journal_path: str = Field(
+        default="",
+        description="SQLite file journaling accepted goals and their progress; a restarted "
+        "planner reports the goals its predecessor left open on <ns>/interrupted; "
+        "empty: none",
+    )
+    scene_debounce_s: float = Field(
+        default=0.2,
+        ge=0,
+        le=60,
+        description="a published scene is prefilled once it stands this long",
+    )
+    scene_kv_fraction: float = Field(
+        default=0.25, ge=0, le=0.9, description="share of device KV prefilled scenes may hold"
+    )
+    grammar: bool = Field(
+        default=True,
+        description="decode each robot's plans under its grammar (valid by construction)",
+    )
+    approval_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="a segment waiting for an operator's approval this long ends its goal, unsent",
+    )
+    autostart: bool = Field(
+        default=True,
+        description="configure and activate at start-up; false: wait for a lifecycle manager "
+        "(timely lifecycle, ros2 lifecycle set)",
+    )
+    drain_timeout_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="on deactivate, how long active goals may run to their end before they "
+        "are cancelled",
+    )
+    seed: int = Field(default=0, description="seed of sampled decoding")
+    robots: list[RobotSpec] = Field(
+        min_length=1, description="ids of the robots served; each has its settings under its id"
+    )
 
     @model_validator(mode="after")
     def _unique_ids(self) -> PlannerParams:
@@ -167,18 +236,32 @@ class ExecutorParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     robot_id: str = Field(pattern=ROBOT_ID_PATTERN)
-    backend: Backend
-    time_scale: float = Field(default=1.0, gt=0, le=100)  # sim: wall time per modelled second
-    seed: int = 0
-    feedback_period_s: float = Field(default=0.1, gt=0, le=5)
-    tello_host: str = "192.168.10.1"
-    tello_port: int = Field(default=8889, ge=1, le=65535)
-    tello_timeout_s: int = Field(default=7, ge=1, le=120)  # djitellopy takes whole seconds
-    tello_retry_count: int = Field(default=1, ge=1, le=10)
-    # a planner whose heartbeat stays away this long (or that restarted) is gone: the
-    # robot stops the segment it was running for it. 0: never stop for that.
-    planner_timeout_s: float = Field(default=2.0, ge=0, le=60)
-    planner_namespace: str = Field(default=DEFAULT_NAMESPACE, pattern=NAMESPACE_PATTERN)
+    backend: Backend = Field(description="sim-drone, sim-arm (simulated) or tello (djitellopy)")
+    time_scale: float = Field(
+        default=1.0, gt=0, le=100, description="simulated backends: wall time per modelled second"
+    )
+    seed: int = Field(default=0, description="seed of the simulated execution times")
+    feedback_period_s: float = Field(
+        default=0.1, gt=0, le=5, description="period of ExecuteSkill feedback"
+    )
+    tello_host: str = Field(default="192.168.10.1", description="the Tello's SDK address")
+    tello_port: int = Field(default=8889, ge=1, le=65535, description="the Tello's SDK port")
+    tello_timeout_s: int = Field(
+        default=7, ge=1, le=120, description="per Tello command (whole seconds, as djitellopy)"
+    )
+    tello_retry_count: int = Field(default=1, ge=1, le=10, description="tries per Tello command")
+    planner_timeout_s: float = Field(
+        default=2.0,
+        ge=0,
+        le=60,
+        description="a planner whose heartbeat stays away this long (or that restarted) is "
+        "gone: the robot stops the segment it was running for it; 0: never stop for that",
+    )
+    planner_namespace: str = Field(
+        default=DEFAULT_NAMESPACE,
+        pattern=NAMESPACE_PATTERN,
+        description="the namespace of the planner whose heartbeat the robot follows",
+    )
 
     @property
     def robot_type(self) -> str:

@@ -28,11 +28,17 @@ def _status(
 
 
 def diagnostics(
-    status: ServiceStatus, params: PlannerParams, node_name: str, stamp: Time
+    status: ServiceStatus,
+    params: PlannerParams,
+    node_name: str,
+    stamp: Time,
+    lifecycle_state: str = "active",
 ) -> DiagnosticArray:
-    """One status for the planner (OK; WARN when the queue or the device KV is nearly
-    full) and one per robot (OK; ERROR when it stopped responding)."""
+    """One status for the planner (OK; WARN when it is not active, or the queue or the
+    device KV is nearly full) and one per robot (OK; ERROR when it stopped responding)."""
     warnings = []
+    if lifecycle_state != "active":
+        warnings.append(f"{lifecycle_state}: goals are rejected")
     if status.queue_length >= QUEUE_WARN_FRACTION * params.max_queue:
         warnings.append(f"queue {status.queue_length} of {params.max_queue}")
     if status.kv_device_used_fraction >= KV_WARN_FRACTION:
@@ -43,6 +49,7 @@ def diagnostics(
         "; ".join(warnings) or "serving",
         node_name,
         incarnation=status.incarnation,
+        lifecycle_state=lifecycle_state,
         engine=status.engine,
         policy=status.policy,
         queue_length=status.queue_length,
@@ -67,3 +74,15 @@ def diagnostics(
             )
         )
     return DiagnosticArray(header=Header(stamp=stamp), status=[planner, *robots])
+
+
+def unconfigured_diagnostics(node_name: str, stamp: Time, lifecycle_state: str) -> DiagnosticArray:
+    """The planner before configure (or after cleanup): no model, goals rejected."""
+    planner = _status(
+        DiagnosticStatus.WARN,
+        f"{node_name}: planner",
+        f"{lifecycle_state}: no model loaded, goals are rejected (timely lifecycle configure)",
+        node_name,
+        lifecycle_state=lifecycle_state,
+    )
+    return DiagnosticArray(header=Header(stamp=stamp), status=[planner])

@@ -70,7 +70,7 @@ class PlanJob:
         self._hooks = hooks
         self._wait_s = executor_wait_s
         self._result_timeout_s = result_timeout_s
-        self._timed_out = False
+        self._stop_reason: str | None = None  # set when the planner, not the client, stops it
         self.succeeded = False  # planned and, when dispatched, executed to the end
         self.goal_id = bytes(goal_handle.goal_id.uuid).hex()
         self._state = "waiting for the robot's executor" if self._link else "planning"
@@ -110,10 +110,17 @@ class PlanJob:
             f"mono={t0:.6f} generation_stopped_mono={t1:.6f}"
         )
 
-    def _expire(self) -> None:
-        """The goal ran past `result_timeout_s`: stop it like a cancel, end it aborted."""
-        self._timed_out = True
+    def stop(self, reason: str) -> None:
+        """Stop it like a cancel, but end the goal aborted with `reason`."""
+        self._stop_reason = reason
         self.cancel()
+
+    def _expire(self) -> None:
+        """The goal ran past `result_timeout_s`."""
+        self.stop(
+            f"timed out: no result within result_timeout_s={self._result_timeout_s:g} s; "
+            "planning and the robot were stopped"
+        )
 
     def execute(self) -> PlanTask.Result:
         timer = threading.Timer(self._result_timeout_s, self._expire)
@@ -126,12 +133,9 @@ class PlanJob:
             timer.cancel()
 
     def _cancelled(self) -> PlanTask.Result:
-        if self._timed_out and not self._goal_handle.is_cancel_requested:
+        if self._stop_reason is not None and not self._goal_handle.is_cancel_requested:
             self._goal_handle.abort()
-            return self._error(
-                f"timed out: no result within result_timeout_s={self._result_timeout_s:g} s; "
-                "planning and the robot were stopped"
-            )
+            return self._error(self._stop_reason)
         end_cancelled(self._goal_handle)
         return self._error("cancelled by the client")
 
@@ -276,7 +280,7 @@ class PlanJob:
             self.succeeded = True
         elif self._goal_handle.is_cancel_requested or self._run.cancelled.is_set():
             ended = self._cancelled()
-            if self._timed_out:
+            if self._stop_reason is not None:
                 msg.error = ended.error
         else:
             self._goal_handle.abort()

@@ -1,6 +1,12 @@
 """`timely_planner`: the PlanTask action server in front of the PlanningService.
 
-Modelled on rclpy's minimal action server. Goals are checked in the goal callback
+Modelled on rclpy's minimal action server, as a managed (lifecycle) node: configure
+loads the model and registers the robots, activate serves goals, deactivate drains
+(new goals are rejected, active ones run to their end within `drain_timeout_s`),
+cleanup unloads the model. With `autostart` (the default) it configures and
+activates itself at start-up; parameters are read again at each configure.
+
+Goals are checked in the goal callback
 (an invalid field, or a robot that stopped responding, is rejected before any
 planning, and the reason is published on /timely/rejections with the goal's id, and
 logged). The planner publishes its heartbeat and incarnation (`liveness`) and
@@ -14,6 +20,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from dataclasses import asdict
 from functools import partial
 from typing import Any
@@ -21,10 +28,12 @@ from typing import Any
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
 from pydantic import ValidationError
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.node import Node
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.parameter import Parameter
 from std_msgs.msg import String
 from timely_interfaces.action import PlanTask
 from timely_interfaces.msg import Segment as SegmentMsg
@@ -33,25 +42,32 @@ from timely_interfaces.msg import ServiceStatus
 from timely_ros.approval_desk import ApprovalAnswer, ApprovalDesk
 from timely_ros.config import (
     PLANNER_NODE,
+    ConfigError,
     PlannerNames,
     PlannerParams,
     planner_params,
 )
-from timely_ros.diagnostics import diagnostics
+from timely_ros.diagnostics import diagnostics, unconfigured_diagnostics
 from timely_ros.goal_journal import GoalJournal
 from timely_ros.goals import CheckedGoal, GoalError, check_goal
 from timely_ros.identified_action_server import IdentifiedActionServer
 from timely_ros.liveness import new_incarnation, publish_heartbeats
 from timely_ros.node_main import run_node
 from timely_ros.node_params import node_parameters
+from timely_ros.param_descriptors import declare_planner_parameters
 from timely_ros.plan_job import JobHooks, PlanJob
 from timely_ros.qos import DEEP, LATCHED, LATEST, REPORTS, TOPIC, action_server_qos
 from timely_ros.robot_link import RobotLink
 from timely_ros.robot_watch import RobotWatch
 from timely_ros.status import GoalCounts, RobotState, status_msg
 
+SUCCESS = TransitionCallbackReturn.SUCCESS
+FAILURE = TransitionCallbackReturn.FAILURE
+# settings the node's topics, action and robot links are built from, at start-up
+FLEET_FIELDS = ("namespace", "robots")
 
-class PlannerNode(Node):
+
+class PlannerNode(LifecycleNode):
     def __init__(self, service: Any = None, **node_kwargs: Any) -> None:
         node_kwargs.setdefault("namespace", f"/{PlannerNames().namespace}")
         super().__init__(
@@ -60,12 +76,13 @@ class PlannerNode(Node):
         names = PlannerNames(self.get_namespace())  # relative names resolve under it
         self._lock = threading.Lock()
         self._jobs: dict[bytes, PlanJob] = {}
+        declare_planner_parameters(self)
         self.params: PlannerParams = planner_params(node_parameters(self))
-        if service is None:
-            from timely_ros.service_factory import build_service
-
-            service = build_service(self.params)
-        self.service = service
+        self._given_service = service
+        self.service: Any = None  # built by configure
+        self._state = "unconfigured"  # this node's lifecycle state, for reports
+        self._configure_error: Exception | None = None
+        self._pending_scenes: dict[str, str] = {}  # published before configure
         self._checked: dict[int, CheckedGoal] = {}
         self._rejected = 0
         self._succeeded = 0
@@ -133,12 +150,121 @@ class PlannerNode(Node):
             self._publish_status,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
-        self.service.start()
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        if self.params.autostart:
+            if self.trigger_configure() != SUCCESS:
+                error = self._configure_error or RuntimeError("the planner failed to configure")
+                self.destroy_node()
+                raise error
+            self.trigger_activate()
+        else:
+            self.get_logger().info(
+                f"planner {self.get_fully_qualified_name()} unconfigured (autostart false): "
+                "waiting for configure and activate (timely lifecycle, ros2 lifecycle set)"
+            )
+
+    # ------------------------------------------------------------ lifecycle
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Read the parameters again, load the model, register the robots."""
+        try:
+            params = planner_params(node_parameters(self))
+            changed = [f for f in FLEET_FIELDS if getattr(params, f) != getattr(self.params, f)]
+            if changed:
+                raise ConfigError(
+                    f"{', '.join(changed)} changed since start-up: the planner's topics and "
+                    "robot links are built from them; restart the planner to apply"
+                )
+            service = self._given_service
+            if service is None:
+                from timely_ros.service_factory import build_service
+
+                service = build_service(params)
+        except Exception as err:  # a failed configure leaves the node unconfigured
+            self._configure_error = err
+            self.get_logger().error(f"configure failed: {err}")
+            return FAILURE
+        self.params = params
+        with self._lock:
+            scenes, self._pending_scenes = self._pending_scenes, {}
+            self.service = service
+            self._state = "inactive"
+        for robot_id, scene in scenes.items():
+            self._apply_scene(robot_id, scene)
         robots_text = ", ".join(f"{r.id} ({r.type})" for r in self.params.robots)
         self.get_logger().info(
-            f"planner {self.get_fully_qualified_name()} up (incarnation {self.incarnation}): "
-            f"engine {self.params.engine}, "
-            f"policy {self.params.policy}, robots {robots_text}"
+            f"planner {self.get_fully_qualified_name()} configured (incarnation "
+            f"{self.incarnation}): engine {self.params.engine}, policy {self.params.policy}, "
+            f"robots {robots_text}"
+        )
+        return SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.service.start()
+        with self._lock:
+            self._state = "active"
+        self.get_logger().info(f"planner {self.get_fully_qualified_name()} up: serving goals")
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Drain: reject new goals, let active ones end within `drain_timeout_s`, then
+        stop the rest (aborted, with the reason) and the scheduling loop."""
+        with self._lock:
+            self._state = "inactive"
+            active = len(self._jobs) + len(self._checked)
+        timeout_s = self.params.drain_timeout_s
+        self.get_logger().info(
+            f"deactivating: draining {active} active goal(s) (at most {timeout_s:g} s)"
+        )
+        if not self._wait_for_goals(timeout_s):
+            with self._lock:
+                jobs = list(self._jobs.values())
+            for job in jobs:
+                job.stop(f"planner deactivated: the goal did not end within {timeout_s:g} s")
+            self._wait_for_goals(10.0)
+        self.service.stop()
+        self.get_logger().info(f"planner {self.get_fully_qualified_name()} inactive")
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Unload the model (the engine and its KV go with the service)."""
+        with self._lock:
+            service, self.service = self.service, None
+            self._state = "unconfigured"
+        if service is not None:
+            service.stop()
+        self.get_logger().info(f"planner {self.get_fully_qualified_name()} unconfigured")
+        return SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_everything()
+        with self._lock:
+            self._state = "finalized"
+        return SUCCESS
+
+    def _wait_for_goals(self, timeout_s: float) -> bool:
+        """Whether every accepted goal ended within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._jobs and not self._checked:
+                    return True
+            time.sleep(0.02)
+        with self._lock:
+            return not self._jobs and not self._checked
+
+    def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
+        """Parameters are read at configure: changing them while configured would
+        not take effect, so it is refused (clean up first)."""
+        with self._lock:
+            state = self._state
+        if state == "unconfigured":
+            return SetParametersResult(successful=True)
+        names = ", ".join(p.name for p in parameters)
+        return SetParametersResult(
+            successful=False,
+            reason=f"{names}: the planner reads its parameters at configure and is {state}; "
+            "deactivate and clean it up (timely lifecycle), set them, then configure",
         )
 
     def _open_journal(self, names: PlannerNames) -> GoalJournal | None:
@@ -169,13 +295,20 @@ class PlannerNode(Node):
 
     def _on_goal(self, goal: PlanTask.Goal) -> GoalResponse:
         try:
+            with self._lock:
+                state, service = self._state, self.service
+            if state != "active":
+                raise GoalError(
+                    f"planner {self.get_fully_qualified_name()} is {state}: it accepts goals "
+                    "only when active (timely lifecycle activate)"
+                )
             checked = check_goal(goal, self.params)
             silent = self._watch.why_not_responding(checked.robot.id)
             if checked.dispatch and silent is not None:
                 raise GoalError(silent)
-            knows = getattr(self.service.engine, "knows", None)
+            knows = getattr(service.engine, "knows", None)
             request = checked.request
-            scene = request.scene or self.service.scene(checked.robot.id)
+            scene = request.scene or service.scene(checked.robot.id)
             if knows is not None and not knows(checked.robot.type, scene, request.instruction):
                 raise GoalError(
                     f"instruction {request.instruction!r} (scene {scene!r}): the "
@@ -204,8 +337,15 @@ class PlannerNode(Node):
         return GoalResponse.ACCEPT
 
     def _on_scene(self, robot_id: str, msg: String) -> None:
+        with self._lock:
+            if self.service is None:  # kept for the service configure builds
+                self._pending_scenes[robot_id] = msg.data
+                return
+        self._apply_scene(robot_id, msg.data)
+
+    def _apply_scene(self, robot_id: str, scene: str) -> None:
         try:
-            self.service.publish_scene(robot_id, msg.data)
+            self.service.publish_scene(robot_id, scene)
         except ValidationError as err:
             problems = "; ".join(e["msg"] for e in err.errors())
             reason = json.dumps({"robot_id": robot_id, "scene_update": True, "reason": problems})
@@ -239,8 +379,12 @@ class PlannerNode(Node):
             checked = self._checked.pop(id(goal_handle.request), None)
         if checked is None:  # cannot happen for goals that passed _on_goal
             checked = check_goal(goal_handle.request, self.params)
+        service = self.service
+        if service is None:  # cleaned up between acceptance and execution
+            goal_handle.abort()
+            return PlanTask.Result(success=False, error="the planner was cleaned up")
         job = PlanJob(
-            self.service,
+            service,
             goal_handle,
             checked,
             self._links.get(checked.robot.id),
@@ -273,9 +417,15 @@ class PlannerNode(Node):
         with self._lock:
             goals = GoalCounts(rejected=self._rejected, succeeded=self._succeeded)
             robots = self._robot_states()
-        memory = getattr(self.service.engine, "memory", None)
+            service, state = self.service, self._state
+        if service is None:  # unconfigured: no model, nothing to report but that
+            self._diagnostics_pub.publish(
+                unconfigured_diagnostics(self.get_fully_qualified_name(), self._stamp(), state)
+            )
+            return
+        memory = getattr(service.engine, "memory", None)
         status = status_msg(
-            self.service.stats(),
+            service.stats(),
             memory() if memory is not None else None,
             self.params,
             goals,
@@ -286,7 +436,7 @@ class PlannerNode(Node):
         )
         self._status_pub.publish(status)
         self._diagnostics_pub.publish(
-            diagnostics(status, self.params, self.get_fully_qualified_name(), status.stamp)
+            diagnostics(status, self.params, self.get_fully_qualified_name(), status.stamp, state)
         )
 
     def _robot_states(self) -> list[RobotState]:
@@ -307,13 +457,18 @@ class PlannerNode(Node):
             states.append(RobotState(robot.id, state, goal_id))
         return states
 
-    def destroy_node(self) -> None:
+    def _stop_everything(self) -> None:
         with self._lock:
             jobs = list(self._jobs.values())
+            service = self.service
         for job in jobs:
             job.cancel()
-        if hasattr(self, "service"):  # not when building it failed
-            self.service.stop()
+        if service is not None:
+            service.stop()
+
+    def destroy_node(self) -> None:
+        if hasattr(self, "_jobs"):  # not when the constructor failed early
+            self._stop_everything()
         journal: GoalJournal | None = getattr(self, "_journal", None)
         if journal is not None:
             journal.close()

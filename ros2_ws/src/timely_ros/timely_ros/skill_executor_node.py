@@ -44,6 +44,7 @@ from timely_ros.liveness import (
 )
 from timely_ros.node_main import run_node
 from timely_ros.node_params import node_parameters
+from timely_ros.param_descriptors import declare_executor_parameters
 from timely_ros.qos import action_server_qos
 from timely_ros.segment_runner import CallProgress, SegmentRunner, SegmentStopped
 from timely_ros.skill_text import ArgumentError, parse_arg
@@ -56,6 +57,7 @@ class SkillExecutorNode(Node):
         super().__init__(
             EXECUTOR_NODE, automatically_declare_parameters_from_overrides=True, **node_kwargs
         )
+        declare_executor_parameters(self)
         raw = node_parameters(self)
         robot_id = str(raw.pop("robot_id", "") or self.get_namespace().strip("/"))
         self.params: ExecutorParams = executor_params(robot_id, raw)
