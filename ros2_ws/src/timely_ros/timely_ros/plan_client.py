@@ -104,8 +104,11 @@ SegmentFn = Callable[[PlanCall, SegmentMsg], None]
 # Feedback travels on a topic and the result on a service, and rclpy's action client
 # handles a ready result before ready feedback, then forgets the goal's feedback
 # callback: a last segment published just before the result would be dropped. So
-# the client subscribes to the action's feedback topic itself, and a call is done
-# once it holds every segment the result counts, or this long after the result.
+# the client subscribes to the action's feedback topic itself, and the result repeats
+# every segment: a call is done when the result arrives, the segments whose feedback
+# is late taken from it (and the late feedback ignored). A planner whose result
+# carries no segments (an older one): done once every segment the result counts has
+# arrived, or this long after the result.
 LATE_FEEDBACK_GRACE_S = 2.0
 DEFAULT_PLANNER_TIMEOUT_S = 2.0  # the planner's heartbeat absent this long: it is gone
 WATCH_PERIOD_S = 0.1
@@ -260,11 +263,18 @@ class PlanClient:
             if call.result is not None and len(call.segments) >= call.result.segment_count:
                 call.done.set()
 
+        def add_segment(segment: SegmentMsg) -> bool:  # holding `lock`
+            if any(s.index == segment.index for s in call.segments):
+                return False  # a feedback after the result repeated it
+            call.segments.append(segment)
+            call.segment_times.append(time.monotonic())
+            return True
+
         def feedback(msg: Any) -> None:
             segment: SegmentMsg = msg.feedback.segment
             with lock:
-                call.segments.append(segment)
-                call.segment_times.append(time.monotonic())
+                if call.done.is_set() or not add_segment(segment):
+                    return
             if on_segment is not None:
                 on_segment(call, segment)
             with lock:
@@ -273,9 +283,23 @@ class PlanClient:
         def result(future: Any) -> None:
             response = future.result()
             with lock:
+                late = [s for s in response.result.segments if add_segment(s)]
+                if late:  # in index order, each with its arrival time
+                    pairs = sorted(
+                        zip(call.segments, call.segment_times, strict=True),
+                        key=lambda pair: pair[0].index,
+                    )
+                    call.segments = [seg for seg, _ in pairs]
+                    call.segment_times = [t for _, t in pairs]
+            if on_segment is not None:
+                for segment in late:
+                    on_segment(call, segment)
+            with lock:
                 call.result = response.result
                 call.status = response.status
                 call.finished_at = time.monotonic()
+                if response.result.segments:
+                    call.done.set()  # every segment is here
                 complete_if_all_segments()
             if not call.done.is_set():
                 timer = threading.Timer(LATE_FEEDBACK_GRACE_S, call.done.set)

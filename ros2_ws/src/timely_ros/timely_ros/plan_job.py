@@ -70,6 +70,7 @@ class PlanJob:
         self._hooks = hooks
         self._wait_s = executor_wait_s
         self._result_timeout_s = result_timeout_s
+        self._streamed: list[SegmentMsg] = []  # sent as feedback; the result repeats them
         self._stop_reason: str | None = None  # set when the planner, not the client, stops it
         self.succeeded = False  # planned and, when dispatched, executed to the end
         self.goal_id = bytes(goal_handle.goal_id.uuid).hex()
@@ -185,6 +186,7 @@ class PlanJob:
         """Stream one segment and, when dispatching, run it on the robot.
         Returns the robot's reason when it did not complete the segment."""
         msg = segment_msg(segment, self._hooks.now_stamp())
+        self._streamed.append(msg)
         self._goal_handle.publish_feedback(PlanTask.Feedback(segment=msg))
         self._hooks.publish_segment(msg)
         if self._link is None:
@@ -274,6 +276,7 @@ class PlanJob:
             waiting_time_s=float(result.waiting_time_s),
             utility=float(result.utility),
             error=result.error,
+            segments=list(self._streamed),
         )
         if result.success:
             self._goal_handle.succeed()
@@ -286,6 +289,5 @@ class PlanJob:
             self._goal_handle.abort()
         return msg
 
-    @staticmethod
-    def _error(message: str) -> PlanTask.Result:
-        return PlanTask.Result(success=False, error=message)
+    def _error(self, message: str) -> PlanTask.Result:
+        return PlanTask.Result(success=False, error=message, segments=list(self._streamed))
