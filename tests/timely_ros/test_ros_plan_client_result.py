@@ -80,3 +80,23 @@ def test_the_result_completes_the_call_with_every_segment_once(
     threading.Event().wait(0.3)
     assert [s.index for s in call.segments] == [0, 1, 2] and sorted(seen) == [0, 1, 2]
     planner.server.destroy()
+
+
+@pytest.mark.ros
+def test_a_long_lived_client_keeps_no_future_per_goal(ros_client: RosClient) -> None:
+    """rclpy 9.1.2 leaks a future per goal sent (ros2/rclpy#1532); the executor walks
+    them on every action event, so a long-lived client slowed down with every goal.
+    Ours holds only the futures of requests still in flight."""
+    from timely_ros.plan_client import PlanClient, make_goal
+
+    FakePlanner(ros_client, streamed=3)
+    client = PlanClient(ros_client.node, namespace=NAMESPACE)
+    assert client.wait_for_server(30)
+    for _ in range(5):
+        calls = [client.send(make_goal("drone1", "turn around", robot_type="drone"))
+                 for _ in range(20)]  # fmt: skip
+        for call in calls:
+            assert call.done.wait(30)
+    futures = client._client._futures
+    # after 100 goals, at most the last goal's result request may still be in flight
+    assert len(futures) <= 2, f"{len(futures)} futures kept after 100 goals"

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rclpy.action import ActionClient
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from std_msgs.msg import String
@@ -30,6 +29,7 @@ from timely_interfaces.msg import Segment as SegmentMsg
 from timely_interfaces.msg import Tuf as TufMsg
 from unique_identifier_msgs.msg import UUID
 
+from timely_ros.action_client import ActionClient
 from timely_ros.config import DEFAULT_NAMESPACE, planner_names
 from timely_ros.liveness import Beat, LivenessWatch, watch_heartbeats
 from timely_ros.qos import DEEP, REPORTS, action_client_qos
@@ -128,7 +128,7 @@ class PlanClient:
         self.node = node
         names = planner_names(namespace)
         action_name = names.absolute(names.plan_task)
-        self._client: ActionClient[Any, Any, Any] = ActionClient(
+        self._client: ActionClient = ActionClient(
             node, PlanTask, action_name, **action_client_qos()
         )
         self._lock = threading.Lock()

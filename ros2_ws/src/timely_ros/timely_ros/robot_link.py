@@ -18,13 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rclpy.action import ActionClient
 from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node
 from rclpy.task import Future
 from timely_interfaces.action import ExecuteSkill
 from timely_interfaces.msg import Segment as SegmentMsg
 
+from timely_ros.action_client import ActionClient
 from timely_ros.config import RobotSpec
 from timely_ros.qos import action_client_qos
 
@@ -107,7 +107,7 @@ class RobotLink:
         """`silent_s`: seconds since the robot's last heartbeat (None: it sends none,
         then only its action server's presence tells); past `timeout_s` it is gone."""
         self.robot = robot
-        self._client: ActionClient[Any, Any, Any] = ActionClient(
+        self._client: ActionClient = ActionClient(
             node, ExecuteSkill, robot.action_name, callback_group=group, **action_client_qos()
         )
         self._silent_s = silent_s
