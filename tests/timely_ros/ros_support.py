@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from timely_ros.checkpoint import planner_checkpoint  # noqa: F401 - re-exported for tests
+from timely_ros.checkpoint import planner_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 PKG = REPO / "ros2_ws" / "src" / "timely_ros"
@@ -159,3 +159,33 @@ def planner_entry(robots: dict[str, str], **params: Any) -> dict[str, Any]:
 
 
 StartNodes = Callable[..., NodeProcess]  # the node_processes fixture
+
+
+def sim_planner_entry(
+    tmp_path: Path, robots: dict[str, str] | None = None, **params: Any
+) -> dict[str, Any]:
+    """A planner on the simulated engine (the data set's plans at the paper's
+    latency), serving `robots` (default: the arm `arm1`)."""
+    return planner_entry(
+        robots or {"arm1": "arm"},
+        engine="simulated",
+        model_path=str(planner_checkpoint(tmp_path)),
+        kv_budget_mb=4096.0,
+        **params,
+    )
+
+
+def start_arm_and_planner(
+    start: StartNodes,
+    tmp_path: Path,
+    *,
+    time_scale: float,
+    robots: dict[str, str] | None = None,
+    **params: Any,
+) -> tuple[NodeProcess, NodeProcess]:
+    """The simulated arm `arm1` and a simulated-engine planner, each in its own
+    process (`timely up --only ...`); (robot, planner) once the robot is ready."""
+    robot = start(executor_entry("arm1", "sim-arm", time_scale=time_scale), "executors", "arm")
+    planner = start(sim_planner_entry(tmp_path, robots, **params), "planner", "planner")
+    robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
+    return robot, planner

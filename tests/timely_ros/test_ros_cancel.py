@@ -13,8 +13,8 @@ from tests.timely_ros.ros_support import (
     StartNodes,
     executor_entry,
     lrtrace_goal_fields,
-    planner_checkpoint,
-    planner_entry,
+    sim_planner_entry,
+    start_arm_and_planner,
     wait_until,
 )
 
@@ -29,13 +29,7 @@ def test_cancel_mid_plan_stops_generation_and_robot(
     from timely_ros.plan_client import PlanClient, make_goal
     from timely_ros.qos import TOPIC
 
-    planner = planner_entry(
-        {"arm1": "arm"},
-        engine="simulated",
-        model_path=str(planner_checkpoint(tmp_path)),
-        kv_budget_mb=4096.0,
-        status_period_s=0.2,
-    )
+    planner = sim_planner_entry(tmp_path, status_period_s=0.2)
     robot = node_processes(executor_entry("arm1", "sim-arm", time_scale=0.3), "executors", "arm")
     planner_proc = node_processes(planner, "planner", "planner")
     statuses: list[ServiceStatus] = []
@@ -111,17 +105,9 @@ def test_robot_going_away_mid_plan_ends_the_task(
     from action_msgs.msg import GoalStatus
     from timely_ros.plan_client import PlanClient, make_goal
 
-    planner = planner_entry(
-        {"arm1": "arm"},
-        engine="simulated",
-        model_path=str(planner_checkpoint(tmp_path)),
-        kv_budget_mb=4096.0,
-    )
-    robot = node_processes(executor_entry("arm1", "sim-arm", time_scale=1.0), "executors", "arm")
-    planner_proc = node_processes(planner, "planner", "planner")
+    robot, planner_proc = start_arm_and_planner(node_processes, tmp_path, time_scale=1.0)
     client = PlanClient(ros_client.node)
     assert client.wait_for_server(60), planner_proc.output()
-    robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
     task = lrtrace_goal_fields(10)
     call = client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))
     wait_until(lambda: len(call.segments) >= 1, 60, "the first segment")

@@ -15,8 +15,7 @@ from tests.timely_ros.ros_support import (
     StartNodes,
     executor_entry,
     lrtrace_goal_fields,
-    planner_checkpoint,
-    planner_entry,
+    sim_planner_entry,
     wait_until,
 )
 
@@ -62,13 +61,7 @@ def test_a_restarted_planner_reports_the_goals_it_lost(
 ) -> None:
     from timely_ros.plan_client import PlanClient, make_goal
 
-    planner = planner_entry(
-        {"arm1": "arm"},
-        engine="simulated",
-        model_path=str(planner_checkpoint(tmp_path)),
-        kv_budget_mb=4096.0,
-        journal_path=str(tmp_path / "journal" / "goals.sqlite"),
-    )
+    planner = sim_planner_entry(tmp_path, journal_path=str(tmp_path / "journal" / "goals.sqlite"))
     robot = node_processes(executor_entry("arm1", "sim-arm", time_scale=3.0), "executors", "arm")
     first = node_processes(planner, "planner", "planner")
     robot.wait_for_output("robot arm1: sim-arm executor ready", 60)

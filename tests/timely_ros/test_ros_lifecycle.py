@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,11 +18,9 @@ from tests.timely_ros.ros_support import (
     REPO,
     RosClient,
     StartNodes,
-    executor_entry,
     lrtrace_goal_fields,
-    planner_checkpoint,
-    planner_entry,
     ros_env,
+    start_arm_and_planner,
     wait_until,
 )
 
@@ -45,7 +44,7 @@ def _set_policy(client: RosClient, value: str) -> tuple[bool, str]:
     from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
     from rcl_interfaces.srv import SetParameters
 
-    service = client.node.create_client(SetParameters, f"{PLANNER}/set_parameters")
+    service: Any = client.node.create_client(SetParameters, f"{PLANNER}/set_parameters")
     assert service.wait_for_service(timeout_sec=30)
     request = SetParameters.Request(
         parameters=[
@@ -55,7 +54,7 @@ def _set_policy(client: RosClient, value: str) -> tuple[bool, str]:
             )
         ]
     )
-    future = service.call_async(request)
+    future: Any = service.call_async(request)
     done = threading.Event()
     future.add_done_callback(lambda _f: done.set())
     assert done.wait(30), "no answer from set_parameters"
@@ -71,17 +70,9 @@ def test_lifecycle_configure_activate_drain_cleanup(
     from action_msgs.msg import GoalStatus
     from timely_ros.plan_client import PlanClient, make_goal
 
-    planner = planner_entry(
-        {"arm1": "arm"},
-        engine="simulated",
-        model_path=str(planner_checkpoint(tmp_path)),
-        kv_budget_mb=4096.0,
-        autostart=False,
-        drain_timeout_s=60.0,
+    _robot, proc = start_arm_and_planner(
+        node_processes, tmp_path, time_scale=1.5, autostart=False, drain_timeout_s=60.0
     )
-    robot = node_processes(executor_entry("arm1", "sim-arm", time_scale=1.5), "executors", "arm")
-    proc = node_processes(planner, "planner", "planner")
-    robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
     proc.wait_for_output("unconfigured \\(autostart false\\)", 60)
     assert "configured (incarnation" not in proc.output()  # no model loaded yet
 
@@ -149,17 +140,10 @@ def test_deactivate_stops_goals_that_outlast_the_drain(
     from action_msgs.msg import GoalStatus
     from timely_ros.plan_client import PlanClient, make_goal
 
-    planner = planner_entry(
-        {"arm1": "arm"},
-        engine="simulated",
-        model_path=str(planner_checkpoint(tmp_path)),
-        kv_budget_mb=4096.0,
-        drain_timeout_s=0.5,
-    )
     # a slow robot: its plan cannot end within the drain
-    robot = node_processes(executor_entry("arm1", "sim-arm", time_scale=5.0), "executors", "arm")
-    proc = node_processes(planner, "planner", "planner")
-    robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
+    robot, proc = start_arm_and_planner(
+        node_processes, tmp_path, time_scale=5.0, drain_timeout_s=0.5
+    )
     client = PlanClient(ros_client.node)
     assert client.wait_for_server(60), proc.output()
     task = lrtrace_goal_fields(10)

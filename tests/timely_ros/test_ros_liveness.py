@@ -20,10 +20,9 @@ from tests.timely_ros.ros_support import (
     NodeProcess,
     RosClient,
     StartNodes,
-    executor_entry,
     lrtrace_goal_fields,
-    planner_checkpoint,
-    planner_entry,
+    sim_planner_entry,
+    start_arm_and_planner,
     wait_until,
 )
 
@@ -34,21 +33,13 @@ SLOW = 3.0  # wall seconds per modelled second: a segment outlasts every bound h
 
 
 def _planner(tmp_path: Path, **params: Any) -> dict[str, Any]:
-    return planner_entry(
-        {"arm1": "arm"},
-        engine="simulated",
-        model_path=str(planner_checkpoint(tmp_path)),
-        kv_budget_mb=4096.0,
-        status_period_s=0.2,
-        **params,
-    )
+    return sim_planner_entry(tmp_path, status_period_s=0.2, **params)
 
 
 def _start(node_processes: StartNodes, tmp_path: Path, **params: Any) -> tuple[Any, Any]:
-    robot = node_processes(executor_entry("arm1", "sim-arm", time_scale=SLOW), "executors", "arm")
-    planner = node_processes(_planner(tmp_path, **params), "planner", "planner")
-    robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
-    return robot, planner
+    return start_arm_and_planner(
+        node_processes, tmp_path, time_scale=SLOW, status_period_s=0.2, **params
+    )
 
 
 def _resume(proc: NodeProcess) -> None:

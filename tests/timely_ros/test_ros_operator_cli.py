@@ -13,11 +13,9 @@ from tests.timely_ros.ros_support import (
     REPO,
     RosClient,
     StartNodes,
-    executor_entry,
     lrtrace_goal_fields,
-    planner_checkpoint,
-    planner_entry,
     ros_env,
+    start_arm_and_planner,
     wait_until,
 )
 
@@ -68,16 +66,13 @@ def test_status_and_cancel_from_the_command_line(
     from action_msgs.msg import GoalStatus
     from timely_ros.plan_client import PlanClient, make_goal
 
-    planner = planner_entry(
-        {"arm1": "arm", "drone1": "drone"},
-        engine="simulated",
-        model_path=str(planner_checkpoint(tmp_path)),
-        kv_budget_mb=4096.0,
+    robot, planner_proc = start_arm_and_planner(
+        node_processes,
+        tmp_path,
+        time_scale=3.0,
+        robots={"arm1": "arm", "drone1": "drone"},
         status_period_s=0.2,
     )
-    robot = node_processes(executor_entry("arm1", "sim-arm", time_scale=3.0), "executors", "arm")
-    planner_proc = node_processes(planner, "planner", "planner")
-    robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
     client = PlanClient(ros_client.node)
     assert client.wait_for_server(60), planner_proc.output()
     task = lrtrace_goal_fields(10)

@@ -25,11 +25,9 @@ from tests.timely_ros.ros_support import (
     REPO,
     RosClient,
     StartNodes,
-    executor_entry,
     lrtrace_goal_fields,
-    planner_checkpoint,
-    planner_entry,
     ros_env,
+    start_arm_and_planner,
     wait_until,
 )
 
@@ -37,20 +35,14 @@ pytestmark = pytest.mark.ros
 
 
 def _fleet(node_processes: StartNodes, tmp_path: Path, time_scale: float = 1.0) -> tuple:
-    planner = planner_entry(
-        {"arm1": "arm", "drone1": "drone"},
-        engine="simulated",
-        model_path=str(planner_checkpoint(tmp_path)),
-        kv_budget_mb=4096.0,
+    return start_arm_and_planner(
+        node_processes,
+        tmp_path,
+        time_scale=time_scale,
+        robots={"arm1": "arm", "drone1": "drone"},
         status_period_s=0.2,
         drone1={"type": "drone", "dispatch": False},
     )
-    robot = node_processes(
-        executor_entry("arm1", "sim-arm", time_scale=time_scale), "executors", "arm"
-    )
-    planner_proc = node_processes(planner, "planner", "planner")
-    robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
-    return robot, planner_proc
 
 
 def test_cancels_at_every_point_stop_the_robot(

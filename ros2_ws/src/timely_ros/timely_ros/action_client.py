@@ -22,15 +22,14 @@ class ActionClient(RclpyActionClient[Any, Any, Any]):
     def send_goal_async(self, goal: Any, *args: Any, **kwargs: Any) -> Any:
         future = super().send_goal_async(goal, *args, **kwargs)
         with self._lock:
-            waited_on = {
-                id(f)
-                for pending in (
-                    self._pending_goal_requests,
-                    self._pending_cancel_requests,
-                    self._pending_result_requests,
-                )
-                for f in pending.values()
-            }
+            # rclpy's done callbacks delete from these dicts without the lock: iterate
+            # copies (dict.copy is one C call under the GIL)
+            pending = (
+                self._pending_goal_requests.copy(),
+                self._pending_cancel_requests.copy(),
+                self._pending_result_requests.copy(),
+            )
+            waited_on = {id(f) for requests in pending for f in requests.values()}
             # a new list: an executor thread may be iterating the old one
             self._futures = [f for f in self._futures if id(f) in waited_on or f is future]
         return future
