@@ -58,3 +58,37 @@ class Faulty(ToolPlugin):
 
 class NotAPlugin:
     skills = frozenset({"x"})
+
+
+class KnownObjects(ToolPlugin):
+    """Validates object arguments against `options["known"]`, argument by argument."""
+
+    skills = frozenset({"pick", "place", "search"})
+    partial = True
+    validates = True
+
+    def on_partial(self, call: ToolCall) -> ToolReply:
+        return self._check(call)
+
+    def on_call(self, call: ToolCall) -> ToolReply:
+        return self._check(call)
+
+    def _check(self, call: ToolCall) -> ToolReply:
+        known = set(self.options["known"])
+        for i, value in enumerate(call.args):
+            if isinstance(value, str) and value not in known:
+                return ToolReply.error(f"{value!r} is not in the scene", argument=i)
+        return ToolReply.ok()
+
+
+class Look(ToolPlugin):
+    """Observes: answers `search(obj)` with where the object is; crashes on 'bomb'.
+    It validates, so a statement with `search` waits for its answer."""
+
+    skills = frozenset({"search"})
+    validates = True
+
+    def on_call(self, call: ToolCall) -> ToolReply:
+        if call.args[0] == "bomb":
+            os._exit(9)
+        return ToolReply.observes(f"{call.args[0]} is on the table")
