@@ -49,7 +49,8 @@ class SegmentDispatch:
         try:
             new = self._segment(generation, output)
             text = generation.segmenter.text  # tools see calls as they stream (Conveyor)
-            state.tools.on_decoded(generation.task_id, generation.robot_id, text, bool(new))
+            scene = generation.request.scene
+            state.tools.on_decoded(generation.task_id, generation.robot_id, scene, text, bool(new))
         except SegmentationError as exc:  # also a tool's error (ToolRejected)
             self._on_cuts(generation, held, now, plan_ended=False)  # it was valid
             state.fail(generation, str(exc))

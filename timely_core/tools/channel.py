@@ -81,6 +81,7 @@ def call_to_wire(request_id: int, call: ToolCall) -> dict[str, Any]:
         "args": [_arg_to_wire(a) for a in call.args],
         "complete": call.complete,
         "text": call.text,
+        "scene": call.scene,
     }
 
 
@@ -93,6 +94,7 @@ def call_from_wire(message: dict[str, Any]) -> ToolCall:
         args=tuple(_arg_from_wire(a) for a in message["args"]),
         complete=bool(message["complete"]),
         text=str(message["text"]),
+        scene=str(message.get("scene", "")),
     )
 
 

@@ -38,6 +38,7 @@ class ToolCall:
     args: tuple[ArgValue, ...]  # the arguments complete so far
     complete: bool  # the closing parenthesis was decoded
     text: str  # the call's text so far, e.g. "visit('a','b'"
+    scene: str = ""  # the scene the task plans in (its request's, or the robot's published)
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ class ToolReply:
 
 
 class ToolPlugin:
-    """Base class of a tool. Subclasses set `skills` and override `on_call`
+    """Base class of a tool. Subclasses set `skills` (a class attribute, or an
+    instance attribute set in `__init__` from the options) and override `on_call`
     (and `on_partial` when `partial` is True). Instances live as long as their
     process, across tasks: keep per-task state keyed by `call.task_id` and drop it
     in `on_task_end`."""

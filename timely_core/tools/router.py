@@ -63,6 +63,7 @@ class _Tool:
 class _Task:
     task_id: str
     robot_id: str
+    scene: str
     tools: list[_Tool]
     stream: CallStream = field(default_factory=CallStream)
     fed: int = 0  # characters of the decoded text already fed to `stream`
@@ -133,17 +134,20 @@ class ToolRouter:
 
     # ------------------------------------------------------------------ the service's hook
 
-    def on_decoded(self, task_id: str, robot_id: str, text: str, segment_done: bool) -> None:
-        """The task's decoded text grew to `text`. Hands new calls to the tools;
+    def on_decoded(
+        self, task_id: str, robot_id: str, scene: str, text: str, segment_done: bool
+    ) -> None:
+        """The task (planning in `scene`) decoded `text` so far. Hands new calls to the tools;
         when `segment_done` (a segment is about to be delivered) waits for every
         validating tool's verdict first. Raises ToolRejected on a tool's error."""
-        task = self._task(task_id, robot_id)
+        task = self._task(task_id, robot_id, scene)
         if task is None:
             return
         delta, task.fed = text[task.fed :], len(text)
         for event in task.stream.feed(delta) if delta else ():
             for tool in task.tools:
-                if event.skill in tool.info.skills and (event.complete or tool.info.partial):
+                partial = tool.info.partial and tool.spec.partial_calls
+                if event.skill in tool.info.skills and (event.complete or partial):
                     self._send(task, tool, event)
         with self._cond:
             if segment_done and task.awaiting and not task.error:
@@ -183,14 +187,14 @@ class ToolRouter:
 
     # ------------------------------------------------------------------ internals
 
-    def _task(self, task_id: str, robot_id: str) -> _Task | None:
+    def _task(self, task_id: str, robot_id: str, scene: str) -> _Task | None:
         with self._cond:
             task = self._tasks.get(task_id)
             if task is None:
                 tools = list(self._tools.get(robot_id, ()))
                 if not tools:
                     return None
-                task = self._tasks[task_id] = _Task(task_id, robot_id, tools)
+                task = self._tasks[task_id] = _Task(task_id, robot_id, scene, tools)
             return task
 
     def _send(self, task: _Task, tool: _Tool, event: CallEvent) -> None:
@@ -207,6 +211,7 @@ class ToolRouter:
             args=event.args,
             complete=event.complete,
             text=event.text,
+            scene=task.scene,
         )
         try:
             tool.process.submit(call, ticket)

@@ -27,6 +27,9 @@ class ToolSpec(BaseModel):
     plugin: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     options: dict[str, Any] = Field(default_factory=dict)  # handed to the plugin (msgpack)
     network: bool = False
+    # False hands only complete calls, even to a plugin that acts on partial ones
+    # (a baseline, or a plugin whose partial work is not wanted for this robot)
+    partial_calls: bool = True
     cpu_s: float = Field(default=DEFAULT_CPU_S, gt=0, le=3600)
     wall_s: float = Field(default=DEFAULT_WALL_S, gt=0, le=3600)
     memory_mb: int = Field(default=DEFAULT_MEMORY_MB, ge=64, le=1 << 20)

@@ -36,9 +36,10 @@ def load_plugin(path: str, options: dict[str, Any]) -> ToolPlugin:
     cls = getattr(importlib.import_module(module_name), class_name)
     if not (isinstance(cls, type) and issubclass(cls, ToolPlugin)):
         raise TypeError(f"{path} is not a ToolPlugin subclass")
-    if not cls.skills:
+    plugin = cls(options)
+    if not plugin.skills:
         raise ValueError(f"{path} consumes no skills (set its `skills`)")
-    return cls(options)
+    return plugin
 
 
 def start(channel: Channel) -> tuple[ToolPlugin, float]:
