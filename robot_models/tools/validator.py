@@ -28,7 +28,8 @@ OBJECT_ARGS: dict[str, dict[str, tuple[str, ...]]] = {
 
 
 class SkillCallValidator(ToolPlugin):
-    """Options: `robot_type` ("drone" or "arm")."""
+    """Options: `robot_type` ("drone" or "arm"); `map`, a scene text of what the
+    robot knows is there (checked instead of each task's scene when given)."""
 
     partial = True
     validates = True
@@ -38,6 +39,8 @@ class SkillCallValidator(ToolPlugin):
         robot_type = str(options.get("robot_type", ""))
         self._skills = SkillSet.load(robot_type)
         self._object_args = OBJECT_ARGS[robot_type]
+        known_map = options.get("map")
+        self._map = None if known_map is None else scene_names(str(known_map))
         self.skills = frozenset(  # type: ignore[misc]
             name for s in self._skills.skills for name in (s.name, s.short)
         )
@@ -68,7 +71,7 @@ class SkillCallValidator(ToolPlugin):
         except SkillValidationError as exc:
             return ToolReply.error(str(exc), argument=index)
         if spec.name in self._object_args.get(skill.name, ()):
-            known = scene_names(call.scene)
+            known = scene_names(call.scene) if self._map is None else self._map
             if value not in known:
                 listed = ", ".join(sorted(known)) or "nothing"
                 return ToolReply.error(

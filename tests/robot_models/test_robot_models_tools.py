@@ -122,6 +122,9 @@ def test_the_validator_checks_limits_argument_by_argument() -> None:
     assert arm.on_partial(call("so", "cup", "fruit bin")).argument == 1  # no bins here
     assert arm.on_partial(call("pk", Unresolved("_x"))) == ToolReply.ok()  # known when run
     assert arm.on_partial(call("mt", 100)).message.startswith("skill 'move_to', argument 'x'")
+    mapped = SkillCallValidator({"robot_type": "arm", "map": "on table: pen; bins: bin"})
+    assert mapped.on_partial(call("pk", "pen")) == ToolReply.ok()  # the map, not the scene
+    assert mapped.on_partial(call("pk", "cup")).message.endswith("(it names: bin, pen)")
 
 
 def test_perception_answers_from_the_scene(service: PlanningService) -> None:

@@ -27,8 +27,8 @@ from typing import Any
 
 from timely_core.tools.channel import Channel, ChannelClosed, call_to_wire, reply_from_wire
 from timely_core.tools.plugin import ToolCall, ToolReply
+from timely_core.tools.sandbox import EXIT_MEMORY
 from timely_core.tools.spec import ToolSpec
-from timely_core.tools.worker import EXIT_MEMORY
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 60.0  # importing the plugin on a loaded machine

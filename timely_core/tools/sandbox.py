@@ -12,6 +12,7 @@ import resource
 
 CLONE_NEWNET = 0x40000000
 NETWORK_ISOLATED = "isolated"
+EXIT_MEMORY = 3  # the plugin ran out of memory (its process reports it, then exits)
 
 
 def isolate_network() -> str:

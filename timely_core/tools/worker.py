@@ -23,12 +23,11 @@ from timely_core.tools.channel import (
 )
 from timely_core.tools.plugin import ToolPlugin, ToolReply
 from timely_core.tools.sandbox import (
+    EXIT_MEMORY,
     isolate_network,
     limit_memory,
     renew_cpu_budget,
 )
-
-EXIT_MEMORY = 3
 
 
 def load_plugin(path: str, options: dict[str, Any]) -> ToolPlugin:
