@@ -1,12 +1,14 @@
 """The service's side of one plugin process: start it, send it calls, read its
 replies on a thread of its own, and keep it alive.
 
-The process answers calls in order, so the oldest unanswered call is the one it
-is working on; its wall time counts from when the previous reply arrived (or from
-its sending, if the process was idle). A crash, a breach of the CPU or memory
-limit, or a call past its wall time (the process is then killed) ends that call
-with an error saying which; the process is started again and the calls queued
-behind it are sent to the new one, so other tasks go on.
+Calls go out through a writer thread, so `submit` never waits on the process
+(a hung plugin that stops reading fills its socket; only the writer blocks, until
+the process is killed). The process answers calls in order, so the oldest
+unanswered call is the one it is working on; its wall time counts from when the
+previous reply arrived (or from its sending, if the process was idle). A crash,
+a breach of the CPU or memory limit, or a call past its wall time (the process is
+then killed) ends that call with an error saying which; the process is started
+again and the calls queued behind it are sent to the new one, so other tasks go on.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -80,9 +83,18 @@ class PluginProcess:
         self._closed = False
         self.restarts = 0
         self._running, self.info = self._start()
+        # messages for a process, sent in order; those for a process that ended are
+        # dropped (its unanswered calls are sent again to the next one)
+        self._outbox: queue.SimpleQueue[tuple[_Running, dict[str, Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._writer = threading.Thread(
+            target=self._write_loop, name=f"tool-{spec.name}-out", daemon=True
+        )
         self._reader = threading.Thread(
             target=self._read_loop, name=f"tool-{spec.name}", daemon=True
         )
+        self._writer.start()
         self._reader.start()
 
     @property
@@ -101,13 +113,13 @@ class PluginProcess:
                 self._running.busy_since_s = pending.sent_s
             self._pending.append(pending)
             if self._running is not None:
-                self._send(self._running, call_to_wire(pending.request_id, call))
+                self._outbox.put((self._running, call_to_wire(pending.request_id, call)))
         return pending
 
     def end_task(self, task_id: str) -> None:
         with self._lock:
             if self._running is not None and not self._closed:
-                self._send(self._running, {"op": "end", "task": task_id})
+                self._outbox.put((self._running, {"op": "end", "task": task_id}))
 
     def close(self) -> None:
         """Stop the process; unanswered calls end with an error."""
@@ -116,6 +128,9 @@ class PluginProcess:
             running, self._running = self._running, None
             orphans = list(self._pending)
             self._pending.clear()
+        self._outbox.put(None)
+        if threading.current_thread() is not self._writer:
+            self._writer.join(timeout=5.0)
         if running is not None:
             self._send(running, {"op": "stop"})
             try:
@@ -178,6 +193,15 @@ class PluginProcess:
     def _send(self, running: _Running, message: dict[str, Any]) -> None:
         with contextlib.suppress(ChannelClosed):  # the reader sees the end, restarts it
             running.channel.send(message)
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self._outbox.get()
+            if item is None:
+                return
+            running, message = item
+            if running is self._running:
+                self._send(running, message)
 
     # ------------------------------------------------------------------ reader
 
@@ -254,7 +278,7 @@ class PluginProcess:
             self.restarts += 1
             self._running = restarted
             for pending in self._pending:
-                self._send(restarted, call_to_wire(pending.request_id, pending.call))
+                self._outbox.put((restarted, call_to_wire(pending.request_id, pending.call)))
         return True
 
     def _reason(self, running: _Running, code: int) -> str:

@@ -158,3 +158,18 @@ def test_spec_validation() -> None:
         ToolSpec(name="x", plugin="m:C", wall_s=0)
     with pytest.raises(ValidationError, match="extra"):
         ToolSpec.model_validate({"name": "x", "plugin": "m:C", "unknown": 1})
+
+
+def test_a_hung_plugin_flooded_with_calls_is_still_killed_and_the_calls_answered(
+    faulty: tuple[PluginProcess, Replies],
+) -> None:
+    """The hung process stops reading; its socket fills up. Only the writer thread
+    waits on it, so the wall-time kill still happens and no call is lost."""
+    process, replies = faulty
+    process.submit(call("hang", "hang"))
+    flood = 300
+    for i in range(flood):  # ~3 MB: far more than the socket holds
+        process.submit(ToolCall(f"f{i}", "r1", i, "fault", ("ok",), True, "x" * 10_000))
+    assert replies.wait("hang") == ToolReply.error("wall-time limit (1 s per call) exceeded")
+    answers = [replies.wait(f"f{i}") for i in range(flood)]
+    assert {a.kind for a in answers} == {"value"} and process.restarts == 1
