@@ -48,9 +48,7 @@ class SegmentDispatch:
         generation.awaiting_next_token = None
         try:
             new = self._segment(generation, output)
-            text = generation.segmenter.text  # tools see calls as they stream (Conveyor)
-            scene = generation.request.scene
-            state.tools.on_decoded(generation.task_id, generation.robot_id, scene, text, bool(new))
+            state.tools.on_decoded(generation, bool(new))  # tools see calls as they stream
         except SegmentationError as exc:  # also a tool's error (ToolRejected)
             self._on_cuts(generation, held, now, plan_ended=False)  # it was valid
             state.fail(generation, str(exc))

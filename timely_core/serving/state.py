@@ -110,7 +110,7 @@ class ServiceState:
         self.engine_busy_s = 0.0  # service clock inside engine iterations
         self.loop_busy_s = 0.0  # service clock in loop passes that ran one (ServiceStats)
         self.stopping = False
-        self.tools = ToolRouter()  # robots' tool plugins (Conveyor)
+        self.tools = ToolRouter(engine, tokenizer)  # robots' tool plugins (Conveyor)
 
     def sampling_params(self, generation: Generation) -> SamplingParams:
         """The service's sampling, with the grammar of the generation's language

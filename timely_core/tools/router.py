@@ -9,6 +9,12 @@ a segment is delivered only after every validating tool has answered each call
 decoded so far, so a statement with a call a validator rejects is never sent.
 Replies also go to the task's outcomes (`outcomes`). A task that waits suspended
 between segments sees an error of a non-validating tool when it resumes.
+
+Plans that react: the observations of a tool registered with
+`append_observations` are appended to the generation when the segment holding
+their calls completes (`RewritableEngine.rewrite`, at the end of the generated
+ids), so what it writes next follows them. They never reach the robot's parser or
+the plan text: the engine does not return appended ids.
 """
 
 from __future__ import annotations
@@ -17,14 +23,19 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from timely_core.engine.protocol import Engine, EngineError, HandlingStrategy, RewritableEngine
 from timely_core.language.segmenter import SegmentationError
 from timely_core.tools.call_stream import CallEvent, CallStream
 from timely_core.tools.plugin import ToolCall, ToolReply
 from timely_core.tools.process import PendingCall, PluginProcess, ToolInfo
 from timely_core.tools.spec import ToolSpec
 
+if TYPE_CHECKING:
+    from timely_core.serving.generation import Generation
+
+OBSERVATION_FORMAT = "\n{observation}\n"  # how an appended observation reads
 KEPT_FINISHED_TASKS = 1000  # outcomes kept for tasks that ended
 VERDICT_GRACE_S = 5.0  # past a validator's wall time, its process is killed anyway
 
@@ -71,6 +82,7 @@ class _Task:
     error: str = ""  # the first tool error: ends the task
     error_s: float | None = None
     outcomes: list[ToolOutcome] = field(default_factory=list)
+    observations: list[str] = field(default_factory=list)  # to append, in arrival order
     ended: bool = False
 
 
@@ -83,7 +95,10 @@ class _Ticket:
 
 
 class ToolRouter:
-    def __init__(self) -> None:
+    def __init__(self, engine: Engine | None = None, tokenizer: Any = None) -> None:
+        """`engine` and `tokenizer` (the service's) append observations."""
+        self._engine = engine
+        self._tokenizer = tokenizer
         self._tools: dict[str, list[_Tool]] = {}  # by robot id
         self._tasks: dict[str, _Task] = {}  # live tasks of robots with tools
         self._finished: OrderedDict[str, _Task] = OrderedDict()
@@ -94,8 +109,20 @@ class ToolRouter:
 
     def register(self, robot_id: str, spec: ToolSpec) -> ToolInfo:
         """Start `spec`'s process for `robot_id` (replacing a tool of the same name);
-        tasks that start from now on use it. Raises ToolStartError."""
+        tasks that start from now on use it. Raises ToolStartError, or ValueError
+        for `append_observations` without a validating tool or a rewritable engine."""
+        if spec.append_observations and not isinstance(self._engine, RewritableEngine):
+            raise ValueError(
+                f"tool {spec.name!r}: append_observations needs an engine that can "
+                f"rewrite a generation; {type(self._engine).__name__} cannot"
+            )
         tool = _Tool(spec, PluginProcess(spec, self._on_reply))
+        if spec.append_observations and not tool.info.validates:
+            tool.process.close()
+            raise ValueError(
+                f"tool {spec.name!r}: append_observations needs a validating tool "
+                "(its answer must be there before the statement is sent)"
+            )
         with self._cond:
             tools = self._tools.setdefault(robot_id, [])
             old = [t for t in tools if t.spec.name == spec.name]
@@ -134,15 +161,16 @@ class ToolRouter:
 
     # ------------------------------------------------------------------ the service's hook
 
-    def on_decoded(
-        self, task_id: str, robot_id: str, scene: str, text: str, segment_done: bool
-    ) -> None:
-        """The task (planning in `scene`) decoded `text` so far. Hands new calls to the tools;
+    def on_decoded(self, generation: Generation, segment_done: bool) -> None:
+        """The generation decoded one more token. Hands new calls to the tools;
         when `segment_done` (a segment is about to be delivered) waits for every
-        validating tool's verdict first. Raises ToolRejected on a tool's error."""
-        task = self._task(task_id, robot_id, scene)
+        validating tool's verdict first, then appends the observations due.
+        Raises ToolRejected on a tool's error (and on an observation that cannot
+        be appended)."""
+        task = self._task(generation.task_id, generation.robot_id, generation.request.scene)
         if task is None:
             return
+        text = generation.segmenter.text
         delta, task.fed = text[task.fed :], len(text)
         for event in task.stream.feed(delta) if delta else ():
             for tool in task.tools:
@@ -156,9 +184,30 @@ class ToolRouter:
                 while task.awaiting and not task.error and time.monotonic() < deadline:
                     self._cond.wait(deadline - time.monotonic())
                 if task.awaiting and not task.error:
-                    task.error = f"robot {robot_id}: no verdict from its validating tools"
+                    task.error = f"robot {task.robot_id}: no verdict from its validating tools"
             if task.error:
                 raise ToolRejected(task.error)
+            observations, task.observations = task.observations, []
+        if segment_done and observations and generation.in_engine:
+            self._append(generation, observations)
+
+    def _append(self, generation: Generation, observations: list[str]) -> None:
+        """Append the observations after the generated ids (engine gate held)."""
+        engine = self._engine
+        assert isinstance(engine, RewritableEngine) and self._tokenizer is not None
+        text = "".join(OBSERVATION_FORMAT.format(observation=o) for o in observations)
+        ids = list(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        gen_id = generation.gen_id
+        try:
+            generated = len(engine.token_ids(gen_id)) - len(generation.prompt_ids)
+            engine.suspend(gen_id, HandlingStrategy.PRESERVE)
+            engine.rewrite(gen_id, generated, ids)
+            engine.resume(gen_id)
+        except (EngineError, ValueError) as exc:
+            raise ToolRejected(
+                f"robot {generation.robot_id}: the observation {text.strip()!r} could not "
+                f"be appended to the plan: {exc}"
+            ) from exc
 
     def task_ended(self, task_id: str) -> None:
         """The task ended: its tools drop what they hold for it."""
@@ -241,6 +290,8 @@ class ToolRouter:
                     replied_s=now,
                 )
             )
+            if reply.kind == "observation" and tool.spec.append_observations:
+                task.observations.append(str(reply.value))
             if reply.kind == "error" and not task.error:
                 task.error = _error_message(task.robot_id, tool.spec.name, event, reply)
                 task.error_s = now

@@ -30,6 +30,11 @@ class ToolSpec(BaseModel):
     # False hands only complete calls, even to a plugin that acts on partial ones
     # (a baseline, or a plugin whose partial work is not wanted for this robot)
     partial_calls: bool = True
+    # Plans that react: the tool's observations are appended to the generation (each
+    # on a line of its own) before it goes on. Needs a validating tool (its answer is
+    # there before the statement goes out) and an engine that can rewrite
+    # (`RewritableEngine`); the planner must have been trained on them.
+    append_observations: bool = False
     cpu_s: float = Field(default=DEFAULT_CPU_S, gt=0, le=3600)
     wall_s: float = Field(default=DEFAULT_WALL_S, gt=0, le=3600)
     memory_mb: int = Field(default=DEFAULT_MEMORY_MB, ge=64, le=1 << 20)
