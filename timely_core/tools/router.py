@@ -187,9 +187,10 @@ class ToolRouter:
                     task.error = f"robot {task.robot_id}: no verdict from its validating tools"
             if task.error:
                 raise ToolRejected(task.error)
+            if not (segment_done and task.observations and generation.in_engine):
+                return  # kept for the end of the segment (dropped if the plan ended)
             observations, task.observations = task.observations, []
-        if segment_done and observations and generation.in_engine:
-            self._append(generation, observations)
+        self._append(generation, observations)
 
     def _append(self, generation: Generation, observations: list[str]) -> None:
         """Append the observations after the generated ids (engine gate held)."""

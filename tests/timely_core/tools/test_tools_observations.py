@@ -5,8 +5,10 @@ observation: the plan text and the segments hold only what the planner wrote."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -95,3 +97,55 @@ def test_appending_needs_a_validating_tool_and_a_rewritable_engine(
         planning.register_tool("drone1", echo)
     with pytest.raises(ValueError, match="NoneType cannot"):
         ToolRouter(None).register("drone1", ToolSpec.model_validate(LOOK))
+
+
+class RecordingEngine:
+    """Records what the router asks of a rewritable engine."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def token_ids(self, gen_id: int) -> list[int]:
+        return [1, 2, 3, 4, 5]  # a prompt of 2, 3 generated
+
+    def suspend(self, gen_id: int, strategy: object) -> None:
+        self.calls.append(("suspend", gen_id))
+
+    def rewrite(self, gen_id: int, keep_generated: int, append_ids: list[int]) -> None:
+        self.calls.append(("rewrite", (keep_generated, make_tokenizer().decode(append_ids))))
+
+    def resume(self, gen_id: int) -> None:
+        self.calls.append(("resume", gen_id))
+
+
+def test_an_observation_that_arrives_before_its_statement_ends_waits_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(HERE)
+    engine = RecordingEngine()
+    router = ToolRouter(engine, make_tokenizer())  # type: ignore[arg-type]
+    router.register("drone1", ToolSpec.model_validate(LOOK))
+    generation = SimpleNamespace(
+        task_id="t",
+        robot_id="drone1",
+        gen_id=7,
+        prompt_ids=[1, 2],
+        in_engine=True,
+        request=SimpleNamespace(scene=""),
+        segmenter=SimpleNamespace(text="search('keys')"),
+    )
+    try:
+        router.on_decoded(generation, False)  # type: ignore[arg-type]
+        while not router.outcomes("t"):  # the answer arrives mid-statement...
+            time.sleep(0.001)
+        router.on_decoded(generation, False)  # type: ignore[arg-type]
+        assert engine.calls == []  # ...and waits for the statement's end
+        generation.segmenter.text += ";"
+        router.on_decoded(generation, True)  # type: ignore[arg-type]
+        assert engine.calls == [
+            ("suspend", 7),
+            ("rewrite", (3, "\nkeys is on the table\n")),
+            ("resume", 7),
+        ]
+    finally:
+        router.close()
