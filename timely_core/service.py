@@ -46,6 +46,9 @@ from timely_core.serving.robots import (
 from timely_core.serving.state import ServiceState
 from timely_core.stats import ServiceStats
 from timely_core.task_handle import TaskHandle
+from timely_core.tools.process import ToolInfo
+from timely_core.tools.router import ToolOutcome
+from timely_core.tools.spec import ToolSpec
 
 __all__ = ["CANCELLED", "PlanningService", "ServiceStats", "TaskHandle"]
 
@@ -148,6 +151,31 @@ class PlanningService:
         """Registered robot ids and their robot types."""
         with self._state.lock:
             return {rid: r.language.robot_type for rid, r in self._state.robots.items()}
+
+    # ---------------------------------------------------------------- tools
+
+    def register_tool(self, robot_id: str, spec: ToolSpec | Mapping[str, Any]) -> ToolInfo:
+        """Start a tool plugin (Conveyor) in its own process for `robot_id`'s tasks:
+        it gets their calls of the skills it consumes as they are decoded. Returns
+        what it consumes and whether its network is isolated. Raises pydantic
+        ValidationError, UnknownRobot or ToolStartError (docs/service-api.md)."""
+        spec = spec if isinstance(spec, ToolSpec) else ToolSpec.model_validate(spec)
+        with self._state.lock:
+            if robot_id not in self._state.robots:
+                raise UnknownRobot(f"unknown robot id {robot_id!r}; register it first")
+        return self._state.tools.register(robot_id, spec)
+
+    def unregister_tool(self, robot_id: str, name: str) -> None:
+        """Stop a robot's tool (KeyError if it has none of that name)."""
+        self._state.tools.unregister(robot_id, name)
+
+    def tool_outcomes(self, task_id: str) -> list[ToolOutcome]:
+        """The tools' replies to `task_id`'s calls so far (values, observations, errors)."""
+        return self._state.tools.outcomes(task_id)
+
+    def close_tools(self) -> None:
+        """Stop every tool process (their unanswered calls end with an error)."""
+        self._state.tools.close()
 
     # ---------------------------------------------------------------- submit
 

@@ -71,6 +71,7 @@ class PagedEngine:
         self.recomputed_tokens = 0  # KV computed again after a discard
         self.suspensions = 0
         self.resumptions = 0
+        self.rewrites = 0
 
     # ---- subclass hooks --------------------------------------------------
     def _forward(self, chunks: list[Chunk]) -> list[tuple[Chunk, int]]:
@@ -87,6 +88,11 @@ class PagedEngine:
 
     def _forget(self, gen_id: int) -> None:
         """A generation ended (finished, aborted) or its admission failed."""
+
+    def _rewritten(self, state: Sequence, token_ids: list[int], appended: int) -> None:
+        """`state` is about to hold `token_ids` (its last `appended` ids appended):
+        adjust per-generation state (a grammar matcher, a script), or refuse with
+        EngineError before anything changed."""
 
     def _check_tokens(self, token_ids: list[int], what: str) -> None:
         if not token_ids:
@@ -223,6 +229,31 @@ class PagedEngine:
             ) from None
         state.suspended = False
         self.resumptions += 1
+
+    def rewrite(self, gen_id: int, keep_generated: int, append_ids: list[int]) -> None:
+        """`RewritableEngine.rewrite`. The KV goes as by a discard: the blocks are
+        free at once and the resume finds the kept full blocks in the content cache,
+        so it recomputes only the last, partial kept block and the appended ids
+        (all of it if the blocks were reallocated meanwhile)."""
+        state = self._state(gen_id)
+        if not state.suspended:
+            raise EngineError(f"generation {gen_id} must be suspended to be rewritten")
+        if not 0 <= keep_generated <= state.num_generated:
+            raise ValueError(
+                f"generation {gen_id}: keep_generated={keep_generated} is outside "
+                f"[0, {state.num_generated}]"
+            )
+        if append_ids:
+            self._check_tokens(list(append_ids), f"ids appended to generation {gen_id}")
+        kept = state.prompt_len + keep_generated
+        token_ids = state.token_ids[:kept] + list(append_ids)
+        self._rewritten(state, token_ids, len(append_ids))
+        if state.kv is not KvLocation.NONE:
+            with self._copies():
+                self.scheduler.discard(state)
+        state.token_ids = token_ids
+        state.discarded_computed = min(state.discarded_computed, kept)
+        self.rewrites += 1
 
     def abort(self, gen_id: int) -> None:
         self.blocks.free(self._state(gen_id))

@@ -137,3 +137,19 @@ class Engine(Protocol):
         """Prompt + generated ids of a live generation."""
 
     def memory(self) -> MemoryReport: ...
+
+
+@runtime_checkable
+class RewritableEngine(Protocol):
+    """An optional extension of `Engine` (plans that react, Conveyor's tools): the
+    service may rewrite the text of a suspended generation. Backends that lack it
+    are used without it (check with `isinstance(engine, RewritableEngine)`)."""
+
+    def rewrite(self, gen_id: int, keep_generated: int, append_ids: list[int]) -> None:
+        """For a suspended generation: drop its generated ids past the first
+        `keep_generated` (a rollback of text generated past a failed segment) and
+        their KV, then append `append_ids` as input (an observation: never sampled,
+        never returned by `step`; their KV is computed when it resumes, and they
+        count towards `max_tokens`). It then samples after them. Raises EngineError
+        if it is not suspended, or its grammar refuses the appended ids; ValueError
+        for a `keep_generated` outside [0, generated] or ids outside the vocabulary."""

@@ -48,7 +48,8 @@ class SegmentDispatch:
         generation.awaiting_next_token = None
         try:
             new = self._segment(generation, output)
-        except SegmentationError as exc:
+            state.tools.on_decoded(generation, bool(new))  # tools see calls as they stream
+        except SegmentationError as exc:  # also a tool's error (ToolRejected)
             self._on_cuts(generation, held, now, plan_ended=False)  # it was valid
             state.fail(generation, str(exc))
             return

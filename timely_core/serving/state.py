@@ -32,6 +32,7 @@ from timely_core.serving.generation import Generation, GenerationState
 from timely_core.serving.robots import Robot, StoredPrefix, common_leading_ids
 from timely_core.serving.scenes import SceneBook
 from timely_core.task_handle import TaskHandle
+from timely_core.tools.router import ToolRouter
 
 log = logging.getLogger(__name__)
 Delivery = Callable[[], None]
@@ -109,6 +110,7 @@ class ServiceState:
         self.engine_busy_s = 0.0  # service clock inside engine iterations
         self.loop_busy_s = 0.0  # service clock in loop passes that ran one (ServiceStats)
         self.stopping = False
+        self.tools = ToolRouter(engine, tokenizer)  # robots' tool plugins (Conveyor)
 
     def sampling_params(self, generation: Generation) -> SamplingParams:
         """The service's sampling, with the grammar of the generation's language
@@ -204,6 +206,7 @@ class ServiceState:
         self.running.pop(generation.gen_id, None)
         self.by_gen_id.pop(generation.gen_id, None)
         generation.state = GenerationState.FINISHED
+        self.tools.task_ended(generation.task_id)
         result = generation.result(error, self.clock.now())
         handle = self.handles[generation.task_id]
         self.deliveries.append(lambda: handle.deliver_result(result))

@@ -124,6 +124,13 @@ class SimulatedEngine(PagedEngine):
     def _forget(self, gen_id: int) -> None:
         self._scripts.pop(gen_id, None)
 
+    def _rewritten(self, state: EngineSequence, token_ids: list[int], appended: int) -> None:
+        """A rollback keeps the script (the generation writes the same again); after
+        appended ids the script is asked what follows the whole new context."""
+        if appended:
+            generated = token_ids[state.prompt_len :]
+            self._scripts[state.gen_id] = generated + list(self.script(token_ids))
+
     def _forward(self, chunks: list[Chunk]) -> list[tuple[Chunk, int]]:
         prefill = decodes = 0
         for chunk in chunks:

@@ -151,6 +151,13 @@ class TorchEngine(PagedEngine):
         if state.params.grammar is not None:
             state.grammar = self.grammars.matcher(state.params.grammar)
 
+    def _rewritten(self, state: Sequence, token_ids: list[int], appended: int) -> None:
+        """A generation with a grammar gets a matcher that accepted the new ids
+        (EngineError if the grammar refuses an appended one)."""
+        if state.params.grammar is not None:
+            generated = token_ids[state.prompt_len :]
+            state.grammar = self.grammars.rebuilt(state.params.grammar, generated)
+
     @property
     def grammars(self) -> GrammarCompiler:
         """This checkpoint's grammar compiler (its tokenizer, read on first use)."""

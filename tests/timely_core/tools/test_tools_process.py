@@ -1,0 +1,188 @@
+"""Plugin processes, for real: each fault (crash, signal, hang, CPU, memory, a
+raising plugin) ends only the call it happened on, with an error saying which;
+the process is restarted and the calls queued behind it are answered by the new
+one. A plugin that did not declare network has none."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from timely_core.tools.plugin import ToolCall, ToolReply
+from timely_core.tools.process import PendingCall, PluginProcess, ToolStartError
+from timely_core.tools.spec import ToolSpec
+
+HERE = str(Path(__file__).parent)
+
+
+class Replies:
+    def __init__(self) -> None:
+        self.by_task: dict[str, ToolReply] = {}
+        self._cond = threading.Condition()
+
+    def __call__(self, pending: PendingCall, reply: ToolReply) -> None:
+        with self._cond:
+            self.by_task[pending.call.task_id] = reply
+            self._cond.notify_all()
+
+    def wait(self, task: str, timeout_s: float = 60.0) -> ToolReply:
+        with self._cond:
+            assert self._cond.wait_for(lambda: task in self.by_task, timeout_s), task
+            return self.by_task[task]
+
+
+def call(task: str, *args: object, skill: str = "fault") -> ToolCall:
+    return ToolCall(task, "r1", 0, skill, tuple(args), True, f"{skill}(...)")  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def plugin_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(HERE)  # the processes inherit sys.path
+
+
+def start(replies: Replies, **limits: object) -> PluginProcess:
+    spec = ToolSpec.model_validate(
+        {"name": "faulty", "plugin": "tools_fault_plugins:Faulty", **limits}
+    )
+    return PluginProcess(spec, replies)
+
+
+@pytest.fixture
+def faulty() -> Iterator[tuple[PluginProcess, Replies]]:
+    """Wall time 60 s: under a loaded machine a fault must still be its own."""
+    replies = Replies()
+    process = start(replies, wall_s=60.0, cpu_s=30.0, memory_mb=400)
+    yield process, replies
+    process.close()
+
+
+@pytest.fixture
+def impatient() -> Iterator[tuple[PluginProcess, Replies]]:
+    """Wall time 1 s, for the hangs."""
+    replies = Replies()
+    process = start(replies, wall_s=1.0, cpu_s=30.0, memory_mb=400)
+    yield process, replies
+    process.close()
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("crash", "the tool's process crashed (exit code 7)"),
+        ("segv", "the tool's process crashed (signal SIGSEGV)"),
+        ("hang", "wall-time limit (1 s per call) exceeded"),
+        ("hog", "memory limit (400 MiB) exceeded"),
+    ],
+)
+def test_a_fault_ends_its_call_and_the_next_calls_go_to_a_new_process(
+    faulty: tuple[PluginProcess, Replies],
+    impatient: tuple[PluginProcess, Replies],
+    mode: str,
+    reason: str,
+) -> None:
+    process, replies = impatient if mode == "hang" else faulty
+    process.submit(call("before", "ok"))
+    first_pid = replies.wait("before").value
+    process.submit(call("bad", mode))
+    process.submit(call("queued", "ok"))  # another task's call, behind the fault
+    assert replies.wait("bad") == ToolReply.error(reason)
+    after = replies.wait("queued")
+    assert after.kind == "value" and after.value != first_pid
+    assert process.restarts == 1 and process.pid == after.value
+
+
+def test_cpu_time_limit() -> None:
+    replies = Replies()
+    process = start(replies, cpu_s=1.0, wall_s=120.0)
+    try:
+        process.submit(call("burn", "burn"))
+        process.submit(call("next", "ok"))
+        assert replies.wait("burn") == ToolReply.error("CPU-time limit (1 s per call) exceeded")
+        assert replies.wait("next").kind == "value"
+    finally:
+        process.close()
+
+
+def test_cpu_budget_is_per_call_not_per_process(faulty: tuple[PluginProcess, Replies]) -> None:
+    process, replies = faulty
+    for i in range(3):
+        process.submit(call(f"t{i}", "ok"))
+    assert all(replies.wait(f"t{i}").kind == "value" for i in range(3))
+    assert process.restarts == 0
+
+
+def test_a_raising_plugin_answers_with_an_error_and_keeps_its_process(
+    faulty: tuple[PluginProcess, Replies],
+) -> None:
+    process, replies = faulty
+    pid = process.pid
+    process.submit(call("raise", "raise"))
+    reply = replies.wait("raise")
+    assert (
+        reply.kind == "error" and "KeyError" in reply.message and "no such thing" in reply.message
+    )
+    assert process.pid == pid and process.restarts == 0
+
+
+def test_no_network_unless_declared(faulty: tuple[PluginProcess, Replies]) -> None:
+    process, replies = faulty
+    assert process.info.network == "isolated"
+    process.submit(call("net", "net"))
+    assert replies.wait("net") == ToolReply.observes("OSError errno=101")  # unreachable
+
+
+def test_a_declared_network_is_kept() -> None:
+    replies = Replies()
+    process = start(replies, network=True)
+    try:
+        assert process.info.network == "allowed"
+        process.submit(call("net", "net"))
+        answer = replies.wait("net").value
+        assert answer == "connected" or "errno=111" in answer  # refused: loopback is up
+    finally:
+        process.close()
+
+
+def test_close_ends_unanswered_calls_with_an_error() -> None:
+    replies = Replies()
+    process = start(replies, wall_s=60.0)
+    process.submit(call("hang", "hang"))
+    process.close()
+    assert replies.wait("hang") == ToolReply.error("tool 'faulty' was closed")
+    with pytest.raises(RuntimeError, match="closed"):
+        process.submit(call("late", "ok"))
+
+
+def test_a_plugin_that_cannot_start_is_named() -> None:
+    with pytest.raises(ToolStartError, match=r"tool 'bad' \(tools_fault_plugins:NotAPlugin\)"):
+        PluginProcess(ToolSpec(name="bad", plugin="tools_fault_plugins:NotAPlugin"), Replies())
+    with pytest.raises(ToolStartError, match="ModuleNotFoundError"):
+        PluginProcess(ToolSpec(name="bad", plugin="no_such_module:X"), Replies())
+
+
+def test_spec_validation() -> None:
+    with pytest.raises(ValidationError, match="plugin"):
+        ToolSpec(name="x", plugin="not a path")
+    with pytest.raises(ValidationError, match="wall_s"):
+        ToolSpec(name="x", plugin="m:C", wall_s=0)
+    with pytest.raises(ValidationError, match="extra"):
+        ToolSpec.model_validate({"name": "x", "plugin": "m:C", "unknown": 1})
+
+
+def test_a_hung_plugin_flooded_with_calls_is_still_killed_and_the_calls_answered(
+    impatient: tuple[PluginProcess, Replies],
+) -> None:
+    """The hung process stops reading; its socket fills up. Only the writer thread
+    waits on it, so the wall-time kill still happens and no call is lost."""
+    process, replies = impatient
+    process.submit(call("hang", "hang"))
+    flood = 300
+    for i in range(flood):  # ~3 MB: far more than the socket holds
+        process.submit(ToolCall(f"f{i}", "r1", i, "fault", ("ok",), True, "x" * 10_000))
+    assert replies.wait("hang") == ToolReply.error("wall-time limit (1 s per call) exceeded")
+    answers = [replies.wait(f"f{i}") for i in range(flood)]
+    assert {a.kind for a in answers} == {"value"} and process.restarts == 1

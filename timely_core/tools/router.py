@@ -1,0 +1,311 @@
+"""Between the service and the plugin processes: each robot's registered tools,
+and per task the calls found in its decoded text (`CallStream`) handed to the
+tools that consume them, partial calls to those that act on them.
+
+The segment dispatcher calls `on_decoded` after each token of a robot with tools.
+A tool's error (its own, or its process crashing, hanging or breaching a limit)
+ends the task at its next token, or at once when the token completed a segment:
+a segment is delivered only after every validating tool has answered each call
+decoded so far, so a statement with a call a validator rejects is never sent.
+Replies also go to the task's outcomes (`outcomes`). A task that waits suspended
+between segments sees an error of a non-validating tool when it resumes.
+
+Plans that react: the observations of a tool registered with
+`append_observations` are appended to the generation when the segment holding
+their calls completes (`RewritableEngine.rewrite`, at the end of the generated
+ids), so what it writes next follows them. They never reach the robot's parser or
+the plan text: the engine does not return appended ids.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from timely_core.engine.protocol import Engine, EngineError, HandlingStrategy, RewritableEngine
+from timely_core.language.segmenter import SegmentationError
+from timely_core.tools.call_stream import CallEvent, CallStream
+from timely_core.tools.plugin import ToolCall, ToolReply
+from timely_core.tools.process import PendingCall, PluginProcess, ToolInfo
+from timely_core.tools.spec import ToolSpec
+
+if TYPE_CHECKING:
+    from timely_core.serving.generation import Generation
+
+OBSERVATION_FORMAT = "\n{observation}\n"  # how an appended observation reads
+KEPT_FINISHED_TASKS = 1000  # outcomes kept for tasks that ended
+VERDICT_GRACE_S = 5.0  # past a validator's wall time, its process is killed anyway
+
+
+class ToolRejected(SegmentationError):
+    """A tool rejected a call (or failed on it): the task ends with this message."""
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """One reply of a tool to one call of a task (monotonic clock times)."""
+
+    tool: str
+    call_index: int
+    skill: str
+    call_text: str
+    complete: bool
+    kind: str  # ok, value, observation, error
+    value: Any
+    message: str
+    sent_s: float
+    replied_s: float
+
+
+@dataclass
+class _Tool:
+    spec: ToolSpec
+    process: PluginProcess
+
+    @property
+    def info(self) -> ToolInfo:
+        return self.process.info
+
+
+@dataclass
+class _Task:
+    task_id: str
+    robot_id: str
+    scene: str
+    tools: list[_Tool]
+    stream: CallStream = field(default_factory=CallStream)
+    fed: int = 0  # characters of the decoded text already fed to `stream`
+    awaiting: set[int] = field(default_factory=set)  # tickets of unanswered validations
+    error: str = ""  # the first tool error: ends the task
+    error_s: float | None = None
+    outcomes: list[ToolOutcome] = field(default_factory=list)
+    observations: list[str] = field(default_factory=list)  # to append, in arrival order
+    ended: bool = False
+
+
+@dataclass(frozen=True)
+class _Ticket:
+    number: int
+    task: _Task
+    tool: _Tool
+    event: CallEvent
+
+
+class ToolRouter:
+    def __init__(self, engine: Engine | None = None, tokenizer: Any = None) -> None:
+        """`engine` and `tokenizer` (the service's) append observations."""
+        self._engine = engine
+        self._tokenizer = tokenizer
+        self._tools: dict[str, list[_Tool]] = {}  # by robot id
+        self._tasks: dict[str, _Task] = {}  # live tasks of robots with tools
+        self._finished: OrderedDict[str, _Task] = OrderedDict()
+        self._cond = threading.Condition()
+        self._tickets = 0
+
+    # ------------------------------------------------------------------ registration
+
+    def register(self, robot_id: str, spec: ToolSpec) -> ToolInfo:
+        """Start `spec`'s process for `robot_id` (replacing a tool of the same name);
+        tasks that start from now on use it. Raises ToolStartError, or ValueError
+        for `append_observations` without a validating tool or a rewritable engine."""
+        if spec.append_observations and not isinstance(self._engine, RewritableEngine):
+            raise ValueError(
+                f"tool {spec.name!r}: append_observations needs an engine that can "
+                f"rewrite a generation; {type(self._engine).__name__} cannot"
+            )
+        tool = _Tool(spec, PluginProcess(spec, self._on_reply))
+        if spec.append_observations and not tool.info.validates:
+            tool.process.close()
+            raise ValueError(
+                f"tool {spec.name!r}: append_observations needs a validating tool "
+                "(its answer must be there before the statement is sent)"
+            )
+        with self._cond:
+            tools = self._tools.setdefault(robot_id, [])
+            old = [t for t in tools if t.spec.name == spec.name]
+            tools[:] = [t for t in tools if t.spec.name != spec.name] + [tool]
+        for previous in old:
+            previous.process.close()
+        return tool.info
+
+    def unregister(self, robot_id: str, name: str) -> None:
+        with self._cond:
+            tools = self._tools.get(robot_id, [])
+            gone = [t for t in tools if t.spec.name == name]
+            if not gone:
+                raise KeyError(f"robot {robot_id!r} has no tool {name!r}")
+            tools[:] = [t for t in tools if t.spec.name != name]
+        for tool in gone:
+            tool.process.close()
+
+    def tools(self, robot_id: str) -> dict[str, ToolInfo]:
+        with self._cond:
+            return {t.spec.name: t.info for t in self._tools.get(robot_id, [])}
+
+    def process_id(self, robot_id: str, name: str) -> int | None:
+        with self._cond:
+            for tool in self._tools.get(robot_id, []):
+                if tool.spec.name == name:
+                    return tool.process.pid
+        raise KeyError(f"robot {robot_id!r} has no tool {name!r}")
+
+    def close(self) -> None:
+        with self._cond:
+            every = [t for tools in self._tools.values() for t in tools]
+            self._tools.clear()
+        for tool in every:
+            tool.process.close()
+
+    # ------------------------------------------------------------------ the service's hook
+
+    def on_decoded(self, generation: Generation, segment_done: bool) -> None:
+        """The generation decoded one more token. Hands new calls to the tools;
+        when `segment_done` (a segment is about to be delivered) waits for every
+        validating tool's verdict first, then appends the observations due.
+        Raises ToolRejected on a tool's error (and on an observation that cannot
+        be appended)."""
+        task = self._task(generation.task_id, generation.robot_id, generation.request.scene)
+        if task is None:
+            return
+        text = generation.segmenter.text
+        delta, task.fed = text[task.fed :], len(text)
+        for event in task.stream.feed(delta) if delta else ():
+            for tool in task.tools:
+                partial = tool.info.partial and tool.spec.partial_calls
+                if event.skill in tool.info.skills and (event.complete or partial):
+                    self._send(task, tool, event)
+        with self._cond:
+            if segment_done and task.awaiting and not task.error:
+                wall_s = max(t.spec.wall_s for t in task.tools if t.info.validates)
+                deadline = time.monotonic() + wall_s + VERDICT_GRACE_S
+                while task.awaiting and not task.error and time.monotonic() < deadline:
+                    self._cond.wait(deadline - time.monotonic())
+                if task.awaiting and not task.error:
+                    task.error = f"robot {task.robot_id}: no verdict from its validating tools"
+            if task.error:
+                raise ToolRejected(task.error)
+            if not (segment_done and task.observations and generation.in_engine):
+                return  # kept for the end of the segment (dropped if the plan ended)
+            observations, task.observations = task.observations, []
+        self._append(generation, observations)
+
+    def _append(self, generation: Generation, observations: list[str]) -> None:
+        """Append the observations after the generated ids (engine gate held)."""
+        engine = self._engine
+        assert isinstance(engine, RewritableEngine) and self._tokenizer is not None
+        text = "".join(OBSERVATION_FORMAT.format(observation=o) for o in observations)
+        ids = list(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        gen_id = generation.gen_id
+        try:
+            generated = len(engine.token_ids(gen_id)) - len(generation.prompt_ids)
+            engine.suspend(gen_id, HandlingStrategy.PRESERVE)
+            engine.rewrite(gen_id, generated, ids)
+            engine.resume(gen_id)
+        except (EngineError, ValueError) as exc:
+            raise ToolRejected(
+                f"robot {generation.robot_id}: the observation {text.strip()!r} could not "
+                f"be appended to the plan: {exc}"
+            ) from exc
+
+    def task_ended(self, task_id: str) -> None:
+        """The task ended: its tools drop what they hold for it."""
+        with self._cond:
+            task = self._tasks.pop(task_id, None)
+            if task is None:
+                return
+            task.ended = True
+            self._finished[task_id] = task
+            while len(self._finished) > KEPT_FINISHED_TASKS:
+                self._finished.popitem(last=False)
+        for tool in task.tools:
+            tool.process.end_task(task_id)
+
+    def outcomes(self, task_id: str) -> list[ToolOutcome]:
+        """The tools' replies to the task's calls so far, in arrival order."""
+        with self._cond:
+            task = self._tasks.get(task_id) or self._finished.get(task_id)
+            return [] if task is None else list(task.outcomes)
+
+    def error_time_s(self, task_id: str) -> float | None:
+        """When (monotonic) the first tool error of the task arrived, if any."""
+        with self._cond:
+            task = self._tasks.get(task_id) or self._finished.get(task_id)
+            return None if task is None else task.error_s
+
+    # ------------------------------------------------------------------ internals
+
+    def _task(self, task_id: str, robot_id: str, scene: str) -> _Task | None:
+        with self._cond:
+            task = self._tasks.get(task_id)
+            if task is None:
+                tools = list(self._tools.get(robot_id, ()))
+                if not tools:
+                    return None
+                task = self._tasks[task_id] = _Task(task_id, robot_id, scene, tools)
+            return task
+
+    def _send(self, task: _Task, tool: _Tool, event: CallEvent) -> None:
+        with self._cond:
+            self._tickets += 1
+            ticket = _Ticket(self._tickets, task, tool, event)
+            if tool.info.validates:
+                task.awaiting.add(ticket.number)
+        call = ToolCall(
+            task_id=task.task_id,
+            robot_id=task.robot_id,
+            index=event.index,
+            skill=event.skill,
+            args=event.args,
+            complete=event.complete,
+            text=event.text,
+            scene=task.scene,
+        )
+        try:
+            tool.process.submit(call, ticket)
+        except RuntimeError as exc:  # the tool was closed or could not restart
+            self._on_reply(
+                PendingCall(0, call, time.monotonic(), ticket), ToolReply.error(str(exc))
+            )
+
+    def _on_reply(self, pending: PendingCall, reply: ToolReply) -> None:
+        """From a tool's reader thread (or `_send`)."""
+        ticket: _Ticket = pending.context
+        task, tool, event = ticket.task, ticket.tool, ticket.event
+        now = time.monotonic()
+        with self._cond:
+            task.awaiting.discard(ticket.number)
+            task.outcomes.append(
+                ToolOutcome(
+                    tool=tool.spec.name,
+                    call_index=event.index,
+                    skill=event.skill,
+                    call_text=event.text,
+                    complete=event.complete,
+                    kind=reply.kind,
+                    value=reply.value,
+                    message=reply.message,
+                    sent_s=pending.sent_s,
+                    replied_s=now,
+                )
+            )
+            if reply.kind == "observation" and tool.spec.append_observations:
+                task.observations.append(str(reply.value))
+            if reply.kind == "error" and not task.error:
+                task.error = _error_message(task.robot_id, tool.spec.name, event, reply)
+                task.error_s = now
+            self._cond.notify_all()
+
+
+def _error_message(robot_id: str, tool: str, event: CallEvent, reply: ToolReply) -> str:
+    where = f"call {event.text!r}" + ("" if event.complete else " (partial)")
+    if reply.argument is not None and 0 <= reply.argument < len(event.args):
+        value = event.args[reply.argument]
+        where = f"argument {reply.argument + 1} ({value!r}) of {where}"
+    verb = "rejected" if reply.argument is not None else "failed on"
+    return (
+        f"robot {robot_id}: tool {tool!r} {verb} {where}: {reply.message}; "
+        "this statement and everything after it were not sent"
+    )

@@ -1,0 +1,45 @@
+"""Limits a plugin process applies to itself before it imports the plugin: no
+network (a new network namespace, Linux `unshare(CLONE_NEWNET)` through libc since
+Python 3.11 has no `os.unshare`), an address-space limit, and a CPU-time budget
+renewed per call (RLIMIT_CPU is cumulative, so each call gets `used + cpu_s`;
+past it the kernel sends SIGXCPU, which ends the process)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+
+CLONE_NEWNET = 0x40000000
+NETWORK_ISOLATED = "isolated"
+EXIT_MEMORY = 3  # the plugin ran out of memory (its process reports it, then exits)
+
+
+def isolate_network() -> str:
+    """Move this process into a new, empty network namespace. Returns
+    NETWORK_ISOLATED, or why it could not (then the process still has network:
+    needs root or CAP_SYS_ADMIN, or unprivileged user namespaces)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(CLONE_NEWNET) != 0:
+            errno = ctypes.get_errno()
+            return f"not isolated: unshare(CLONE_NEWNET) failed: {os.strerror(errno)}"
+    except (OSError, AttributeError) as exc:
+        return f"not isolated: {exc}"
+    return NETWORK_ISOLATED
+
+
+def limit_memory(megabytes: int) -> None:
+    limit = megabytes * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def cpu_used_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def renew_cpu_budget(seconds: float) -> None:
+    """Allow `seconds` more CPU time from now (whole seconds, rounded up)."""
+    soft = int(cpu_used_s() + seconds) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
