@@ -149,7 +149,7 @@ def run(tasks: int, batch: int, max_tokens: int, seed: int, console: Console) ->
     tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
     languages = {t: load_language(t) for t in ("drone", "arm")}
     ordinary = {t: [o.instruction for o in ordinary_instructions(t)] for t in languages}
-    engine = TorchEngine(path, EngineConfig(num_threads=2, device_kv_bytes=256 * 2**20))
+    engine = TorchEngine(path, EngineConfig(num_threads=1, device_kv_bytes=256 * 2**20))
     service = PlanningService(
         engine,
         tokenizer,
