@@ -49,8 +49,10 @@ class IterationScheduler:
         max_batched_tokens: int,
         preemption_strategy: HandlingStrategy = HandlingStrategy.SWAP,
     ) -> None:
-        if preemption_strategy is HandlingStrategy.PRESERVE:
-            raise ValueError("preemption_strategy must be swap or discard, not preserve")
+        if preemption_strategy not in (HandlingStrategy.SWAP, HandlingStrategy.DISCARD):
+            raise ValueError(
+                f"preemption_strategy must be swap or discard, not {preemption_strategy.value}"
+            )
         self.blocks = blocks
         self.max_batched_tokens = max_batched_tokens
         self.preemption_strategy = preemption_strategy

@@ -57,6 +57,7 @@ class ServiceIteration:
             state.work_signalled = False
             now = state.clock.now()
             self._release_arrivals(now)
+            state.kv_handling.refresh(now)  # waits longer than predicted: decided again
             started = time.perf_counter()
             order = state.scheduler.rank(now)
             ranking = state.scheduler.ranked_ids(order)

@@ -29,6 +29,7 @@ from timely_core.scheduling.scheduler import Scheduler
 from timely_core.service_config import ServiceConfig
 from timely_core.serving.engine_gate import EngineGate
 from timely_core.serving.generation import Generation, GenerationState
+from timely_core.serving.kv_handling import KvHandling
 from timely_core.serving.robots import Robot, StoredPrefix, common_leading_ids
 from timely_core.serving.scenes import SceneBook
 from timely_core.task_handle import TaskHandle
@@ -109,6 +110,7 @@ class ServiceState:
         self.engine_busy_s = 0.0  # service clock inside engine iterations
         self.loop_busy_s = 0.0  # service clock in loop passes that ran one (ServiceStats)
         self.stopping = False
+        self.kv_handling = KvHandling(self)  # each suspension's KV strategy (LAMPS)
 
     def sampling_params(self, generation: Generation) -> SamplingParams:
         """The service's sampling, with the grammar of the generation's language
@@ -191,6 +193,10 @@ class ServiceState:
                 segment_generation_s=self.config.segment_generation_s,
                 arrival_s=generation.arrival_s,
                 initial_deadline_s=generation.arrival_s + tuf.expected_response_time_s,
+                ready_s=self.kv_handling.ready_s(generation),
+                memory_time=self.kv_handling.memory_time(generation)
+                if self.kv_handling.waits_for_calls
+                else 0.0,
             )
         )
 
@@ -203,6 +209,7 @@ class ServiceState:
             self.scheduler.remove(generation.gen_id)
         self.running.pop(generation.gen_id, None)
         self.by_gen_id.pop(generation.gen_id, None)
+        self.kv_handling.forget(generation)
         generation.state = GenerationState.FINISHED
         result = generation.result(error, self.clock.now())
         handle = self.handles[generation.task_id]
