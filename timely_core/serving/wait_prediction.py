@@ -76,6 +76,12 @@ class WaitPredictor:
     def wait_cv(self, generation: Generation) -> float:
         return self._ratio(generation).cv
 
+    def correction(self, robot_type: str) -> float:
+        """Measured / expected execution time of `robot_type`'s segments so far (1.0
+        before any report)."""
+        ratio = self._ratios.get(robot_type)
+        return 1.0 if ratio is None else ratio.mean
+
     def observe(self, generation: Generation, index: int) -> None:
         """A measured execution of segment `index` (segment_done) refines the ratio."""
         measured = generation.measured_execution_s(index)
