@@ -141,6 +141,8 @@ class PlannerParams(BaseModel):
     scene_debounce_s: float = Field(default=0.2, ge=0, le=60)
     scene_kv_fraction: float = Field(default=0.25, ge=0, le=0.9)
     grammar: bool = True  # decode each robot's plans under its grammar (valid by construction)
+    # a suspended generation's KV: auto (least predicted waste), ttl, preserve, swap, discard
+    handling_strategy: Literal["auto", "ttl", "preserve", "swap", "discard"] = "auto"
     # a segment waiting for an operator's approval this long ends its goal, unsent
     approval_timeout_s: float = Field(default=30.0, gt=0, le=3600)
     seed: int = 0
