@@ -192,7 +192,7 @@ def test_the_planner_sets_the_handling_strategy(tmp_path: Path) -> None:
 
     from timely_core.engine.protocol import HandlingStrategy
 
-    assert parse_bringup(_planner()).planner.handling_strategy == "auto"  # type: ignore[union-attr]
+    assert parse_bringup(_planner()).planner.handling_strategy == "auto"
     with pytest.raises(ConfigError, match="handling_strategy"):
         parse_bringup(_planner(handling_strategy="keep"))
     raw = _planner(
