@@ -110,13 +110,21 @@ class IterationScheduler:
 
     def reclaim(self, state: Sequence, need: int, live: Iterable[Sequence]) -> bool:
         """Free `need` device blocks for `state` (being added or resumed) by
-        preempting suspended generations, never a runnable one: the running batch
-        stays as it is. False, preempting nobody, if that cannot free enough."""
+        preempting suspended generations less urgent than it, never a runnable one:
+        the running batch stays as it is, and no urgent generation's KV goes to admit
+        a less urgent one. False, preempting nobody, if that cannot free enough."""
         return self._make_room(state, need, [], [], live, runnable=False)
 
-    def reclaimable(self, live: Iterable[Sequence]) -> int:
-        """Device blocks `reclaim` could free."""
-        return self._frees([s for s in live if s.suspended and s.kv is KvLocation.DEVICE])
+    def reclaimable(self, live: Iterable[Sequence], state: Sequence | None = None) -> int:
+        """Device blocks `reclaim` could free (for `state`: from those less urgent)."""
+        floor = -1 if state is None else self._urgency(state)
+        return self._frees(
+            [
+                s
+                for s in live
+                if s.suspended and s.kv is KvLocation.DEVICE and self._urgency(s) >= floor
+            ]
+        )
 
     def restore(self, state: Sequence) -> None:
         """Bring a generation's KV back to device (swap-in, or re-admission for a
@@ -174,7 +182,7 @@ class IterationScheduler:
                 if s.kv is KvLocation.DEVICE
                 and s is not state
                 and s.gen_id not in in_step
-                and (runnable or s.suspended)
+                and (runnable or (s.suspended and self._urgency(s) >= self._urgency(state)))
             ),
             # least urgent first; among unranked: runnable before suspended, latest first
             key=lambda s: (self._expendability(s), s.suspended, -s.admitted_seq),

@@ -62,7 +62,8 @@ class ServiceIteration:
             order = state.scheduler.rank(now)
             ranking = state.scheduler.ranked_ids(order)
             state.decision_time_s += time.perf_counter() - started
-            state.engine.set_ranking(ranking)  # before admission: add/resume may preempt
+            # before admission: add/resume may preempt (by waste within a TUF class)
+            state.engine.set_ranking(state.kv_handling.engine_ranking(ranking))
             self._admit(now, order)
             if not state.running:
                 self._fail_unfittable(ranking)

@@ -185,6 +185,27 @@ class KvHandling:
                 self.counts[f"rehandled-{choice.value}"] += 1
         self._rescore()
 
+    def engine_ranking(self, ranking: list[int]) -> list[int]:
+        """The ranking the engine preempts by: the policy's, except that preserved
+        generations of one urgency class (the same TUF) trade places so that the one
+        with the longest wait left, the most waste kept, goes first. A class keeps
+        its places: an urgent generation is never given up for a normal one."""
+        if len(self._waiting) < 2:
+            return ranking
+        places: dict[tuple[float, float], list[int]] = {}
+        for position, gen_id in enumerate(ranking):
+            if gen_id in self._waiting:
+                tuf = self._waiting[gen_id].generation.request.tuf
+                places.setdefault((tuf.initial_utility, tuf.slope), []).append(position)
+        reordered = list(ranking)
+        for positions in places.values():
+            members = sorted(
+                (ranking[p] for p in positions), key=lambda g: self._waiting[g].check_s
+            )  # the soonest resumed most urgent: the longest wait preempted first
+            for position, gen_id in zip(positions, members, strict=True):
+                reordered[position] = gen_id
+        return reordered
+
     # ---- LAMPS's ranking inputs ------------------------------------------
     def ready_s(self, generation: Generation) -> float:
         """When a queued generation may be admitted: at once, or under a policy that

@@ -11,6 +11,7 @@ from timely_core.engine.protocol import (
     EngineError,
     HandlingStrategy,
     KvRehandling,
+    OutOfKvMemory,
     SamplingParams,
 )
 from timely_core.engine.sequence import KvLocation
@@ -75,3 +76,23 @@ def test_a_full_host_pool_turns_a_late_swap_into_a_discard() -> None:
     assert e.generation(1).strategy is HandlingStrategy.DISCARD
     e.resume(1)
     assert head + run(e, 1, 35) == OUTPUT[:40]
+
+
+def test_admission_never_takes_a_more_urgent_generations_kept_kv() -> None:
+    """Device of 16 blocks: an urgent and a normal generation wait preserved; a new
+    normal one (ranked between them) may take the normal one's blocks only."""
+    config = SimulatedEngineConfig(eos_token_id=EOS, block_size=4, device_blocks=16)
+    e = SimulatedEngine(VirtualClock(), PAPER_LLAMA3_8B_RTX4090, lambda ids: OUTPUT, config)
+    e.add(1, list(range(1, 25)), SamplingParams(max_tokens=40))  # 6 blocks: urgent
+    e.add(2, list(range(30, 54)), SamplingParams(max_tokens=40))  # 6 blocks: normal
+    run(e, 1, 1)
+    run(e, 2, 1)
+    e.suspend(1, HandlingStrategy.PRESERVE)
+    e.suspend(2, HandlingStrategy.PRESERVE)
+    e.set_ranking([1, 3, 2, 4])
+    e.add(3, list(range(60, 84)), SamplingParams(max_tokens=40))  # 7 blocks: takes 2's
+    assert e.generation(2).kv is not KvLocation.DEVICE
+    assert e.generation(1).kv is KvLocation.DEVICE
+    with pytest.raises(OutOfKvMemory):  # only the urgent one's blocks are left
+        e.add(4, list(range(90, 114)), SamplingParams(max_tokens=40))
+    assert e.generation(1).kv is KvLocation.DEVICE

@@ -19,6 +19,7 @@ from timely_core.engine.sim.latency import PAPER_LLAMA3_8B_RTX4090
 from timely_core.events import Segment
 from timely_core.language.plan_language import PlanStatement
 from timely_core.request import TaskRequest
+from timely_core.scheduling.tuf import Tuf
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
 
@@ -176,3 +177,23 @@ def test_a_call_waiting_policy_resumes_only_after_the_call_returned() -> None:
     service.segment_done(handle.task_id, 0)
     service.run_until(service.clock.now() + 0.5)
     assert len(delivered) == 2
+
+
+def test_preemption_order_trades_places_by_wait_only_within_a_tuf_class() -> None:
+    """Preserved generations: two normal ones (the one waiting longer goes first)
+    and an urgent one that waits longest of all but keeps its place."""
+    service, driver, _, told = service_with("infercept", robots=("d1", "d2", "d3"))
+    urgent = Tuf(initial_utility=3.0, slope=-1.0, expected_response_time_s=0.5)
+    driver.submit_at(0.0, TaskRequest(robot_id="d1", instruction="walk", tuf=urgent))
+    driver.submit_at(0.0, TaskRequest(robot_id="d2", instruction="walk"))
+    driver.submit_at(0.0, TaskRequest(robot_id="d3", instruction="walk"))
+    kv = service._state.kv_handling
+    kv.wait_noise = lambda wait_s: 0.0  # all preserved
+    service.run_until_idle()
+    gens = {g.robot_id: g.gen_id for g in service._state.by_gen_id.values()}
+    assert set(told) == {HandlingStrategy.PRESERVE} and len(told) == 3
+    kv._waiting[gens["d1"]].check_s = 100.0  # urgent, the longest wait
+    kv._waiting[gens["d2"]].check_s = 10.0
+    kv._waiting[gens["d3"]].check_s = 1.0
+    ranking = [gens["d1"], gens["d2"], gens["d3"]]
+    assert kv.engine_ranking(ranking) == [gens["d1"], gens["d3"], gens["d2"]]
