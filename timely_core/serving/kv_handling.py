@@ -56,6 +56,7 @@ class _Suspension:
     applied: HandlingStrategy  # what the engine was told
     check_s: float  # predicted resume (auto) or end of the TTL: look again after it
     iteration: int  # the service's iteration count at the suspension
+    resume_s: float  # predicted resume
 
 
 @dataclass
@@ -93,6 +94,11 @@ class KvHandling:
         self._types: dict[str, _TypeStats] = {}
         self._scored: dict[int, int] = {}  # gen id -> its type's version when scored
         self._iterations = 0
+        self._stalls_seen = 0  # the service's kv_stalls counter at the last look
+        self._stalled_at = -(10**9)  # iteration of the last admission short of memory
+        # LAMPS and its baselines weigh idle memory as waste always, as published;
+        # otherwise only while memory is short (`_short_of_memory`)
+        self.memory_aware = not self.waits_for_calls
 
     # ---- suspension ------------------------------------------------------
     def suspend(self, generation: Generation, now_s: float) -> HandlingStrategy:
@@ -108,7 +114,9 @@ class KvHandling:
         if not strategy.is_fixed:
             own, other = self._contexts(generation)
             losses = waste(self.costs, own, other, wait_s)
-            if strategy is HandlingStrategy.AUTO:
+            if strategy is HandlingStrategy.AUTO and not self._short_of_memory():
+                strategy, check_s = PRESERVE, now_s  # idle memory nobody needs: no waste
+            elif strategy is HandlingStrategy.AUTO:
                 strategy = losses.least()
             else:  # ttl
                 cv = self.predictor.wait_cv(generation)
@@ -119,9 +127,19 @@ class KvHandling:
         self.counts[strategy.value] += 1
         if strategy is PRESERVE and not self.strategy.is_fixed:
             self._waiting[generation.gen_id] = _Suspension(
-                generation, strategy, check_s, self._iterations
+                generation, strategy, check_s, self._iterations, now_s + wait_s
             )
         return strategy
+
+    def _short_of_memory(self) -> bool:
+        """Whether kept KV keeps anyone out: an admission stopped short of memory in
+        the last two refresh periods, or less than 1/8 of device KV is free."""
+        if not self.memory_aware:
+            return True
+        if self._iterations - self._stalled_at <= 2 * self.refresh_iterations:
+            return True
+        memory = self._state.engine.memory()
+        return memory.device_blocks_free * 8 < memory.device_blocks_total
 
     def predicted_wait_s(self, generation: Generation, now_s: float) -> float:
         """How long `generation`, being suspended now, will wait to be resumed."""
@@ -159,9 +177,16 @@ class KvHandling:
         """Every `refresh_iterations` calls: re-decide preserved generations waiting
         past their check time, and re-score queued ones whose inputs changed."""
         self._iterations += 1
+        stalls = self._state.counters["kv_stalls"]
+        if stalls != self._stalls_seen:
+            self._stalls_seen, self._stalled_at = stalls, self._iterations
         if self._iterations % self.refresh_iterations:
             return
         engine = self._state.engine
+        ttl = self.strategy is HandlingStrategy.TTL
+        if not ttl and not self._short_of_memory():
+            self._rescore()
+            return  # kept memory wastes nothing while nobody is short of it
         for gen_id, waiting in list(self._waiting.items()):
             generation = waiting.generation
             if not generation.suspended or gen_id not in self._state.by_gen_id:
@@ -171,11 +196,10 @@ class KvHandling:
                 self._iterations - waiting.iteration < self.refresh_iterations
             ):
                 continue  # not yet past its prediction, or not waited N iterations
-            overrun_s = now_s - waiting.check_s
+            overrun_s = now_s - waiting.resume_s  # past its prediction: as long again
             remaining_s = max(self.predicted_wait_s(generation, now_s), overrun_s)
             own, other = self._contexts(generation)
             losses = waste(self.costs, own, other, remaining_s)
-            ttl = self.strategy is HandlingStrategy.TTL
             choice = losses.least((SWAP, DISCARD)) if ttl else losses.least()
             if choice is PRESERVE:
                 waiting.check_s = now_s + remaining_s

@@ -48,6 +48,7 @@ COUNTERS = (
     "scene_prefills",  # scenes prefilled ahead of their tasks
     "scene_hits",  # admissions that started from a prefilled scene
     "guard_violations",  # tasks ended by their robot's StatementGuard
+    "kv_stalls",  # scheduling points whose admission stopped short of KV memory
 )
 
 
