@@ -190,10 +190,15 @@ class IterationScheduler:
         victims = outside
         if runnable:
             victims += sorted(reversed(later), key=self._expendability)
-        if self._frees(victims) < need - self.blocks.num_free_device:
+        shortfall = need - self.blocks.num_free_device
+        if self._frees(victims) < shortfall:
             return False
+        # a swap keeps blocks its victim shares (with another victim, say): when the
+        # victims' own blocks are not enough, they are discarded, which frees those
+        exclusive = sum(1 for s in victims for b in s.block_table if self.blocks.ref_counts[b] == 1)
+        discard = exclusive < shortfall
         while need > self.blocks.num_free_device:
-            self.preempt(victims.pop(0))
+            self.preempt(victims.pop(0), discard=discard)
         return True
 
     def _frees(self, victims: list[Sequence]) -> int:
@@ -202,12 +207,13 @@ class IterationScheduler:
         holders = Counter(b for s in victims for b in s.block_table)
         return sum(1 for b, n in holders.items() if self.blocks.ref_counts[b] == n)
 
-    def preempt(self, state: Sequence) -> None:
-        """Take `state`'s KV off the device by `preemption_strategy`."""
+    def preempt(self, state: Sequence, discard: bool = False) -> None:
+        """Take `state`'s KV off the device by `preemption_strategy` (or discard it)."""
         if state.kv is not KvLocation.DEVICE:
             return
         self.preemptions += 1
-        if self.preemption_strategy is HandlingStrategy.SWAP and self.blocks.swap_out(state):
+        swap = self.preemption_strategy is HandlingStrategy.SWAP and not discard
+        if swap and self.blocks.swap_out(state):
             state.strategy = HandlingStrategy.SWAP
             return
         self.discard(state)

@@ -96,3 +96,23 @@ def test_admission_never_takes_a_more_urgent_generations_kept_kv() -> None:
     with pytest.raises(OutOfKvMemory):  # only the urgent one's blocks are left
         e.add(4, list(range(90, 114)), SamplingParams(max_tokens=40))
     assert e.generation(1).kv is KvLocation.DEVICE
+
+
+def test_victims_sharing_blocks_are_discarded_when_swapping_them_frees_too_little() -> None:
+    """Two kept generations share their prompt's blocks (prefix cache): swapping
+    them out would keep those on device, so an admission that needs them discards
+    the victims instead (it once ran out of victims: IndexError)."""
+    config = SimulatedEngineConfig(eos_token_id=EOS, block_size=4, device_blocks=16)
+    e = SimulatedEngine(VirtualClock(), PAPER_LLAMA3_8B_RTX4090, lambda ids: OUTPUT, config)
+    prompt = list(range(1, 25))  # 6 full blocks
+    e.add(1, prompt, SamplingParams(max_tokens=40))
+    run(e, 1, 2)
+    e.add(2, prompt, SamplingParams(max_tokens=40))  # shares the 6 blocks
+    run(e, 2, 2)
+    e.suspend(1, HandlingStrategy.PRESERVE)
+    e.suspend(2, HandlingStrategy.PRESERVE)
+    e.add(3, list(range(200, 248)), SamplingParams(max_tokens=40))  # 12 blocks: 5 short
+    assert e.generation(1).kv is KvLocation.NONE and e.generation(2).kv is KvLocation.NONE
+    e.abort(3)
+    e.resume(1)
+    assert run(e, 1, 38) == OUTPUT[2:40]
