@@ -6,7 +6,8 @@ one run, four studies, baselines measured in the same run.
    robots' prompt prefixes and about a third of the fleet's task contexts fit),
    `timely` with each handling strategy: auto, preserve, swap, discard, ttl.
    Goal: auto >= the best fixed strategy on urgent utility, normal utility within
-   5%, KV stalls (admissions stopped short of memory) at most half of preserve's.
+   5%, memory stalls (admissions stopped short of KV memory, plus preemptions of
+   KV by a decode short of a block) at most half of preserve's.
 2. API-augmented chat mix shaped like LAMPS Table 2 (lrtrace/api_mix.py) at three
    request rates: lamps vs infercept vs vllm-like; mean and p99 end-to-end
    latency, TTFT, throughput. Goal: lamps' mean E2E >= 27% below infercept's at the
@@ -103,6 +104,9 @@ def fleet_study(console: Console, robots: int, duration_s: float) -> dict[str, A
             "tasks": stats["all"].tasks,
             "kv_stalls": service._state.counters["kv_stalls"],
             "engine_preemptions": engine.stats.preemptions,
+            # work held up for memory: admissions stopped short of it, and running
+            # generations whose decode had to preempt another's KV
+            "memory_stalls": service._state.counters["kv_stalls"] + engine.stats.preemptions,
             "recomputed_tokens": engine.stats.recomputed_tokens,
             "swapped_out_blocks": engine.stats.swapped_out_blocks,
             "decided": dict(service._state.kv_handling.counts),
@@ -114,7 +118,8 @@ def fleet_study(console: Console, robots: int, duration_s: float) -> dict[str, A
     goals = {
         "auto_urgent_at_least_best_fixed": auto["urgent_utility"] >= best_urgent,
         "auto_normal_within_5pct_of_best_fixed": auto["normal_utility"] >= 0.95 * best_normal,
-        "auto_stalls_at_most_half_of_preserve": auto["kv_stalls"] <= 0.5 * preserve["kv_stalls"],
+        "auto_memory_stalls_at_most_half_of_preserve": auto["memory_stalls"]
+        <= 0.5 * preserve["memory_stalls"],
     }
     table = Table(
         title=f"memory-bound fleet: {robots} robots, {len(trace.tasks)} tasks, "
@@ -124,7 +129,7 @@ def fleet_study(console: Console, robots: int, duration_s: float) -> dict[str, A
         "strategy",
         "urgent U (of max)",
         "normal U (of max)",
-        "KV stalls",
+        "KV stalls (admission)",
         "preemptions",
         "recomputed",
         "swapped out",
@@ -334,7 +339,7 @@ def main() -> None:
     started = time.perf_counter()
     fleet = fleet_study(console, robots=15 if quick else 45, duration_s=30 if quick else 120)
     rates = (0.5, 1.0, 2.0)
-    requests = 30 if quick else 150
+    requests = 30 if quick else 100
     api = api_study(console, rates, requests)
     mid = rates[1]
     mispredict = mispredict_study(

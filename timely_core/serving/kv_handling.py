@@ -48,6 +48,9 @@ REFRESH_ITERATIONS = 10  # LAMPS re-decides and re-scores every 10 iterations
 _ALPHA = 0.2  # weight of the newest sample in running means
 DEFAULT_SEGMENT_TOKENS = 16.0  # a segment's length until a robot type has one
 DEFAULT_TOKEN_S = 0.02  # one iteration, until the service has timed one
+# "nearly full" for `auto`: chosen on bench/lamps.py's memory-bound fleet among 0,
+# 1/32 and 1/8 (docs/service-api.md, handling strategies)
+LOW_FREE_FRACTION = 1 / 32
 
 
 @dataclass
@@ -133,13 +136,14 @@ class KvHandling:
 
     def _short_of_memory(self) -> bool:
         """Whether kept KV keeps anyone out: an admission stopped short of memory in
-        the last two refresh periods, or less than 1/8 of device KV is free."""
+        the last two refresh periods, or device KV is nearly full (the next decodes
+        would preempt)."""
         if not self.memory_aware:
             return True
         if self._iterations - self._stalled_at <= 2 * self.refresh_iterations:
             return True
         memory = self._state.engine.memory()
-        return memory.device_blocks_free * 8 < memory.device_blocks_total
+        return memory.device_blocks_free < LOW_FREE_FRACTION * memory.device_blocks_total
 
     def predicted_wait_s(self, generation: Generation, now_s: float) -> float:
         """How long `generation`, being suspended now, will wait to be resumed."""
