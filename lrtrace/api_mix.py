@@ -146,7 +146,7 @@ def run_api_mix(
     config = (config or ServiceConfig()).model_copy(
         update={
             "max_queue": len(requests) + 1,
-            "max_tokens": 2048,
+            "max_tokens": 8192,  # a VE reply of 60 calls is ~3,000 tokens
             "max_segment_tokens": 512,
             "max_batch_size": max_batch_size,
             "grammar": False,
