@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.timely_core.core_support import Statement, TinyLanguage, make_service
+from tests.timely_core.core_support import Statement, TinyLanguage, eos_id, make_service
 from tests.timely_core.serving.serving_robot_driver import RobotDriver
 from timely_core.engine.protocol import EngineError, HandlingStrategy
-from timely_core.engine.sim.engine import SimulatedEngine
+from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
 from timely_core.engine.sim.latency import PAPER_LLAMA3_8B_RTX4090
 from timely_core.events import Segment
 from timely_core.language.plan_language import PlanStatement
@@ -197,3 +197,32 @@ def test_preemption_order_trades_places_by_wait_only_within_a_tuf_class() -> Non
     kv._waiting[gens["d3"]].check_s = 1.0
     ranking = [gens["d1"], gens["d2"], gens["d3"]]
     assert kv.engine_ranking(ranking) == [gens["d1"], gens["d3"], gens["d2"]]
+
+
+@pytest.mark.parametrize("device_blocks", [4096, 24])
+def test_auto_under_timely_keeps_kv_unless_memory_is_short(device_blocks: int) -> None:
+    """Six robots with long plans contend for a batch of 2: with ample device KV
+    every wait is kept (idle memory nobody needs wastes nothing); with KV for a
+    few contexts, `auto` swaps some out."""
+    config = ServiceConfig(max_batch_size=2)
+    robots = [f"d{i}" for i in range(6)]
+    service, clock, engine = make_service(
+        PLANS,
+        robots=(),
+        config=config,
+        engine_config=SimulatedEngineConfig(
+            eos_token_id=eos_id(), block_size=4, device_blocks=device_blocks
+        ),
+    )
+    for robot in robots:
+        service.register_robot(robot, ExactLanguage())
+    driver = RobotDriver(service, clock)
+    for robot in robots:
+        driver.submit_at(0.0, TaskRequest(robot_id=robot, instruction="long"))
+    driver.run()
+    assert all(h.result(timeout_s=0).success for h in driver.handles)
+    counts = service._state.kv_handling.counts
+    if device_blocks > 1000:
+        assert set(counts) == {"preserve"} and engine.stats.swapped_out_blocks == 0
+    else:
+        assert counts["swap"] + counts["rehandled-swap"] > 0
