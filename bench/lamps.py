@@ -187,7 +187,7 @@ def _api_run(
     }
 
 
-API_KV_TOKENS = 4096  # device KV of the API study: a few replies' contexts
+API_KV_TOKENS = 6144  # device KV of the API study: a few replies' contexts, the longest one
 
 
 def api_study(console: Console, rates: tuple[float, ...], requests: int) -> dict[str, Any]:

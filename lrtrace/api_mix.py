@@ -63,7 +63,7 @@ class ApiRequest:
 
 def compose_api_mix(rate_per_s: float, requests: int, seed: int) -> list[ApiRequest]:
     """Poisson arrivals at `rate_per_s`, classes uniform, each sentence (the output
-    before a call, and the final answer) 8-32 words."""
+    before a call, and the final answer) 4-16 words."""
     if rate_per_s <= 0 or requests < 1:
         raise ValueError(f"need a positive rate and requests, got {rate_per_s}, {requests}")
     rng = np.random.default_rng(seed)
@@ -75,7 +75,7 @@ def compose_api_mix(rate_per_s: float, requests: int, seed: int) -> list[ApiRequ
         calls = max(1, round(float(rng.normal(*api.calls))))
         durations = tuple(max(float(rng.normal(*api.duration_s)), 1e-5) for _ in range(calls))
         sentences = tuple(
-            " ".join(WORDS[int(w)] for w in rng.integers(len(WORDS), size=int(rng.integers(8, 33))))
+            " ".join(WORDS[int(w)] for w in rng.integers(len(WORDS), size=int(rng.integers(4, 17))))
             + "."
             for _ in range(calls + 1)
         )
