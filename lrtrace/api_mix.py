@@ -204,14 +204,21 @@ def _drive(
     step_s: float = 0.01,
     limit_s: float = 36_000.0,
 ) -> None:
-    """Run until every request has its result, reporting each call's end."""
+    """Run until every request has its result, reporting each call's end. While
+    any generation is live, time moves in steps of at most `step_s`, so that a
+    call's end is reported when it comes; when none is, to the next event."""
+    arrivals = sorted(o.request.arrival_s for o in outcomes)
     while any(o.done_s is None for o in outcomes) and clock.now() < limit_s:
-        if not ends:
-            service.run_until_idle()
-            if not ends:
-                break
-            continue
-        target = min(ends[0][0], clock.now() + step_s)
+        now = clock.now()
+        upcoming = [a for a in arrivals if a > now][:1]
+        events = [ends[0][0]] if ends else []
+        stats = service.stats()
+        if stats.running + stats.queued:
+            events.append(now + step_s)
+        events += upcoming
+        if not events:
+            break  # nothing live, no call out, no arrival to come
+        target = max(min(events), now)
         service.run_until(target)
         clock.sleep_until(target)
         while ends and ends[0][0] <= clock.now():

@@ -32,8 +32,10 @@ class RobotDriver:
         self._busy_until: dict[str, float] = {}
         self._ends: list[tuple[float, int, str, int]] = []
         self._order = 0
+        self._arrivals: list[float] = []
 
     def submit_at(self, t_s: float, request: TaskRequest) -> TaskHandle:
+        self._arrivals.append(t_s)
         handle = self.service.submit_at(t_s, request)
         handle.on_segment(self._on_segment)
         self.handles.append(handle)
@@ -49,14 +51,17 @@ class RobotDriver:
     def run(self, limit_s: float = 10_000.0) -> None:
         """Until every task has its result (or the clock passes `limit_s`)."""
         while not all(h.done() for h in self.handles) and self.clock.now() < limit_s:
-            if not self._ends:
-                self.service.run_until_idle()
-                if not self._ends:
-                    break
-                continue
-            # in short steps: an idle service sleeps the clock to the target, past
-            # ends of segments delivered meanwhile
-            end_s = min(self._ends[0][0], self.clock.now() + STEP_S)
+            # in short steps while anything is live: an idle service sleeps the clock
+            # to the target, past ends of segments delivered meanwhile
+            now = self.clock.now()
+            stats = self.service.stats()
+            events = [self._ends[0][0]] if self._ends else []
+            events += [t for t in sorted(self._arrivals) if t > now][:1]
+            if stats.running + stats.queued:
+                events.append(now + STEP_S)
+            if not events:
+                break  # nothing live, no end to report, no arrival to come
+            end_s = max(min(events), now)
             self.service.run_until(end_s)
             self.clock.sleep_until(end_s)
             while self._ends and self._ends[0][0] <= self.clock.now():
