@@ -338,8 +338,8 @@ def main() -> None:
     quick = args.quick
     started = time.perf_counter()
     fleet = fleet_study(console, robots=15 if quick else 45, duration_s=30 if quick else 120)
-    rates = (0.5, 1.0, 2.0)
-    requests = 30 if quick else 100
+    rates = (1.0, 2.0, 4.0)
+    requests = 30 if quick else 200
     api = api_study(console, rates, requests)
     mid = rates[1]
     mispredict = mispredict_study(
