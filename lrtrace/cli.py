@@ -66,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--threads", type=int, help="torch threads for --target service")
     r.add_argument("--network-latency-ms", type=float, default=8.0)
     r.add_argument(
+        "--handling-strategy",
+        choices=("auto", "ttl", "preserve", "swap", "discard"),
+        help="a suspended generation's KV (sim, service; default: the service's, auto); "
+        "lamps, infercept and vllm-like bring their own",
+    )
+    r.add_argument(
         "--no-prefix-cache",
         action="store_true",
         help="prefill every prompt whole (sim, service): a server without a prefix cache",

@@ -88,6 +88,7 @@ def replay(args: argparse.Namespace, console: Console) -> int:
         tokenizer=args.tokenizer,
         network_latency_s=args.network_latency_ms / 1000,
         prefix_cache=not args.no_prefix_cache,
+        handling_strategy=args.handling_strategy,
     )
     results, interrupted = run_replay(
         trace,

@@ -213,6 +213,7 @@ class PlanningService:
                 state.scheduler.set_ref(generation.gen_id, generation.segment_ref_s())
             if first_report:
                 report_execution(generation, index)
+            state.kv_handling.on_segment_done(generation, index, first_report)
 
     def segment_started(self, task_id: str, index: int, started_at_s: float | None = None) -> None:
         """The robot got segment `index` of `task_id` only at `started_at_s` (service

@@ -22,7 +22,9 @@ class ServiceConfig(BaseModel):
     segment_generation_s: float = Field(default=DEFAULT_SEGMENT_GENERATION_S, gt=0)  # G
     min_slack_s: float = Field(default=DEFAULT_MIN_SLACK_S, gt=0)  # floor of L
     dispatch_latency_s: float = Field(default=0.0, ge=0)  # network, per segment (paper 8 ms)
-    handling_strategy: HandlingStrategy = HandlingStrategy.PRESERVE
+    # a suspended generation's KV: auto (least predicted waste, LAMPS), ttl
+    # (Continuum), or fixed: preserve, swap, discard (docs/service-api.md)
+    handling_strategy: HandlingStrategy = HandlingStrategy.AUTO
     # Teola's partial prefill: each robot type's fixed prompt is prefilled once and
     # shared. False prefills every prompt whole, as servers without a prefix cache do
     # (to size one: `lrtrace replay --no-prefix-cache`).

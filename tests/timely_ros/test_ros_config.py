@@ -184,3 +184,24 @@ def test_a_kv_budget_too_small_for_the_prompts_names_the_setting(tmp_path: Path)
     assert params is not None
     with pytest.raises(ConfigError, match=r"kv_budget_mb=64 cannot hold robot 'drone1'"):
         build_service(params)
+
+
+def test_the_planner_sets_the_handling_strategy(tmp_path: Path) -> None:
+    from timely_ros.checkpoint import planner_checkpoint
+    from timely_ros.service_factory import build_service
+
+    from timely_core.engine.protocol import HandlingStrategy
+
+    assert parse_bringup(_planner()).planner.handling_strategy == "auto"
+    with pytest.raises(ConfigError, match="handling_strategy"):
+        parse_bringup(_planner(handling_strategy="keep"))
+    raw = _planner(
+        engine="simulated",
+        model_path=str(planner_checkpoint(tmp_path)),
+        kv_budget_mb=4096.0,
+        handling_strategy="swap",
+    )
+    params = parse_bringup(raw).planner
+    assert params is not None
+    assert planner_params(unflatten(planner_to_parameters(params))) == params
+    assert build_service(params).config.handling_strategy is HandlingStrategy.SWAP

@@ -49,8 +49,10 @@ class IterationScheduler:
         max_batched_tokens: int,
         preemption_strategy: HandlingStrategy = HandlingStrategy.SWAP,
     ) -> None:
-        if preemption_strategy is HandlingStrategy.PRESERVE:
-            raise ValueError("preemption_strategy must be swap or discard, not preserve")
+        if preemption_strategy not in (HandlingStrategy.SWAP, HandlingStrategy.DISCARD):
+            raise ValueError(
+                f"preemption_strategy must be swap or discard, not {preemption_strategy.value}"
+            )
         self.blocks = blocks
         self.max_batched_tokens = max_batched_tokens
         self.preemption_strategy = preemption_strategy
@@ -108,13 +110,21 @@ class IterationScheduler:
 
     def reclaim(self, state: Sequence, need: int, live: Iterable[Sequence]) -> bool:
         """Free `need` device blocks for `state` (being added or resumed) by
-        preempting suspended generations, never a runnable one: the running batch
-        stays as it is. False, preempting nobody, if that cannot free enough."""
+        preempting suspended generations less urgent than it, never a runnable one:
+        the running batch stays as it is, and no urgent generation's KV goes to admit
+        a less urgent one. False, preempting nobody, if that cannot free enough."""
         return self._make_room(state, need, [], [], live, runnable=False)
 
-    def reclaimable(self, live: Iterable[Sequence]) -> int:
-        """Device blocks `reclaim` could free."""
-        return self._frees([s for s in live if s.suspended and s.kv is KvLocation.DEVICE])
+    def reclaimable(self, live: Iterable[Sequence], state: Sequence | None = None) -> int:
+        """Device blocks `reclaim` could free (for `state`: from those less urgent)."""
+        floor = -1 if state is None else self._urgency(state)
+        return self._frees(
+            [
+                s
+                for s in live
+                if s.suspended and s.kv is KvLocation.DEVICE and self._urgency(s) >= floor
+            ]
+        )
 
     def restore(self, state: Sequence) -> None:
         """Bring a generation's KV back to device (swap-in, or re-admission for a
@@ -172,7 +182,7 @@ class IterationScheduler:
                 if s.kv is KvLocation.DEVICE
                 and s is not state
                 and s.gen_id not in in_step
-                and (runnable or s.suspended)
+                and (runnable or (s.suspended and self._urgency(s) >= self._urgency(state)))
             ),
             # least urgent first; among unranked: runnable before suspended, latest first
             key=lambda s: (self._expendability(s), s.suspended, -s.admitted_seq),
@@ -180,10 +190,15 @@ class IterationScheduler:
         victims = outside
         if runnable:
             victims += sorted(reversed(later), key=self._expendability)
-        if self._frees(victims) < need - self.blocks.num_free_device:
+        shortfall = need - self.blocks.num_free_device
+        if self._frees(victims) < shortfall:
             return False
+        # a swap keeps blocks its victim shares (with another victim, say): when the
+        # victims' own blocks are not enough, they are discarded, which frees those
+        exclusive = sum(1 for s in victims for b in s.block_table if self.blocks.ref_counts[b] == 1)
+        discard = exclusive < shortfall
         while need > self.blocks.num_free_device:
-            self.preempt(victims.pop(0))
+            self.preempt(victims.pop(0), discard=discard)
         return True
 
     def _frees(self, victims: list[Sequence]) -> int:
@@ -192,12 +207,13 @@ class IterationScheduler:
         holders = Counter(b for s in victims for b in s.block_table)
         return sum(1 for b, n in holders.items() if self.blocks.ref_counts[b] == n)
 
-    def preempt(self, state: Sequence) -> None:
-        """Take `state`'s KV off the device by `preemption_strategy`."""
+    def preempt(self, state: Sequence, discard: bool = False) -> None:
+        """Take `state`'s KV off the device by `preemption_strategy` (or discard it)."""
         if state.kv is not KvLocation.DEVICE:
             return
         self.preemptions += 1
-        if self.preemption_strategy is HandlingStrategy.SWAP and self.blocks.swap_out(state):
+        swap = self.preemption_strategy is HandlingStrategy.SWAP and not discard
+        if swap and self.blocks.swap_out(state):
             state.strategy = HandlingStrategy.SWAP
             return
         self.discard(state)

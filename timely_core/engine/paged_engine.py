@@ -205,9 +205,28 @@ class PagedEngine:
         state = self._state(gen_id)
         if state.suspended:
             raise EngineError(f"generation {gen_id} is already suspended")
-        strategy = HandlingStrategy(strategy)
+        strategy = _fixed(strategy)
         state.suspended, state.strategy = True, strategy
         self.suspensions += 1
+        self._release(state, strategy)
+
+    def rehandle(self, gen_id: int, strategy: HandlingStrategy) -> bool:
+        """`KvRehandling`: a preserved (suspended) generation swapped out or discarded
+        now; False when its KV has left the device already (preempted)."""
+        state = self._state(gen_id)
+        strategy = _fixed(strategy)
+        if not state.suspended:
+            raise EngineError(f"generation {gen_id} is not suspended")
+        if strategy is HandlingStrategy.PRESERVE:
+            raise EngineError("rehandle swaps out or discards; preserve is not a change")
+        if state.kv is not KvLocation.DEVICE:
+            return False
+        state.strategy = strategy
+        self._release(state, strategy)
+        return True
+
+    def _release(self, state: Sequence, strategy: HandlingStrategy) -> None:
+        """Take a suspended generation's KV off the device as `strategy` says."""
         if strategy is HandlingStrategy.SWAP and state.kv is KvLocation.DEVICE:
             with self._copies():
                 swapped = self.blocks.swap_out(state)
@@ -320,3 +339,14 @@ class PagedEngine:
         if prefix is None:
             raise EngineError(f"no registered prefix {prefix_id!r}")
         return prefix
+
+
+def _fixed(strategy: HandlingStrategy) -> HandlingStrategy:
+    """`strategy` as an engine applies it; `auto` and `ttl` are the service's to resolve."""
+    strategy = HandlingStrategy(strategy)
+    if not strategy.is_fixed:
+        raise EngineError(
+            f"handling strategy {strategy.value!r} is resolved by the service; "
+            "an engine takes preserve, swap or discard"
+        )
+    return strategy

@@ -22,6 +22,21 @@ class HandlingStrategy(str, Enum):
     # free blocks at once; resume reuses what the prefix cache still holds of them
     # and re-prefills the rest of prompt + generated ids
     DISCARD = "discard"
+    # Resolved by the service per suspension, never passed to `Engine.suspend`:
+    # the least predicted waste of the three above (LAMPS, scheduling/kv_strategy.py)
+    AUTO = "auto"
+    # preserve for a time-to-live from the reload cost and the queueing delay an
+    # eviction would cause, then swap or discard (Continuum)
+    TTL = "ttl"
+
+    @property
+    def is_fixed(self) -> bool:
+        """Whether an engine can apply it directly (preserve, swap, discard)."""
+        return self in FIXED_STRATEGIES
+
+
+# what an engine applies; in this order, the cheapest in work first
+FIXED_STRATEGIES = (HandlingStrategy.PRESERVE, HandlingStrategy.SWAP, HandlingStrategy.DISCARD)
 
 
 @dataclass(frozen=True)
@@ -153,3 +168,14 @@ class RewritableEngine(Protocol):
         count towards `max_tokens`). It then samples after them. Raises EngineError
         if it is not suspended, or its grammar refuses the appended ids; ValueError
         for a `keep_generated` outside [0, generated] or ids outside the vocabulary."""
+
+
+@runtime_checkable
+class KvRehandling(Protocol):
+    """Optional for an `Engine`: change a suspended generation's KV handling later
+    (the service re-decides when a wait runs longer than predicted)."""
+
+    def rehandle(self, gen_id: int, strategy: HandlingStrategy) -> bool:
+        """Swap out or discard the device KV of suspended `gen_id` (swap or discard
+        only: KV is never brought back before `resume`). False, changing nothing, when
+        its KV is no longer on the device. Raises UnknownGeneration, EngineError."""

@@ -29,6 +29,9 @@ _FLOAT_COLUMNS = (
     "segment_generation_s",
     "arrival_s",
     "initial_deadline_s",
+    "ready_s",
+    "memory_time",
+    "waited",
 )
 
 
@@ -40,7 +43,10 @@ class QueueEntry:
     the request's ERT for the first segment, the estimated completion of the
     previous segment and 0 for later ones. `arrival_s`, `initial_deadline_s`
     (arrival + ERT) and `seq` (submission order) never change: the baselines keep
-    a generation's initial priority across segments.
+    a generation's initial priority across segments. `ready_s`: not admitted before
+    (a call it waits on returns then; 0: at once). `memory_time`: LAMPS's score
+    (byte-seconds). `waited`: iterations spent ready in the queue (LAMPS counts them
+    against starvation), from 0 at each queuing.
     """
 
     gen_id: int
@@ -52,6 +58,9 @@ class QueueEntry:
     segment_generation_s: float
     arrival_s: float
     initial_deadline_s: float
+    ready_s: float = 0.0
+    memory_time: float = 0.0
+    waited: float = 0.0
 
 
 class QueueTable:
@@ -83,6 +92,9 @@ class QueueTable:
     segment_generation_s: FloatArray
     arrival_s: FloatArray
     initial_deadline_s: FloatArray
+    ready_s: FloatArray
+    memory_time: FloatArray
+    waited: FloatArray
 
     def __len__(self) -> int:
         return self._size
@@ -135,6 +147,13 @@ class QueueTable:
     def set_ref(self, gen_id: int, ref_s: float) -> None:
         """Move the reference time of a segment (segment_done corrected it)."""
         self.ref_s[self._slot_of[gen_id]] = ref_s
+
+    def set_ready(self, gen_id: int, ready_s: float) -> None:
+        """The call a queued generation waits on returns at `ready_s`."""
+        self.ready_s[self._slot_of[gen_id]] = ready_s
+
+    def set_memory_time(self, gen_id: int, memory_time: float) -> None:
+        self.memory_time[self._slot_of[gen_id]] = memory_time
 
     def remove(self, gen_id: int) -> None:
         self.set_running(gen_id, False)

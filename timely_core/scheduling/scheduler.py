@@ -79,7 +79,8 @@ class Scheduler:
         budgets = list(running)
         chosen: list[int] = []
         guided = self.policy.latency_guided_batch
-        for slot in order[queued]:
+        ready = table.ready_s[order[queued]] <= now_s  # a call still out: skipped
+        for slot in order[queued][ready]:
             if len(budgets) >= self.max_batch_size:
                 break
             deadline = float(table.ref_s[slot] + table.ert_s[slot])

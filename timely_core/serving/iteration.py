@@ -57,11 +57,13 @@ class ServiceIteration:
             state.work_signalled = False
             now = state.clock.now()
             self._release_arrivals(now)
+            state.kv_handling.refresh(now)  # waits longer than predicted: decided again
             started = time.perf_counter()
             order = state.scheduler.rank(now)
             ranking = state.scheduler.ranked_ids(order)
             state.decision_time_s += time.perf_counter() - started
-            state.engine.set_ranking(ranking)  # before admission: add/resume may preempt
+            # before admission: add/resume may preempt (by waste within a TUF class)
+            state.engine.set_ranking(state.kv_handling.engine_ranking(ranking))
             self._admit(now, order)
             if not state.running:
                 self._fail_unfittable(ranking)
@@ -135,6 +137,7 @@ class ServiceIteration:
                     state.engine.resume(gen_id)
                     generation.suspended = False
             except OutOfKvMemory:
+                state.counters["kv_stalls"] += 1
                 return  # stays queued; memory frees as running generations end
             except Exception as exc:  # this generation only: the engine refused it
                 log.exception("engine refused generation %d", gen_id)
@@ -147,9 +150,11 @@ class ServiceIteration:
     def _fits(self, gen_id: int) -> bool:
         generation = self._state.by_gen_id[gen_id]
         if not generation.in_engine:
-            return self._state.engine.can_admit(
+            fits = self._state.engine.can_admit(
                 len(generation.prompt_ids), self._state.engine_prefix(generation)
             )
+            self._state.counters["kv_stalls"] += not fits  # the decision ends here
+            return fits
         return True  # suspended: resume() reports OutOfKvMemory itself
 
     def _fail_unfittable(self, ranking: list[int]) -> None:

@@ -1,8 +1,8 @@
 """From generated tokens to dispatched segments: each new token goes through its
 generation's segmenter; a completed segment is delivered to the task's handle (or,
 for whole-plan policies, kept until the plan ends), and under segmented policies
-the generation is then suspended in the engine (its KV handled by
-`handling_strategy`) and re-queued with the priority of its next segment.
+the generation is then suspended in the engine (its KV handled as
+kv_handling.py decides) and re-queued with the priority of its next segment.
 
 `Segment.final`: a segment is final when the end of generation is decoded with it
 or before it is delivered. The end usually comes one token after the last
@@ -61,7 +61,7 @@ class SegmentDispatch:
         if output.finished:
             self._finish(generation, now)
         elif cuts and state.policy.suspend_after_segment and generation.awaiting_next_token is None:
-            state.engine.suspend(generation.gen_id, state.config.handling_strategy)
+            state.kv_handling.suspend(generation, now)  # its KV: kept, swapped or dropped
             generation.suspended = True
             state.running.pop(generation.gen_id, None)
             state.enqueue(generation)

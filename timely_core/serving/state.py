@@ -29,6 +29,7 @@ from timely_core.scheduling.scheduler import Scheduler
 from timely_core.service_config import ServiceConfig
 from timely_core.serving.engine_gate import EngineGate
 from timely_core.serving.generation import Generation, GenerationState
+from timely_core.serving.kv_handling import KvHandling
 from timely_core.serving.robots import Robot, StoredPrefix, common_leading_ids
 from timely_core.serving.scenes import SceneBook
 from timely_core.task_handle import TaskHandle
@@ -48,6 +49,7 @@ COUNTERS = (
     "scene_prefills",  # scenes prefilled ahead of their tasks
     "scene_hits",  # admissions that started from a prefilled scene
     "guard_violations",  # tasks ended by their robot's StatementGuard
+    "kv_stalls",  # scheduling points whose admission stopped short of KV memory
 )
 
 
@@ -111,6 +113,7 @@ class ServiceState:
         self.loop_busy_s = 0.0  # service clock in loop passes that ran one (ServiceStats)
         self.stopping = False
         self.tools = ToolRouter(engine, tokenizer)  # robots' tool plugins (Conveyor)
+        self.kv_handling = KvHandling(self)  # each suspension's KV strategy (LAMPS)
 
     def sampling_params(self, generation: Generation) -> SamplingParams:
         """The service's sampling, with the grammar of the generation's language
@@ -193,6 +196,10 @@ class ServiceState:
                 segment_generation_s=self.config.segment_generation_s,
                 arrival_s=generation.arrival_s,
                 initial_deadline_s=generation.arrival_s + tuf.expected_response_time_s,
+                ready_s=self.kv_handling.ready_s(generation),
+                memory_time=self.kv_handling.memory_time(generation)
+                if self.kv_handling.waits_for_calls
+                else 0.0,
             )
         )
 
@@ -205,6 +212,7 @@ class ServiceState:
             self.scheduler.remove(generation.gen_id)
         self.running.pop(generation.gen_id, None)
         self.by_gen_id.pop(generation.gen_id, None)
+        self.kv_handling.forget(generation)
         generation.state = GenerationState.FINISHED
         self.tools.task_ended(generation.task_id)
         result = generation.result(error, self.clock.now())

@@ -57,6 +57,15 @@ def load_tokenizer_file(path: Path) -> Any:
         raise LrtraceError(f"cannot load tokenizer {path}: {err}") from None
 
 
+def replay_service_config(prefix_cache: bool, handling_strategy: str | None) -> ServiceConfig:
+    """The replay's service config: the prefix cache on or off, and the handling
+    strategy asked for (None: the service's default)."""
+    update: dict[str, object] = {"prefix_cache": prefix_cache}
+    if handling_strategy is not None:
+        update["handling_strategy"] = handling_strategy
+    return ServiceConfig.model_validate(update)
+
+
 def no_prefix_cache_tag(config: ServiceConfig) -> str:
     """Appended to a target's engine name in results: a replay without the prefix
     cache is a different setting, and its results say so."""

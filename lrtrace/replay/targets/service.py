@@ -10,7 +10,12 @@ from typing import Any
 
 from lrtrace.errors import LrtraceError
 from lrtrace.replay.fleet import NETWORK_LATENCY_S, ExecutionSampler
-from lrtrace.replay.targets.common import InProcessTarget, load_tokenizer, no_prefix_cache_tag
+from lrtrace.replay.targets.common import (
+    InProcessTarget,
+    load_tokenizer,
+    no_prefix_cache_tag,
+    replay_service_config,
+)
 from lrtrace.results_format import Target
 from lrtrace.trace_format import TraceFile
 from timely_core.clock import MonotonicClock
@@ -45,6 +50,7 @@ class ServiceTarget(InProcessTarget):
         threads: int | None,
         network_latency_s: float = NETWORK_LATENCY_S,
         prefix_cache: bool = True,
+        handling_strategy: str | None = None,
     ) -> ServiceTarget:
         """`prefix_cache=False`: neither the service's stored prefixes nor the
         engine's content-hash cache, so every prompt is prefilled whole."""
@@ -65,7 +71,7 @@ class ServiceTarget(InProcessTarget):
             ExecTimeSampler(),
             f"torch:{path.name}",
             network_latency_s,
-            ServiceConfig(prefix_cache=prefix_cache),
+            replay_service_config(prefix_cache, handling_strategy),
         )
 
     def _new_service(self, trace: TraceFile, policy: str, config: ServiceConfig) -> PlanningService:

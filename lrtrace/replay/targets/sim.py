@@ -18,6 +18,7 @@ from lrtrace.replay.targets.common import (
     load_tokenizer_file,
     no_prefix_cache_tag,
     planner_tokenizer,
+    replay_service_config,
 )
 from lrtrace.results_format import Target
 from lrtrace.trace_format import TraceFile
@@ -103,6 +104,7 @@ class SimTarget(InProcessTarget):
         tokenizer: Path | None = None,
         network_latency_s: float = NETWORK_LATENCY_S,
         prefix_cache: bool = True,
+        handling_strategy: str | None = None,
     ) -> SimTarget:
         """`tokenizer`: a tokenizer.json (default: the embedded planner's)."""
         from lrtrace.replay.exec_sampler import ExecTimeSampler
@@ -112,7 +114,7 @@ class SimTarget(InProcessTarget):
             tok, source = load_tokenizer_file(tokenizer), str(tokenizer)
         else:
             tok, source = planner_tokenizer()
-        config = ServiceConfig(prefix_cache=prefix_cache)
+        config = replay_service_config(prefix_cache, handling_strategy)
         target = cls(profile, tok, ExecTimeSampler(), load_catalog(), network_latency_s, config)
         target.tokenizer_source = source
         return target

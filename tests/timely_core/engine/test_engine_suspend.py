@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from timely_core.engine.protocol import (
+    FIXED_STRATEGIES,
     EngineError,
     HandlingStrategy,
     OutOfKvMemory,
@@ -52,7 +53,7 @@ events = st.lists(
     st.tuples(
         st.integers(0, 12),
         st.integers(0, len(PROMPTS) - 1),
-        st.sampled_from(list(HandlingStrategy)),
+        st.sampled_from(list(FIXED_STRATEGIES)),
         st.integers(0, 3),
     ),
     max_size=6,

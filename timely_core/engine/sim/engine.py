@@ -24,7 +24,11 @@ from timely_core.engine.iteration_scheduler import Chunk
 from timely_core.engine.paged_engine import PagedEngine
 from timely_core.engine.protocol import HandlingStrategy
 from timely_core.engine.sequence import Sequence as EngineSequence
-from timely_core.engine.sim.latency import PAPER_KV_BYTES_PER_BLOCK, LatencyModel
+from timely_core.engine.sim.latency import (
+    PAPER_KV_BYTES_PER_BLOCK,
+    LatencyKvCosts,
+    LatencyModel,
+)
 
 Script = Callable[[Sequence[int]], Sequence[int]]
 
@@ -116,6 +120,10 @@ class SimulatedEngine(PagedEngine):
         stats.preemptions = self.scheduler.preemptions
         stats.suspensions, stats.resumptions = self.suspensions, self.resumptions
         return stats
+
+    def kv_costs(self) -> LatencyKvCosts:
+        """Its own costs of recomputing and swapping KV (`KvCostSource`)."""
+        return LatencyKvCosts(self.latency, self.config.bytes_per_block / self.config.block_size)
 
     # ---- hooks -----------------------------------------------------------
     def _prepare(self, state: EngineSequence) -> None:

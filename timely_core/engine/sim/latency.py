@@ -13,6 +13,8 @@ iteration, which the engine waits through). KV swaps cost their bytes over
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from timely_core.engine.block_manager import DEFAULT_BLOCK_SIZE
@@ -44,6 +46,24 @@ class LatencyModel(BaseModel):
     def swap_seconds(self, blocks: int, bytes_per_block: int) -> float:
         """Seconds to copy `blocks` KV blocks between device and host."""
         return blocks * (bytes_per_block / self.swap_bytes_per_s)
+
+
+@dataclass(frozen=True)
+class LatencyKvCosts:
+    """A `LatencyModel`'s costs of handling KV, as scheduling/kv_strategy.py's
+    waste equations need them (its `KvCostModel`)."""
+
+    latency: LatencyModel
+    bytes_per_token: float
+
+    def forward_s(self, tokens: int) -> float:
+        """T_fwd: seconds an iteration gains by recomputing `tokens` tokens (marginal:
+        the recompute rides in an iteration that runs anyway, chunked prefill)."""
+        return tokens * (self.latency.prefill_token_s + self.latency.context_token_s)
+
+    def swap_s(self, tokens: int) -> float:
+        """T_swap: seconds to copy `tokens` tokens of KV one way."""
+        return tokens * self.bytes_per_token / self.latency.swap_bytes_per_s
 
 
 # The paper's setting, Llama3-8B fp16 on an RTX 4090 (TimelyLLM Table 1): prefill of

@@ -9,12 +9,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from timely_core.engine.block_manager import DEFAULT_BLOCK_SIZE
 from timely_core.engine.protocol import HandlingStrategy
+from timely_core.engine.sim.latency import LatencyModel
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
 }
+
+
+# The per-token prefill, context and swap coefficients of
+# lrtrace/profiles/measured-torch-planner-cpu.json.
+CPU_KV_COST_PROFILE = LatencyModel(
+    prefill_token_s=1.29e-4, context_token_s=1.31e-7, swap_bytes_per_s=2.75e9
+)
 
 
 class EngineConfig(BaseModel):
@@ -53,6 +61,11 @@ class EngineConfig(BaseModel):
     # top_p is 1) when the grammar allows it, the same token or the same distribution
     # (grammar_mask.py), so the mask is computed only for a refused one.
     grammar_unmasked_first: bool = True
+    # What recomputing and swapping KV cost on this engine, for the service's choice
+    # of each suspended generation's strategy (scheduling/kv_strategy.py). None: the
+    # planner checkpoint's CPU profile (`lrtrace profile-engine`,
+    # lrtrace/profiles/measured-torch-planner-cpu.json); give a GPU's own profile.
+    kv_cost_profile: LatencyModel | None = None
 
     @property
     def torch_dtype(self) -> torch.dtype:

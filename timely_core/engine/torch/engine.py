@@ -18,7 +18,8 @@ from timely_core.engine.iteration_scheduler import Chunk
 from timely_core.engine.paged_engine import PagedEngine
 from timely_core.engine.protocol import SamplingParams, StepOutput
 from timely_core.engine.sequence import Sequence
-from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.sim.latency import LatencyKvCosts
+from timely_core.engine.torch.config import CPU_KV_COST_PROFILE, EngineConfig
 from timely_core.engine.torch.grammar import GrammarCompiler
 from timely_core.engine.torch.grammar_mask import GrammarMasker
 from timely_core.engine.torch.kv_cache import KvCache
@@ -108,6 +109,12 @@ class TorchEngine(PagedEngine):
         self.timings.steps += 1
         self.timings.total_s += time.perf_counter() - started
         return outputs
+
+    def kv_costs(self) -> LatencyKvCosts:
+        """Its costs of recomputing and swapping KV (`KvCostSource`): the configured
+        profile, else the planner's measured CPU profile."""
+        profile = self.config.kv_cost_profile or CPU_KV_COST_PROFILE
+        return LatencyKvCosts(profile, self.bytes_per_block / self.block_size)
 
     # ---- hooks -----------------------------------------------------------
     def _forward(self, chunks: list[Chunk]) -> list[tuple[Chunk, int]]:

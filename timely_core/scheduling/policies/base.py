@@ -7,11 +7,12 @@ in these four answers, which keeps the baselines of the paper honest.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from timely_core.engine.protocol import HandlingStrategy
 from timely_core.scheduling.queue_table import QueueTable
 
 SlotOrder = npt.NDArray[np.intp]
@@ -43,6 +44,20 @@ class Policy(Protocol):
 
     def order(self, table: QueueTable, now_s: float) -> SlotOrder:
         """Slots of `table`, highest priority first."""
+
+
+@runtime_checkable
+class CallPolicy(Protocol):
+    """Optional for a `Policy` (LAMPS and its baselines): a segment ends in a call
+    the generation waits on (a tool, or the robot's execution), so a suspended
+    generation is not admitted before `segment_done` reports the segment's end;
+    and the policy's own KV handling replaces the service's `handling_strategy`."""
+
+    @property
+    def waits_for_calls(self) -> bool: ...
+
+    @property
+    def handling_strategy(self) -> HandlingStrategy: ...
 
 
 def arrival_order(table: QueueTable) -> SlotOrder:

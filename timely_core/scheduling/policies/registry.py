@@ -8,10 +8,13 @@ from timely_core.errors import UnknownPolicy
 from timely_core.scheduling.policies.base import Policy
 from timely_core.scheduling.policies.edf import EdfPolicy
 from timely_core.scheduling.policies.fcfs import FcfsPolicy
+from timely_core.scheduling.policies.infercept import InferceptPolicy
+from timely_core.scheduling.policies.lamps import LampsPolicy
 from timely_core.scheduling.policies.segmented_fcfs import SegmentedFcfsPolicy
 from timely_core.scheduling.policies.static_priority import StaticPriorityPolicy
 from timely_core.scheduling.policies.stream import StreamPolicy
 from timely_core.scheduling.policies.timely import TimelyPolicy
+from timely_core.scheduling.policies.vllm_like import VllmLikePolicy
 from timely_core.scheduling.priority import DEFAULT_MIN_SLACK_S
 
 _FACTORIES: dict[str, Callable[[], Policy]] = {
@@ -21,6 +24,9 @@ _FACTORIES: dict[str, Callable[[], Policy]] = {
     "segmented-fcfs": SegmentedFcfsPolicy,
     "edf": EdfPolicy,
     "priority": StaticPriorityPolicy,
+    "lamps": LampsPolicy,
+    "infercept": InferceptPolicy,
+    "vllm-like": VllmLikePolicy,
 }
 
 POLICY_NAMES: tuple[str, ...] = tuple(_FACTORIES)

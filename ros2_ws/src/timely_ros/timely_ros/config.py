@@ -192,6 +192,11 @@ class PlannerParams(BaseModel):
         default=True,
         description="decode each robot's plans under its grammar (valid by construction)",
     )
+    handling_strategy: Literal["auto", "ttl", "preserve", "swap", "discard"] = Field(
+        default="auto",
+        description="a suspended generation's KV: auto (least predicted waste, LAMPS), ttl "
+        "(kept for a time-to-live, Continuum), or preserve, swap, discard for every one",
+    )
     approval_timeout_s: float = Field(
         default=30.0,
         gt=0,

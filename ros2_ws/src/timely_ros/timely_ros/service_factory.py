@@ -10,7 +10,7 @@ from typing import Any
 from robot_models.language import load_language
 from robot_models.limit_checker import checker_factory
 from timely_core.clock import MonotonicClock
-from timely_core.engine.protocol import OutOfKvMemory
+from timely_core.engine.protocol import HandlingStrategy, OutOfKvMemory
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
@@ -87,6 +87,7 @@ def build_service(params: PlannerParams) -> PlanningService:
             scene_debounce_s=params.scene_debounce_s,
             scene_kv_fraction=params.scene_kv_fraction,
             grammar=params.grammar,
+            handling_strategy=HandlingStrategy(params.handling_strategy),
         ),
         languages=languages,
     )

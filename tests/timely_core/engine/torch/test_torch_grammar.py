@@ -20,7 +20,7 @@ from robot_models.dataset import LRTRACE_TASKS, build_dataset
 from robot_models.language import load_language
 from robot_models.parser import PlanParser
 from robot_models.plan_check import check_plan
-from timely_core.engine.protocol import HandlingStrategy, SamplingParams
+from timely_core.engine.protocol import FIXED_STRATEGIES, HandlingStrategy, SamplingParams
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.kv_cache import KvCache
@@ -149,7 +149,7 @@ def test_every_constrained_plan_parses_on_adversarial_instructions(planner: Plan
 def _rotate(strategy_of: dict[int, HandlingStrategy]) -> Between:
     """After every step, suspend each live generation with the next strategy in turn
     and resume it at once."""
-    strategies = list(HandlingStrategy)
+    strategies = list(FIXED_STRATEGIES)
 
     def between(engine: TorchEngine, live: list[int], step: int) -> None:
         for gen_id in live:
@@ -167,7 +167,7 @@ def test_the_constraint_survives_suspend_resume_swap_and_discard(planner: Planne
     seen: dict[int, HandlingStrategy] = {}
     interrupted = planner.run(cases, grammar=True, between=_rotate(seen))
     assert interrupted == straight
-    assert set(seen.values()) == set(HandlingStrategy)
+    assert set(seen.values()) == set(FIXED_STRATEGIES)
     for case, ids in zip(cases, interrupted, strict=True):
         assert check_plan(case[0], *planner.text(ids)).valid
 
