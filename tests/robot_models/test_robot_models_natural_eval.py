@@ -2,7 +2,8 @@
 every annotation valid for its robot's skills (names, numbers in range after unit
 conversion), no duplicates, the kinds of phrasing the issue asks for present, and
 nothing the data generator writes: no instruction it produced or a template could
-have produced (numbers and vocabulary aside), none of the prompt's examples."""
+have produced (numbers and vocabulary aside), none of the prompt's examples, and
+none of `ordinary_instructions.yaml` (a separate set with its own recorded figures)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from robot_models.dataset import build_dataset, generate
 from robot_models.dataset import vocabulary as vocab
 from robot_models.natural_eval import MIN_PER_TYPE, NaturalEntry, alternatives, natural_eval
+from robot_models.ordinary_instructions import ordinary_instructions
 from robot_models.prompts import _EXAMPLES
 from robot_models.skills import ROBOT_TYPES
 
@@ -89,10 +91,12 @@ def test_no_instruction_comes_from_the_generator_or_the_prompt(robot: str) -> No
     trained = _blank(_trained_objects())
     shapes = {_shape(i, trained) for i, _ in generated}
     prompt = {i.lower() for robots in _EXAMPLES.values() for _, i, _ in robots}
+    ordinary = {o.instruction.lower() for o in ordinary_instructions(robot)}
     for entry in natural_eval(robot):
         said = entry.instruction.strip().lower()
         assert said not in instructions, entry.instruction
         assert said not in prompt, entry.instruction
+        assert said not in ordinary, entry.instruction  # bench/grammar.py's own set
         # a template's phrasing with other objects in it is a template's too
         named = _blank(n.lower() for c in entry.objects for n in alternatives(c))
         blanks = (named, trained) if entry.objects else (trained,)
