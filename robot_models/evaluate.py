@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
@@ -65,7 +65,15 @@ class EvalReport:
         )
 
 
-def greedy_plans(planner: ReferencePlanner, examples: Sequence[Example]) -> list[tuple[str, bool]]:
+class BatchPlanner(Protocol):
+    """What `evaluate` decodes with (`ReferencePlanner`)."""
+
+    def plan_batch(
+        self, robot_type: str, requests: Sequence[tuple[str, str]]
+    ) -> list[tuple[str, bool]]: ...
+
+
+def greedy_plans(planner: BatchPlanner, examples: Sequence[Example]) -> list[tuple[str, bool]]:
     """Plans for `examples`, in order, decoded in batches of one robot type."""
     plans: dict[int, tuple[str, bool]] = {}
     for robot_type in ("drone", "arm"):
@@ -88,7 +96,7 @@ def natural_examples() -> list[tuple[Example, NaturalEntry]]:
 
 
 def evaluate(
-    planner: ReferencePlanner,
+    planner: BatchPlanner,
     heldout: Sequence[Example],
     lrtrace: Sequence[Example],
     natural: Sequence[tuple[Example, NaturalEntry]] = (),
