@@ -26,6 +26,7 @@ def natural_section(evaluation: dict[str, Any]) -> str:
     rows.append(("both", total))
     lines = [
         "",
+        "",
         "### Natural set (hand-written, `robot_models/data/natural_eval.yaml`)",
         "Operators' own phrasing, never trained on: questions, wishes, hazards described,",
         "several steps in one sentence, objects the training data never names, typos,",
