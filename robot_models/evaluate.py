@@ -2,9 +2,12 @@
 
 Decodes with HF transformers `LlamaForCausalLM.generate` (the reference
 implementation), in batches of one robot type sharing the prefix KV cache.
-Prints the valid-plan rate on the held-out instructions (goal >= 99%), exact plan
-match on the 11 LRTrace tasks (goal 11/11), and the rate of plans that use only
-skills of the right robot type (goal 100%), and writes them as JSON.
+Prints, side by side, the template held-out set (valid, goal >= 99%), the 11 LRTrace
+tasks (exact, goal 11/11) and the hand-written natural set (`data/natural_eval.yaml`:
+valid, right-robot skills, grounded, sensible), the rate of plans that use only
+skills of the right robot type on held-out and LRTrace (goal 100%), and writes them
+as JSON. Figures with the plan grammar come from the serving engine
+(`bench/natural_eval.py`); `--engine-figures` adds its JSON to the model card.
 """
 
 from __future__ import annotations
@@ -15,17 +18,21 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
 
 from robot_models.checkpoints import default_planner_path
 from robot_models.dataset import DEFAULT_SEED, Example, build_dataset
+from robot_models.natural_eval import NaturalEntry, natural_eval
+from robot_models.natural_score import NaturalTally, score_plan
 from robot_models.plan_check import check_plan
 from robot_models.reference_planner import ReferencePlanner
 from robot_models.training.model_card import write_model_card
 
 BATCH_SIZE = 16
+NATURAL_CRITERIA = ("valid", "right_skills", "grounded", "sensible")
 
 
 @dataclass
@@ -38,7 +45,9 @@ class EvalReport:
     lrtrace_exact: int = 0
     lrtrace_total: int = 0
     seconds: float = 0.0
-    failures: list[dict[str, str]] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    natural: dict[str, NaturalTally] = field(default_factory=dict)  # by robot type
+    natural_plans: list[dict[str, object]] = field(default_factory=list)
 
     @property
     def valid_rate(self) -> float:
@@ -56,7 +65,15 @@ class EvalReport:
         )
 
 
-def greedy_plans(planner: ReferencePlanner, examples: Sequence[Example]) -> list[tuple[str, bool]]:
+class BatchPlanner(Protocol):
+    """What `evaluate` decodes with (`ReferencePlanner`)."""
+
+    def plan_batch(
+        self, robot_type: str, requests: Sequence[tuple[str, str]]
+    ) -> list[tuple[str, bool]]: ...
+
+
+def greedy_plans(planner: BatchPlanner, examples: Sequence[Example]) -> list[tuple[str, bool]]:
     """Plans for `examples`, in order, decoded in batches of one robot type."""
     plans: dict[int, tuple[str, bool]] = {}
     for robot_type in ("drone", "arm"):
@@ -68,12 +85,40 @@ def greedy_plans(planner: ReferencePlanner, examples: Sequence[Example]) -> list
     return [plans[i] for i in range(len(examples))]
 
 
+def natural_examples() -> list[tuple[Example, NaturalEntry]]:
+    """The natural set of both robot types, as examples (no golden plan) with their
+    annotations."""
+    return [
+        (Example(robot_type, e.scene, e.instruction, "", "natural"), e)
+        for robot_type in ("drone", "arm")
+        for e in natural_eval(robot_type)
+    ]
+
+
 def evaluate(
-    planner: ReferencePlanner, heldout: Sequence[Example], lrtrace: Sequence[Example]
+    planner: BatchPlanner,
+    heldout: Sequence[Example],
+    lrtrace: Sequence[Example],
+    natural: Sequence[tuple[Example, NaturalEntry]] = (),
 ) -> EvalReport:
     """Greedy plans for every example, scored."""
     report = EvalReport()
     started = time.monotonic()
+    if natural:
+        generated_natural = greedy_plans(planner, [e for e, _ in natural])
+        for (example, entry), (text, ended) in zip(natural, generated_natural, strict=True):
+            score = score_plan(example.robot_type, entry, text, ended)
+            report.natural.setdefault(example.robot_type, NaturalTally()).add(score)
+            report.natural_plans.append(
+                {
+                    "robot_type": example.robot_type,
+                    "instruction": example.instruction,
+                    "plan": text,
+                    "ended": ended,
+                    **{c: getattr(score, c) for c in NATURAL_CRITERIA},
+                    "problems": list(score.problems),
+                }
+            )
     labelled = [(e, False) for e in heldout] + [(e, True) for e in lrtrace]
     generated = greedy_plans(planner, [e for e, _ in labelled])
     for (example, is_lrtrace), (text, ended) in zip(labelled, generated, strict=True):
@@ -88,9 +133,11 @@ def evaluate(
             report.heldout_total += 1
             report.heldout_valid += check.valid
             report.heldout_exact += exact
-        if not check.valid or (is_lrtrace and not exact):
+        if not check.valid or not check.right_skills or (is_lrtrace and not exact):
             report.failures.append(
                 {
+                    "set": "lrtrace" if is_lrtrace else "heldout",
+                    "right_skills": check.right_skills,
                     "instruction": example.instruction,
                     "expected": example.plan,
                     "got": text,
@@ -101,7 +148,61 @@ def evaluate(
     return report
 
 
+def natural_total(report: EvalReport) -> NaturalTally:
+    total = NaturalTally()
+    for tally in report.natural.values():
+        total = total.merged(tally)
+    return total
+
+
+def _share(count: int, total: int) -> str:
+    return f"{count}/{total} ({100 * count / max(1, total):.1f}%)"
+
+
+def print_sets(report: EvalReport, console: Console) -> None:
+    """The three sets side by side (HF greedy, no grammar)."""
+    table = Table(title="Sets side by side (HF greedy, no grammar)")
+    for column in ("set", "plans", "valid", "right skills", "grounded", "sensible", "exact"):
+        table.add_column(column, justify="right")
+    lrtrace_right = sum(
+        1 for f in report.failures if f.get("set") == "lrtrace" and not f.get("right_skills")
+    )
+    heldout_right = sum(
+        1 for f in report.failures if f.get("set") == "heldout" and not f.get("right_skills")
+    )
+    table.add_row(
+        "template held-out",
+        str(report.heldout_total),
+        _share(report.heldout_valid, report.heldout_total),
+        _share(report.heldout_total - heldout_right, report.heldout_total),
+        "-",
+        "-",
+        _share(report.heldout_exact, report.heldout_total),
+    )
+    table.add_row(
+        "LRTrace tasks",
+        str(report.lrtrace_total),
+        "-",
+        _share(report.lrtrace_total - lrtrace_right, report.lrtrace_total),
+        "-",
+        "-",
+        _share(report.lrtrace_exact, report.lrtrace_total),
+    )
+    rows = [(f"natural, {robot}", tally) for robot, tally in report.natural.items()]
+    if report.natural:
+        rows.append(("natural, both", natural_total(report)))
+    for name, tally in rows:
+        table.add_row(
+            name,
+            str(tally.plans),
+            *(_share(getattr(tally, c), tally.plans) for c in NATURAL_CRITERIA),
+            "-",
+        )
+    console.print(table)
+
+
 def print_report(report: EvalReport, console: Console) -> None:
+    print_sets(report, console)
     table = Table(title="Planner checkpoint (greedy decoding)")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -122,6 +223,12 @@ def print_report(report: EvalReport, console: Console) -> None:
     )
     table.add_row("evaluation time", f"{report.seconds:.0f} s", "-")
     console.print(table)
+    natural = [p for p in report.natural_plans if not p["sensible"]]
+    for plan in natural[:10]:
+        console.print(
+            f"[yellow]natural[/yellow] {plan['instruction']!r}: got {str(plan['plan'])[:120]!r}"
+            f" ({'; '.join(plan['problems'])[:160]})"  # type: ignore[arg-type]
+        )
     for failure in report.failures[:10]:
         console.print(
             f"[red]fail[/red] {failure['instruction']!r}: "
@@ -142,6 +249,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument(
+        "--no-natural", action="store_true", help="skip the natural set (data/natural_eval.yaml)"
+    )
+    parser.add_argument(
+        "--engine-figures",
+        type=Path,
+        default=None,
+        help="JSON of bench/natural_eval.py (engine, with and without the grammar) for the card",
+    )
+    parser.add_argument(
         "--update-card",
         action="store_true",
         help="write the figures to eval.json and MODEL_CARD.md in the checkpoint directory",
@@ -149,18 +265,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     data = build_dataset(args.seed)
     heldout = data.heldout[: args.limit] if args.limit > 0 else data.heldout
-    report = evaluate(ReferencePlanner(args.checkpoint), heldout, data.lrtrace)
+    natural = [] if args.no_natural else natural_examples()
+    report = evaluate(ReferencePlanner(args.checkpoint), heldout, data.lrtrace, natural)
     print_report(report, Console())
     figures = {
         **asdict(report),
         "valid_rate": report.valid_rate,
         "right_skill_rate": report.right_skill_rate,
     }
+    plans = figures.pop("natural_plans")
+    if args.engine_figures is not None:
+        figures["natural_engine"] = json.loads(args.engine_figures.read_text())["card"]
     if args.json is not None:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        args.json.write_text(json.dumps({**figures, "natural_plans": plans}, indent=2) + "\n")
     if args.update_card:
-        if args.limit:
-            parser.error("--update-card needs the full held-out set (no --limit)")
+        if args.limit or args.no_natural:
+            parser.error("--update-card needs the full held-out and natural sets")
         (args.checkpoint / "eval.json").write_text(json.dumps(figures, indent=2) + "\n")
         write_model_card(args.checkpoint, figures)
     return 0 if report.meets_goals() else 1

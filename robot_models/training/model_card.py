@@ -8,6 +8,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from robot_models.training.model_card_natural import natural_section
+
 CARD = """# Timely planner (tiny Llama)
 
 The embedded default planner of Timely: a small causal LM in the Hugging Face Llama
@@ -58,7 +60,7 @@ threads. Measured wall time: **{train_minutes:.1f} minutes** in total on the 2-c
 ## Limits
 Plans are only as good as the templates: the model handles the task families and
 vocabulary of `robot_models/dataset`, and produces a valid but possibly wrong plan
-for instructions far from them. {invalid}The serving side rejects invalid plans
+for instructions far from them{natural_limit}. {invalid}The serving side rejects invalid plans
 statement by statement (the robot only ever gets valid ones).
 """
 
@@ -105,6 +107,7 @@ def write_model_card(directory: Path, evaluation: dict[str, Any] | None = None) 
         text = "| metric | value | goal |\n|---|---|---|\n" + "\n".join(
             f"| {name} | {value} | {goal} |" for name, value, goal in rows
         )
+        text += natural_section(e)
     numbers, slips = _NUMBERS[_number_format(run)]
     stages_all = [*stats.get("earlier_stages", []), stats]
     lines = []
@@ -141,6 +144,7 @@ def write_model_card(directory: Path, evaluation: dict[str, Any] | None = None) 
         train_minutes=sum(stage["train_seconds"] for stage in stages_all) / 60,
         final_loss=stats["final_loss"],
         evaluation=text,
+        natural_limit=_natural_limit(evaluation),
     )
     (directory / "MODEL_CARD.md").write_text(card)
 
@@ -150,6 +154,20 @@ _NUMBERS = {
     "digits": (DIGIT_TOKENS, DIGIT_SLIPS),
     "whole": (NUMBER_TOKENS, NUMBER_SLIPS),
 }
+
+
+def _natural_limit(evaluation: dict[str, Any] | None) -> str:
+    """How the natural set went, in one clause."""
+    natural = (evaluation or {}).get("natural") or {}
+    plans = sum(t["plans"] for t in natural.values())
+    if not plans:
+        return ""
+    grounded = sum(t["grounded"] for t in natural.values())
+    sensible = sum(t["sensible"] for t in natural.values())
+    return (
+        f" (the hand-written natural set: {grounded} of {plans} plans grounded, {sensible}"
+        " sensible, see above)"
+    )
 
 
 def _invalid(evaluation: dict[str, Any] | None) -> str:

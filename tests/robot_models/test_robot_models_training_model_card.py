@@ -98,3 +98,43 @@ def test_evaluated_card_counts_the_invalid_plans_and_quotes_one(tmp_path: Path) 
     card = _card_from(tmp_path, asdict(TrainConfig()), evaluation)
     assert "| valid plans, held-out | 298/300 (99.3%) | >= 99% |" in card
     assert '2 of 300 held-out plans were invalid, for example `mr(7);` for "Go right 74 cm"' in card
+
+
+def test_evaluated_card_reports_the_natural_set_beside_the_templates(tmp_path: Path) -> None:
+    tally = {"plans": 150, "valid": 60, "right_skills": 140, "grounded": 30, "sensible": 15}
+    evaluation: dict[str, object] = {
+        "heldout_total": 300,
+        "heldout_valid": 299,
+        "heldout_exact": 187,
+        "valid_rate": 299 / 300,
+        "lrtrace_exact": 11,
+        "lrtrace_total": 11,
+        "right_skill": 311,
+        "right_skill_total": 311,
+        "right_skill_rate": 1.0,
+        "failures": [],
+        "natural": {"drone": tally, "arm": {**tally, "plans": 160, "sensible": 5}},
+    }
+    card = _card_from(tmp_path, asdict(TrainConfig()), evaluation)
+    assert "| drone | 150 | 60/150 (40.0%) | 140/150 (93.3%) | 30/150 (20.0%) |" in card
+    assert "| both | 310 | 120/310 (38.7%) | 280/310 (90.3%) | 60/310 (19.4%) | 20/310" in card
+    assert "natural set: 60 of 310 plans grounded, 20 sensible" in card
+    assert "On the service" not in card
+    served = {**tally, "exact": 0}
+    evaluation["natural_engine"] = {
+        "natural": {"service_without_grammar": served, "service_with_grammar": served},
+        "heldout": {
+            "service_without_grammar": {**served, "plans": 300, "exact": 187},
+            "service_with_grammar": {**served, "plans": 300, "exact": 188},
+        },
+    }
+    card = _card_from(tmp_path, asdict(TrainConfig()), evaluation)
+    assert "| natural | yes | 150 | 60/150 (40.0%) | 140/150 (93.3%) | 30/150 (20.0%) |" in card
+    assert "| template held-out | no | 300 | 60/300 (20.0%) | 140/300 (46.7%) | - | - |" in card
+    assert "| 188/300 (62.7%) |" in card
+
+
+def test_card_without_the_natural_set_has_no_natural_section(tmp_path: Path) -> None:
+    card = _card(tmp_path, TrainConfig())
+    assert "Natural set" not in card
+    assert "far from them. " in card

@@ -1,0 +1,258 @@
+"""The planner checkpoint on the service, with and without the plan grammar, on the
+three sets side by side: template held-out, the 11 LRTrace tasks and the hand-written
+natural set (`robot_models/data/natural_eval.yaml`, scored valid, right-robot skills,
+grounded and sensible by `robot_models.natural_score`). In the same run, HF greedy
+(`robot_models.evaluate`, the reference) plans the same requests, and the service's
+plans without the grammar are compared with HF's token text: identical, or (for a
+plan HF writes invalid) the service stopped at the statement it rejected.
+
+The service is `timely_core.PlanningService` on the torch engine, greedy, many robots
+at once, each robot's tasks one after another, segments marked done as they come.
+
+    PYTHONPATH=. .venv/bin/python bench/natural_eval.py [--threads 2] [--robots 12]
+
+Writes bench/results/natural_eval.json (with os.getloadavg(): the machine is shared);
+its "card" entry is what `python -m robot_models.evaluate --update-card
+--engine-figures bench/results/natural_eval.json` puts in the model card.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+from tokenizers import Tokenizer
+
+from robot_models.checkpoints import default_planner_path
+from robot_models.dataset import build_dataset
+from robot_models.evaluate import greedy_plans, natural_examples
+from robot_models.language import load_language
+from robot_models.natural_eval import NaturalEntry
+from robot_models.natural_score import NaturalTally, score_plan
+from robot_models.plan_check import check_plan
+from robot_models.reference_planner import ReferencePlanner
+from timely_core.clock import MonotonicClock
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
+from timely_core.language.plan_language import PlanLanguage
+from timely_core.request import TaskRequest
+from timely_core.service import PlanningService
+from timely_core.service_config import ServiceConfig
+
+RESULTS = Path(__file__).resolve().parent / "results" / "natural_eval.json"
+ROBOTS = ("drone", "arm")
+MAX_TOKENS = 256  # as HF's DEFAULT_MAX_NEW_TOKENS in robot_models.evaluate
+CRITERIA = ("valid", "right_skills", "grounded", "sensible")
+DECODERS = {
+    "hf": "HF greedy",
+    "service_without_grammar": "service, no grammar",
+    "service_with_grammar": "service, grammar",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    robot: str
+    scene: str
+    instruction: str
+    golden: str | None  # template and LRTrace sets
+    entry: NaturalEntry | None  # natural set
+
+
+@dataclass(frozen=True)
+class Plan:
+    text: str
+    ended: bool  # a complete plan: EOS (HF) or a successful task (service)
+    error: str = ""
+
+
+def cases_of() -> dict[str, list[Case]]:
+    data = build_dataset()
+    return {
+        "heldout": [Case(e.robot_type, e.scene, e.instruction, e.plan, None) for e in data.heldout],
+        "lrtrace": [Case(e.robot_type, e.scene, e.instruction, e.plan, None) for e in data.lrtrace],
+        "natural": [
+            Case(e.robot_type, e.scene, e.instruction, None, entry)
+            for e, entry in natural_examples()
+        ],
+    }
+
+
+def serve(path: Path, cases: list[Case], grammar: bool, robots: int, threads: int) -> list[Plan]:
+    """Each case planned by the service; `robots` robots of each type at once."""
+    engine = TorchEngine(path, EngineConfig(num_threads=threads))
+    languages: dict[str, PlanLanguage] = {r: load_language(r) for r in ROBOTS}
+    service = PlanningService(
+        engine,
+        Tokenizer.from_file(str(path / "tokenizer.json")),
+        policy="timely",
+        clock=MonotonicClock(),
+        config=ServiceConfig(max_tokens=MAX_TOKENS, grammar=grammar),
+        languages=languages,
+    )
+    queues: dict[str, list[int]] = {}
+    for robot in ROBOTS:
+        mine = [i for i, c in enumerate(cases) if c.robot == robot]
+        for k in range(robots):
+            robot_id = f"{robot}{k}"
+            service.register_robot(robot_id, robot_type=robot)
+            queues[robot_id] = mine[k::robots]
+    plans: dict[int, Plan] = {}
+
+    def run(robot_id: str) -> None:
+        for i in queues[robot_id]:
+            case = cases[i]
+            handle = service.submit(
+                TaskRequest(robot_id=robot_id, scene=case.scene, instruction=case.instruction)
+            )
+            for segment in handle.segments(timeout_s=600):
+                handle.segment_done(segment.index)
+            result = handle.result(timeout_s=600)
+            plans[i] = Plan(result.plan_text, result.success, result.error)
+
+    service.start()
+    try:
+        with ThreadPoolExecutor(max_workers=len(queues)) as pool:
+            for future in [pool.submit(run, robot_id) for robot_id in queues]:
+                future.result()
+    finally:
+        service.stop()
+    return [plans[i] for i in range(len(cases))]
+
+
+def reference(path: Path, cases: list[Case]) -> list[Plan]:
+    """HF greedy (robot_models.evaluate's batches), no grammar."""
+    from robot_models.dataset import Example
+
+    examples = [Example(c.robot, c.scene, c.instruction, c.golden or "", "") for c in cases]
+    return [Plan(t, e) for t, e in greedy_plans(ReferencePlanner(path), examples)]
+
+
+def score(cases: list[Case], plans: list[Plan]) -> dict[str, Any]:
+    tallies: dict[str, NaturalTally] = {r: NaturalTally() for r in ROBOTS}
+    exact = 0
+    for case, plan in zip(cases, plans, strict=True):
+        if case.entry is not None:
+            tallies[case.robot].add(score_plan(case.robot, case.entry, plan.text, plan.ended))
+            continue
+        check = check_plan(case.robot, plan.text, plan.ended)
+        tallies[case.robot].plans += 1
+        tallies[case.robot].valid += check.valid
+        tallies[case.robot].right_skills += check.right_skills
+        exact += plan.ended and plan.text == case.golden
+    total = tallies["drone"].merged(tallies["arm"])
+    figures: dict[str, Any] = {c: getattr(total, c) for c in ("plans", *CRITERIA)}
+    figures["exact"] = exact
+    figures["by_robot"] = {r: vars(t) for r, t in tallies.items()}
+    return figures
+
+
+def compare(cases: list[Case], hf: list[Plan], served: list[Plan]) -> dict[str, Any]:
+    """HF's plans against the service's without the grammar: a valid HF plan must be
+    the service's plan; an invalid one must start with the service's text, which ends
+    where the service rejected a statement (or at the token limit)."""
+    identical = stopped = 0
+    differ = []
+    for i, (case, a, b) in enumerate(zip(cases, hf, served, strict=True)):
+        if a.text == b.text and a.ended == b.ended:
+            identical += 1
+        elif not check_plan(case.robot, a.text, a.ended).valid and a.text.startswith(b.text):
+            stopped += 1
+        else:
+            differ.append({"index": i, "hf": a.text, "service": b.text, "error": b.error})
+    return {"identical": identical, "stopped_at_rejection": stopped, "differ": differ}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", type=Path, default=default_planner_path())
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--robots", type=int, default=12, help="robots per type at once")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--limit", type=int, default=0, help="first N of each set (smoke runs)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    console = Console(width=160)
+    loadavg_before = os.getloadavg()
+    started = time.perf_counter()
+    sets = cases_of()
+    if args.limit:
+        sets = {name: cases[: args.limit] for name, cases in sets.items()}
+    results: dict[str, Any] = {"sets": {}}
+    for name, cases in sets.items():
+        console.print(f"{name}: HF greedy, service without and with the grammar ...")
+        t0 = time.perf_counter()
+        hf = reference(args.model, cases)
+        t1 = time.perf_counter()
+        without = serve(args.model, cases, False, args.robots, args.threads)
+        t2 = time.perf_counter()
+        with_ = serve(args.model, cases, True, args.robots, args.threads)
+        t3 = time.perf_counter()
+        results["sets"][name] = {
+            "hf": score(cases, hf),
+            "service_without_grammar": score(cases, without),
+            "service_with_grammar": score(cases, with_),
+            "hf_vs_service_without_grammar": compare(cases, hf, without),
+            "seconds": {"hf": t1 - t0, "without": t2 - t1, "with": t3 - t2},
+            "plans": [  # every natural plan; of the others those that are not all the same
+                {"instruction": c.instruction, "hf": a.text, "without": b.text, "with": g.text}
+                for c, a, b, g in zip(cases, hf, without, with_, strict=True)
+                if name == "natural" or not a.text == b.text == g.text
+            ],
+        }
+    results["card"] = {  # totals only, for the model card
+        name: {
+            side: {k: v for k, v in results["sets"][name][side].items() if k != "by_robot"}
+            for side in ("service_without_grammar", "service_with_grammar")
+        }
+        for name in sets
+    }
+    results["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count()}
+    results["settings"] = {
+        "threads": args.threads,
+        "robots": args.robots,
+        "limit": args.limit,
+        "model": str(args.model),
+    }
+    results["loadavg_before"] = loadavg_before
+    results["loadavg_after"] = os.getloadavg()
+    results["seconds"] = time.perf_counter() - started
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    print_table(results, console)
+    return 0
+
+
+def print_table(results: dict[str, Any], console: Console) -> None:
+    table = Table(title="Sets side by side (greedy): HF, service without / with the grammar")
+    for column in ("set", "decoder", "plans", *CRITERIA, "exact", "same as HF"):
+        table.add_column(column, justify="right")
+    for name, figures in results["sets"].items():
+        for decoder, label in DECODERS.items():
+            f = figures[decoder]
+            same = ""
+            if decoder == "service_without_grammar":
+                c = figures["hf_vs_service_without_grammar"]
+                same = f"{c['identical']} (+{c['stopped_at_rejection']} stopped)"
+            cells = [
+                "-" if name != "natural" and k in ("grounded", "sensible") else f"{f[k]}"
+                for k in CRITERIA
+            ]
+            exact = "-" if name == "natural" else str(f["exact"])
+            table.add_row(name, label, str(f["plans"]), *cells, exact, same)
+    console.print(table)
+    console.print(f"load average: {results['loadavg_before']} -> {results['loadavg_after']}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
