@@ -116,10 +116,15 @@ class VllmEngine:
         check_prompt(-1, token_ids, self.vocab_size, self.config.max_model_len)
         self._park(set())  # the prefill runs alone: no generation gets a token unasked
         request_id = f"prefix.{prefix_id}.{next(self._serial)}"
-        params = self._vllm_params(temperature=0.0, max_tokens=1, output_kind=self._delta,
-                                   detokenize=False)
-        self.llm.add_request(request_id, self._tokens_prompt(prompt_token_ids=list(token_ids)),
-                             params, priority=PREFIX_PRIORITY)
+        params = self._vllm_params(
+            temperature=0.0, max_tokens=1, output_kind=self._delta, detokenize=False
+        )
+        self.llm.add_request(
+            request_id,
+            self._tokens_prompt(prompt_token_ids=list(token_ids)),
+            params,
+            priority=PREFIX_PRIORITY,
+        )
         while self.llm.has_unfinished_requests():
             for output in self.llm.step():
                 if output.request_id == request_id and output.num_cached_tokens is not None:
@@ -216,12 +221,12 @@ class VllmEngine:
             return []
         produced: dict[int, StepOutput] = {}
         for output in self.llm.step():
-            state = self._by_request.get(output.request_id)
-            if state is None:
+            owner = self._by_request.get(output.request_id)
+            if owner is None:
                 continue
+            self._record_cached(owner, output)
             for token in output.outputs[0].token_ids if output.outputs else ():
-                produced[state.gen_id] = self._append(state, int(token), output.finished)
-            self._record_cached(state, output)
+                produced[owner.gen_id] = self._append(owner, int(token), output.finished)
         return [produced[g] for g in gen_ids if g in produced]
 
     # ---- internals -----------------------------------------------------------

@@ -18,8 +18,9 @@ def import_vllm() -> ModuleType:
     try:
         import vllm
     except ImportError as exc:
-        raise EngineError(f"engine 'vllm' needs vLLM, which is not installed ({exc}); "
-                          f"{INSTALL_HINT}") from None
+        raise EngineError(
+            f"engine 'vllm' needs vLLM, which is not installed ({exc}); {INSTALL_HINT}"
+        ) from None
     return vllm
 
 

@@ -48,7 +48,8 @@ def drive_segmented(
     out = {g: list(p) for g, p in zip(ids, prompts, strict=True)}
     for g, p in zip(ids, prompts, strict=True):
         engine.add(g, p, params)
-    live, paused = list(ids), {}  # paused: gen -> iteration to resume at
+    live = list(ids)
+    paused: dict[int, int] = {}  # gen -> iteration to resume at
     for iteration in range(100_000):
         for g, at in list(paused.items()):
             if at <= iteration:
