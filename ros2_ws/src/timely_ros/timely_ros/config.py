@@ -122,7 +122,9 @@ class PlannerParams(BaseModel):
     # `timely up` puts the planner in this namespace; `ros2 run`/launch decide with
     # `-r __ns:=` / the launch file (the node's namespace wins)
     namespace: str = Field(default=DEFAULT_NAMESPACE, pattern=NAMESPACE_PATTERN)
-    engine: Literal["torch", "simulated"] = "torch"
+    # torch: our engine; simulated: virtual-time replay; vllm: vLLM in process (the
+    # CPU build here); vllm-server: one or more vLLM OpenAI-compatible servers
+    engine: Literal["torch", "simulated", "vllm", "vllm-server"] = "torch"
     model_path: str = "robot_models/checkpoints/planner"
     policy: Literal["timely", "fcfs", "stream", "segmented-fcfs", "edf", "priority"] = "timely"
     kv_budget_mb: float = Field(default=64.0, gt=0, le=1_000_000)
@@ -144,6 +146,12 @@ class PlannerParams(BaseModel):
     # a segment waiting for an operator's approval this long ends its goal, unsent
     approval_timeout_s: float = Field(default=30.0, gt=0, le=3600)
     seed: int = 0
+    # engine: vllm / vllm-server (timely_core/engine/vllm). KV space in whole GiB, as
+    # the CPU build reads it; server URLs like http://127.0.0.1:8100
+    vllm_dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    vllm_kv_space_gib: int = Field(default=1, ge=1, le=1024)
+    vllm_max_num_seqs: int = Field(default=64, ge=1, le=1024)
+    vllm_server_urls: list[str] = Field(default_factory=list)
     robots: list[RobotSpec] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -152,6 +160,18 @@ class PlannerParams(BaseModel):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise ValueError(f"robot ids must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+    @model_validator(mode="after")
+    def _vllm_options(self) -> PlannerParams:
+        if self.engine in ("vllm", "vllm-server") and self.grammar:
+            raise ValueError(
+                f"engine {self.engine!r} cannot decode under grammars (vLLM's structured "
+                "outputs see the planner tokenizer's digit place marks, and restart the "
+                "grammar when a suspended plan resumes): set grammar: false"
+            )
+        if self.engine == "vllm-server" and not self.vllm_server_urls:
+            raise ValueError("engine 'vllm-server' needs vllm_server_urls (one or more)")
         return self
 
     def robot(self, robot_id: str) -> RobotSpec | None:
