@@ -74,8 +74,15 @@ def build_vllm_engine(params: PlannerParams, path: Path) -> Any:
     from timely_core.engine.protocol import EngineError
     from timely_core.engine.vllm.config import VllmConfig
     from timely_core.engine.vllm.engine import VllmEngine
+    from timely_core.engine.vllm.server_config import VllmServerConfig
+    from timely_core.engine.vllm.server_engine import VllmServerEngine
 
     try:
+        if params.engine == "vllm-server":
+            servers = VllmServerConfig(
+                urls=params.vllm_server_urls, max_generations=params.vllm_max_num_seqs
+            )
+            return VllmServerEngine(path, servers)
         config = VllmConfig(
             dtype=params.vllm_dtype,
             kv_cache_space_gib=params.vllm_kv_space_gib,
@@ -83,7 +90,7 @@ def build_vllm_engine(params: PlannerParams, path: Path) -> Any:
             seed=params.seed,
         )
         return VllmEngine(path, config)
-    except EngineError as err:
+    except (EngineError, ValueError) as err:
         raise ConfigError(f"engine {params.engine!r}: {err}") from None
 
 

@@ -1,8 +1,15 @@
-"""Helpers of the vLLM engine tests: the planner's robot prompts, and a driver that
-suspends and resumes generations on a schedule."""
+"""Helpers of the vLLM engine tests: the planner's robot prompts, a driver that
+suspends and resumes generations on a schedule, real vLLM servers on loopback."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 from functools import cache
 from pathlib import Path
 
@@ -67,3 +74,63 @@ def drive_segmented(
                 live.remove(o.gen_id)
                 paused[o.gen_id] = iteration + 1 + pause
     raise AssertionError("generations did not finish")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class VllmServer:
+    """One `python -m vllm.entrypoints.openai.api_server` on 127.0.0.1, in its own
+    process group: `kill` ends the group, its EngineCore child included (a SIGKILL to
+    the API server alone leaves that child running)."""
+
+    def __init__(self, model: Path, log: Path, max_num_seqs: int = 8) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1")
+        command = [
+            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(model), "--host", "127.0.0.1", "--port", str(self.port),
+            "--dtype", "float32", "--max-model-len", "2048", "--block-size", "32",
+            "--enable-prefix-caching", "--scheduling-policy", "priority",
+            "--enable-prompt-tokens-details", "--enforce-eager",
+            "--max-num-seqs", str(max_num_seqs),
+        ]  # fmt: skip
+        self.log = log
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+
+    def wait_ready(self, timeout_s: float) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"vLLM server exited: {self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(
+            f"vLLM server not ready in {timeout_s} s: {self.log.read_text()[-3000:]}"
+        )
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+    def running_requests(self) -> float:
+        import httpx
+
+        for line in httpx.get(f"{self.url}/metrics", timeout=5).text.splitlines():
+            if line.startswith("vllm:num_requests_running{"):
+                return float(line.rsplit(" ", 1)[1])
+        raise AssertionError("no vllm:num_requests_running in /metrics")
