@@ -53,6 +53,8 @@ lint: setup
 	@echo "==> ruff"
 	@$(VENV)/bin/ruff check $(LINT_PATHS)
 	@$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	@echo "==> hadolint"
+	@$(VENV)/bin/hadolint docker/Dockerfile.cpu docker/Dockerfile.gpu
 
 typecheck: setup setup-vllm
 	@echo "==> mypy"

@@ -52,8 +52,20 @@ def test_demo_completes_on_engine_vllm(tmp_path: Path) -> None:
 def test_engine_vllm_with_grammars_is_refused_at_configuration(tmp_path: Path) -> None:
     from timely_ros.config import ConfigError, load_bringup
 
-    assert load_bringup(CONFIG).planner.engine == "vllm"
+    planner = load_bringup(CONFIG).planner
+    assert planner is not None and planner.engine == "vllm"
+    gpu = load_bringup(CONFIG.with_name("sim_fleet_vllm_gpu.yaml")).planner
+    assert gpu is not None and gpu.vllm_attention_backend == "FLASHINFER"
     bad = tmp_path / "grammar.yaml"
     bad.write_text(CONFIG.read_text().replace("grammar: false", "grammar: true"))
     with pytest.raises(ConfigError, match=r"digit place marks.*grammar: false"):
+        load_bringup(bad)
+
+
+def test_engine_vllm_server_needs_urls(tmp_path: Path) -> None:
+    from timely_ros.config import ConfigError, load_bringup
+
+    bad = tmp_path / "servers.yaml"
+    bad.write_text(CONFIG.read_text().replace("engine: vllm ", "engine: vllm-server "))
+    with pytest.raises(ConfigError, match="needs vllm_server_urls"):
         load_bringup(bad)

@@ -34,6 +34,8 @@ class VllmConfig(BaseModel):
     enforce_eager: bool = True
     num_threads: int | None = Field(default=None, ge=1)  # OMP threads; None: torch's
     seed: int = 0
+    # vLLM's attention backend by name (FLASHINFER on GPU hosts); None: vLLM's choice
+    attention_backend: str | None = None
     suspend_strategies: frozenset[HandlingStrategy] = frozenset(
         {HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD}
     )

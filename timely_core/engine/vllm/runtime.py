@@ -51,6 +51,7 @@ def build_llm_engine(model_path: str | Path, config: VllmConfig) -> Any:
         max_num_batched_tokens=config.max_num_batched_tokens,
         scheduling_policy="priority",
         seed=config.seed,
+        attention_backend=config.attention_backend,
     )
     try:
         return vllm.LLMEngine.from_engine_args(args)

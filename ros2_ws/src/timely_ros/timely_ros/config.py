@@ -152,6 +152,7 @@ class PlannerParams(BaseModel):
     vllm_kv_space_gib: int = Field(default=1, ge=1, le=1024)
     vllm_max_num_seqs: int = Field(default=64, ge=1, le=1024)
     vllm_server_urls: list[str] = Field(default_factory=list)
+    vllm_attention_backend: str = ""  # e.g. FLASHINFER (the GPU image); "": vLLM's choice
     robots: list[RobotSpec] = Field(min_length=1)
 
     @model_validator(mode="after")

@@ -88,6 +88,7 @@ def build_vllm_engine(params: PlannerParams, path: Path) -> Any:
             kv_cache_space_gib=params.vllm_kv_space_gib,
             max_num_seqs=params.vllm_max_num_seqs,
             seed=params.seed,
+            attention_backend=params.vllm_attention_backend or None,
         )
         return VllmEngine(path, config)
     except (EngineError, ValueError) as err:
