@@ -36,6 +36,7 @@ class VllmGeneration:
     cached_tokens: int = 0  # vLLM's num_cached_tokens of the latest request
     cached_history: list[int] = field(default_factory=list)  # per request that ran
     cache_unreported: bool = False  # the latest request has not reported yet
+    first_token_s: float | None = None  # monotonic time its first token arrived (servers)
 
     @property
     def num_generated(self) -> int:

@@ -168,15 +168,18 @@ class VllmServerEngine:
         now = time.monotonic()
         if self._memory is not None and now - self._memory[0] < self.config.metrics_period_s:
             return self._memory[1]
-        total = free = 0
+        total = free = block_bytes = 0
         for server in self.router.up():
             try:
-                blocks, usage = _kv_metrics(self._control.get(f"{server.url}/metrics").text)
+                blocks, usage, pool_bytes = _kv_metrics(
+                    self._control.get(f"{server.url}/metrics").text
+                )
             except Exception:
                 continue
             total += blocks
             free += round(blocks * (1.0 - usage))
-        report = MemoryReport(VLLM_CPU_BLOCK_SIZE, 0, total, free, 0, 0, 0)
+            block_bytes = pool_bytes // max(1, blocks + 1)
+        report = MemoryReport(VLLM_CPU_BLOCK_SIZE, block_bytes, total, free, 0, 0, 0)
         self._memory = (now, report)
         return report
 
@@ -429,6 +432,8 @@ class VllmServerEngine:
             if stream.epoch != epoch:
                 return
             for choice in event.get("choices") or ():
+                if choice.get("token_ids") and state.first_token_s is None:
+                    state.first_token_s = time.monotonic()
                 for token in choice.get("token_ids") or ():
                     stream.received.append(int(token))
                     stream.buffer.append(int(token))
@@ -508,13 +513,21 @@ def _read_config(path: Path) -> str:
         raise EngineError(f"no model config at {path}: {exc}") from None
 
 
-def _kv_metrics(text: str) -> tuple[int, float]:
-    """(KV blocks, fraction in use) from a vLLM server's Prometheus text."""
-    blocks, usage = 0, 0.0
+def _kv_metrics(text: str) -> tuple[int, float, int]:
+    """(KV blocks, fraction in use, pool bytes) from a vLLM server's Prometheus text."""
+    blocks, usage, pool_bytes = 0, 0.0, 0
     for line in text.splitlines():
         if line.startswith("vllm:cache_config_info{"):
-            field_text = line.split('num_gpu_blocks="', 1)[1]
-            blocks = int(field_text.split('"', 1)[0]) - 1  # block 0 is the null block
+            blocks = int(_label(line, "num_gpu_blocks")) - 1  # block 0 is the null block
+            pool_bytes = int(_label(line, "kv_cache_memory_bytes") or 0)
         elif line.startswith("vllm:kv_cache_usage_perc{"):
             usage = float(line.rsplit(" ", 1)[1])
-    return blocks, usage
+    return blocks, usage, pool_bytes
+
+
+def _label(line: str, name: str) -> str:
+    """A Prometheus label's value ("" when absent or not a number)."""
+    if f'{name}="' not in line:
+        return ""
+    value = line.split(f'{name}="', 1)[1].split('"', 1)[0]
+    return value if value.isdigit() else ""

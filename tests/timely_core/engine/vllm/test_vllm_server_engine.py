@@ -2,8 +2,9 @@
 the planner checkpoint): greedy plans equal the torch engine's, a robot's second
 request hits its server's prefix cache, the policy's ranking reaches vLLM's priority
 queue, closing a stream aborts the request, and a server killed mid-run loses no
-generation (each resumes on the other from its kept token ids); with no server left,
-or a URL that never answered, the error names them and nothing hangs."""
+generation (each resumes on the other from its kept token ids), nor does the
+PlanningService's task; with no server left, or a URL that never answered, the error
+names them and nothing hangs."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from engine_testkit import drive
-from vllm_testkit import VllmServer, free_port, robot_prompts
+from vllm_testkit import VllmServer, free_port, plan_with_service, robot_prompts
 
 from timely_core.engine.protocol import EngineError, SamplingParams
 from timely_core.engine.torch.config import EngineConfig
@@ -29,7 +30,8 @@ SLOTS = 2  # --max-num-seqs of each server: a short waiting queue to order
 @pytest.fixture(scope="module")
 def servers(planner: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[VllmServer]]:
     logs = tmp_path_factory.mktemp("vllm-servers")
-    started = [VllmServer(planner, logs / f"server{i}.log", SLOTS) for i in range(2)]
+    # two for the engine tests, a third for the service test to kill
+    started = [VllmServer(planner, logs / f"server{i}.log", SLOTS) for i in range(3)]
     try:
         for server in started:
             server.wait_ready(400)
@@ -41,7 +43,8 @@ def servers(planner: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 @pytest.fixture(scope="module")
 def engine(planner: Path, servers: list[VllmServer]) -> Iterator[VllmServerEngine]:
-    config = VllmServerConfig(urls=[s.url for s in servers], affinity_slack=4, retry_after_s=600)
+    urls = [s.url for s in servers[:2]]
+    config = VllmServerConfig(urls=urls, affinity_slack=4, retry_after_s=600)
     engine = VllmServerEngine(planner, config)
     yield engine
     engine.close()
@@ -106,30 +109,33 @@ def drive_alone(engine: VllmServerEngine, gen_id: int) -> list[int]:
 
 def test_the_ranking_orders_the_servers_waiting_queue(engine: VllmServerEngine) -> None:
     """On one server (the prefix's) with both slots busy, the generation the policy
-    ranks first starts before one added earlier but ranked lower."""
-    head = _random_prompts(2, 1)[0][:64]
+    ranks first starts before one added earlier but ranked lower (first tokens as
+    they arrive from the server)."""
+    looping = _looping_prompts([3, 4])
+    head = looping[0][:64]
     engine.register_prefix("queue", head)
-    prompts = [head + p[:100] for p in _random_prompts(3, 4)]
+    prompts = [looping[0], looping[0], head + looping[1], head + looping[1]]
     short, long, low, high = 20, 21, 22, 23
     engine.set_ranking([short, long, high, low])
-    for gen_id, prompt, tokens in zip((short, long), prompts[:2], (4, 60), strict=True):
-        engine.add(gen_id, prompt, SamplingParams(max_tokens=tokens), prefix_id="queue")
-    started: dict[int, int] = {}
-    live = [short, long]
-    iteration = 0
-    while len(started) < 2 or live:
-        if iteration == 1:  # both slots taken: these two wait in the server's queue
-            engine.add(low, prompts[2], SamplingParams(max_tokens=60), prefix_id="queue")
-            engine.add(high, prompts[3], SamplingParams(max_tokens=60), prefix_id="queue")
-            assert engine.generation(high).priority < engine.generation(low).priority
-            live += [low, high]
+    engine.add(short, prompts[0], SamplingParams(max_tokens=4), prefix_id="queue")
+    engine.add(long, prompts[1], SamplingParams(max_tokens=200), prefix_id="queue")
+    while not engine.step([short, long]):
+        pass  # both slots taken: the next two wait in the server's queue
+    engine.add(low, prompts[2], SamplingParams(max_tokens=40), prefix_id="queue")
+    engine.add(high, prompts[3], SamplingParams(max_tokens=40), prefix_id="queue")
+    assert engine.generation(high).priority < engine.generation(low).priority
+    assert {engine.server_of(g) for g in (short, long, low, high)} == {
+        engine.router.home_of("queue").url  # type: ignore[union-attr]
+    }
+    started = {g: engine.generation(g) for g in (low, high)}
+    live = [short, long, low, high]
+    while live:
         for out in engine.step(live):
-            if out.gen_id in (low, high):
-                started.setdefault(out.gen_id, iteration)
             if out.finished:
                 live.remove(out.gen_id)
-        iteration += 1
-    assert started[high] < started[low]
+    first_high, first_low = started[high].first_token_s, started[low].first_token_s
+    assert first_high is not None and first_low is not None
+    assert first_high < first_low
     engine.set_ranking([])
 
 
@@ -162,6 +168,27 @@ def test_a_url_that_does_not_answer_is_named(planner: Path) -> None:
         VllmServerEngine(planner, VllmServerConfig(urls=[url], connect_timeout_s=1))
 
 
+def test_service_on_servers_completes_every_task_with_one_killed(
+    planner: Path, servers: list[VllmServer]
+) -> None:
+    """The PlanningService on two servers (the first and the third): the third is
+    killed while the robots' plans are in flight; every task still ends with its
+    golden plan. Runs before the engine-level kill test (which kills the others)."""
+    extra = servers[2]
+    config = VllmServerConfig(urls=[servers[0].url, extra.url], retry_after_s=600)
+    engine = VllmServerEngine(planner, config)
+
+    def kill_soon() -> None:
+        time.sleep(1.0)  # goals in flight on both servers
+        extra.kill()
+
+    failures, stats = plan_with_service(engine, 8, on_started=kill_soon)
+    engine.close()
+    assert not failures, "\n".join(failures)
+    assert stats.succeeded == 8
+    assert engine.router.servers[1].failures >= 1  # the killed one was noticed
+
+
 def test_a_server_killed_mid_run_loses_no_generation(
     engine: VllmServerEngine, servers: list[VllmServer], torch_engine: TorchEngine
 ) -> None:
@@ -176,6 +203,7 @@ def test_a_server_killed_mid_run_loses_no_generation(
     by_server = {g: engine.server_of(g) for g in live}
     assert len(set(by_server.values())) == 2  # least loaded first: both servers used
     victim = servers[1]
+    assert len(set(by_server.values()) - {victim.url}) == 1
     for iteration in range(10_000):
         if not live:
             break
@@ -197,4 +225,4 @@ def test_a_server_killed_mid_run_loses_no_generation(
     with pytest.raises(EngineError, match="no vLLM server answers") as err:
         for _ in range(100):
             engine.step([60])
-    assert all(s.url in str(err.value) for s in servers)
+    assert all(s.url in str(err.value) for s in servers[:2])

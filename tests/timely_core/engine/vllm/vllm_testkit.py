@@ -12,6 +12,7 @@ import sys
 import time
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from timely_core.engine.protocol import Engine, HandlingStrategy, SamplingParams
 
@@ -134,3 +135,79 @@ class VllmServer:
             if line.startswith("vllm:num_requests_running{"):
                 return float(line.rsplit(" ", 1)[1])
         raise AssertionError("no vllm:num_requests_running in /metrics")
+
+
+def plan_with_service(engine: Any, robots: int, on_started: Any = None) -> tuple[list[str], Any]:
+    """The PlanningService on `engine` (timely policy, background thread, real clock):
+    `robots` robots each plan one LRTrace task, acknowledging every segment; returns
+    what went wrong per robot (failure, a plan other than the task's golden plan,
+    segments out of order) and the service's stats. `on_started()` runs once the
+    robots' goals are in flight."""
+    import threading
+
+    from tokenizers import Tokenizer
+
+    from robot_models.dataset.lrtrace_tasks import LRTRACE_TASKS, LRTraceTask
+    from robot_models.language import load_language
+    from timely_core.clock import MonotonicClock
+    from timely_core.request import TaskRequest
+    from timely_core.scheduling.tuf import Tuf
+    from timely_core.service import PlanningService
+    from timely_core.service_config import ServiceConfig
+
+    tokenizer = Tokenizer.from_file(str(PLANNER / "tokenizer.json"))
+    languages: dict[str, Any] = {t: load_language(t) for t in ("drone", "arm")}
+    service = PlanningService(
+        engine,
+        tokenizer,
+        policy="timely",
+        clock=MonotonicClock(),
+        # vLLM refuses grammars (engine/vllm/generation.py says why)
+        config=ServiceConfig(max_tokens=200, grammar=False),
+        languages=languages,
+    )
+    tasks = [LRTRACE_TASKS[i % len(LRTRACE_TASKS)] for i in range(robots)]
+    for i, task in enumerate(tasks):
+        service.register_robot(f"robot{i}", robot_type=task.robot_type)
+    failures: list[str] = []
+
+    def robot(i: int, task: LRTraceTask) -> None:
+        handle = service.submit(
+            TaskRequest(
+                robot_id=f"robot{i}",
+                scene=task.scene,
+                instruction=task.instruction,
+                tuf=Tuf.preset(task.urgency),
+            )
+        )
+        texts, indices = [], []
+        for segment in handle.segments(timeout_s=300):
+            texts.append(segment.text)
+            indices.append(segment.index)
+            handle.segment_done(segment.index)
+        result = handle.result(timeout_s=300)
+        if not result.success:
+            failures.append(f"robot{i} ({task.name}): {result.error}")
+        elif "".join(texts) != task.golden_plan:
+            failures.append(f"robot{i}: {''.join(texts)!r} != {task.golden_plan!r}")
+        if indices != list(range(len(indices))):
+            failures.append(f"robot{i}: segments out of order {indices}")
+
+    service.start()
+    threads = [threading.Thread(target=robot, args=(i, t)) for i, t in enumerate(tasks)]
+    try:
+        for thread in threads:
+            thread.start()
+        if on_started is not None:
+            on_started()
+        for thread in threads:
+            thread.join(timeout=600)
+        cancelled = service.submit(
+            TaskRequest(robot_id="robot0", scene=tasks[0].scene, instruction="Look for the cat")
+        )
+        cancelled.cancel()
+        if cancelled.result(timeout_s=60).success:
+            failures.append("a cancelled task succeeded")
+    finally:
+        service.stop()
+    return failures, service.stats()
