@@ -13,8 +13,9 @@ KV). The server reports the cached tokens in a request's last chunk, so only a
 request that runs to its end reports them (`cache_reports`, kept after the
 generation finishes); one closed early reports nothing.
 
-Routing: a generation with a prefix goes to the server holding that prefix (cache
-affinity) unless it runs `affinity_slack` more streams than the least loaded one.
+Routing (server_router.py): a generation with a prefix goes to the server holding
+that prefix (cache affinity; a new prefix to the server holding the fewest) unless
+it runs `affinity_slack` more streams than the least loaded one.
 A server whose stream breaks (connection lost, an error event, a 5xx) is left out
 for `retry_after_s` and the generation resumes on another from the token ids it has
 received, so no task is lost while any server answers. Swap is refused as in process

@@ -41,13 +41,25 @@ class Router:
             if not live:
                 return None
             least = min(live, key=lambda s: s.load)
-            home = self._home.get(key) if key is not None else None
-            if home is None or home not in live or home.load > least.load + self._slack:
-                home = least
-                if key is not None:
-                    self._home[key] = home
+            if key is None:
+                least.load += 1
+                return least
+            home = self._home.get(key)
+            if home is None or home not in live:
+                # a new (or orphaned) prefix goes where the fewest prefixes live
+                home = min(live, key=lambda s: (len(s.homes), s.load))
+            elif home.load > least.load + self._slack:
+                home = least  # too busy: the prefix moves with its load
+            self._move_home(key, home)
             home.load += 1
             return home
+
+    def _move_home(self, key: str, home: ServerState) -> None:
+        previous = self._home.get(key)
+        if previous is not None:
+            previous.homes.discard(key)
+        self._home[key] = home
+        home.homes.add(key)
 
     def home_of(self, key: str) -> ServerState | None:
         return self._home.get(key)

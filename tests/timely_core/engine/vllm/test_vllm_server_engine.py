@@ -24,6 +24,7 @@ from timely_core.engine.vllm.server_config import VllmServerConfig
 from timely_core.engine.vllm.server_engine import VllmServerEngine
 
 pytestmark = pytest.mark.slow
+ROBOTS = 11  # the LRTrace tasks, both robot types
 SLOTS = 2  # --max-num-seqs of each server: a short waiting queue to order
 
 
@@ -117,7 +118,7 @@ def test_the_ranking_orders_the_servers_waiting_queue(engine: VllmServerEngine) 
     prompts = [looping[0], looping[0], head + looping[1], head + looping[1]]
     short, long, low, high = 20, 21, 22, 23
     engine.set_ranking([short, long, high, low])
-    engine.add(short, prompts[0], SamplingParams(max_tokens=4), prefix_id="queue")
+    engine.add(short, prompts[0], SamplingParams(max_tokens=40), prefix_id="queue")
     engine.add(long, prompts[1], SamplingParams(max_tokens=200), prefix_id="queue")
     while not engine.step([short, long]):
         pass  # both slots taken: the next two wait in the server's queue
@@ -175,17 +176,13 @@ def test_service_on_servers_completes_every_task_with_one_killed(
     killed while the robots' plans are in flight; every task still ends with its
     golden plan. Runs before the engine-level kill test (which kills the others)."""
     extra = servers[2]
-    config = VllmServerConfig(urls=[servers[0].url, extra.url], retry_after_s=600)
+    config = VllmServerConfig(urls=[servers[0].url, extra.url], retry_after_s=600, affinity_slack=2)
     engine = VllmServerEngine(planner, config)
-
-    def kill_soon() -> None:
-        time.sleep(1.0)  # goals in flight on both servers
-        extra.kill()
-
-    failures, stats = plan_with_service(engine, 8, on_started=kill_soon)
+    # every LRTrace task: drones and arms, so each server holds one robot type's prefix
+    failures, stats = plan_with_service(engine, ROBOTS, on_first_segment=extra.kill)
     engine.close()
     assert not failures, "\n".join(failures)
-    assert stats.succeeded == 8
+    assert stats.succeeded == ROBOTS
     assert engine.router.servers[1].failures >= 1  # the killed one was noticed
 
 

@@ -137,12 +137,14 @@ class VllmServer:
         raise AssertionError("no vllm:num_requests_running in /metrics")
 
 
-def plan_with_service(engine: Any, robots: int, on_started: Any = None) -> tuple[list[str], Any]:
+def plan_with_service(
+    engine: Any, robots: int, on_first_segment: Any = None
+) -> tuple[list[str], Any]:
     """The PlanningService on `engine` (timely policy, background thread, real clock):
     `robots` robots each plan one LRTrace task, acknowledging every segment; returns
     what went wrong per robot (failure, a plan other than the task's golden plan,
-    segments out of order) and the service's stats. `on_started()` runs once the
-    robots' goals are in flight."""
+    segments out of order) and the service's stats. `on_first_segment()` runs once,
+    when the first segment of any robot arrives (the other plans still in flight)."""
     import threading
 
     from tokenizers import Tokenizer
@@ -170,6 +172,7 @@ def plan_with_service(engine: Any, robots: int, on_started: Any = None) -> tuple
     for i, task in enumerate(tasks):
         service.register_robot(f"robot{i}", robot_type=task.robot_type)
     failures: list[str] = []
+    first = threading.Lock()
 
     def robot(i: int, task: LRTraceTask) -> None:
         handle = service.submit(
@@ -182,6 +185,8 @@ def plan_with_service(engine: Any, robots: int, on_started: Any = None) -> tuple
         )
         texts, indices = [], []
         for segment in handle.segments(timeout_s=300):
+            if on_first_segment is not None and first.acquire(blocking=False):
+                on_first_segment()
             texts.append(segment.text)
             indices.append(segment.index)
             handle.segment_done(segment.index)
@@ -198,8 +203,6 @@ def plan_with_service(engine: Any, robots: int, on_started: Any = None) -> tuple
     try:
         for thread in threads:
             thread.start()
-        if on_started is not None:
-            on_started()
         for thread in threads:
             thread.join(timeout=600)
         cancelled = service.submit(
