@@ -78,6 +78,15 @@ class VllmEngine:
         kv = self._scheduler().kv_cache_config
         self._bytes_per_block = sum(t.size for t in kv.kv_cache_tensors) // max(1, kv.num_blocks)
 
+    def close(self) -> None:
+        """Shut vLLM's engine down now. vLLM's worker tears down process-wide state
+        (its parallel groups) when it shuts down, which it otherwise does whenever the
+        engine is garbage collected: close one engine before building the next."""
+        for state in list(self._gens.values()):
+            self._end_request(state)
+        self._gens.clear()
+        self.llm.engine_core.shutdown()
+
     # ---- protocol: properties ----------------------------------------------
     @property
     def eos_token_id(self) -> int:

@@ -37,4 +37,4 @@ def vllm_engine(planner: Path) -> Iterator[object]:
 
     engine = VllmEngine(planner, VllmConfig(max_num_seqs=32))
     yield engine
-    del engine
+    engine.close()  # before the next module builds its own (see VllmEngine.close)
