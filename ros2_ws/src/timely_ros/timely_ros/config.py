@@ -135,10 +135,11 @@ class PlannerParams(BaseModel):
         description="where `timely up` puts the planner; ros2 run and launch files decide "
         "with -r __ns:= (the node's namespace wins)",
     )
-    engine: Literal["torch", "simulated"] = Field(
+    engine: Literal["torch", "simulated", "vllm", "vllm-server"] = Field(
         default="torch",
         description="torch: the planner checkpoint on our paged-KV engine; simulated: "
-        "the data set's plans at the paper's latency",
+        "the data set's plans at the paper's latency; vllm: vLLM in process (its CPU build "
+        "here); vllm-server: one or more vLLM OpenAI-compatible servers",
     )
     model_path: str = Field(
         default="robot_models/checkpoints/planner",
@@ -216,6 +217,22 @@ class PlannerParams(BaseModel):
         "are cancelled",
     )
     seed: int = Field(default=0, description="seed of sampled decoding")
+    vllm_dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        default="float32", description="engine vllm / vllm-server: the model's dtype"
+    )
+    vllm_kv_space_gib: int = Field(
+        default=1, ge=1, le=1024, description="engine vllm: KV space in whole GiB (as vLLM-CPU)"
+    )
+    vllm_max_num_seqs: int = Field(
+        default=64, ge=1, le=1024, description="engine vllm: sequences in one vLLM step"
+    )
+    vllm_server_urls: list[str] = Field(
+        default_factory=list,
+        description="engine vllm-server: the servers, e.g. http://127.0.0.1:8100",
+    )
+    vllm_attention_backend: str = Field(
+        default="", description="engine vllm: e.g. FLASHINFER (the GPU image); empty: vLLM's"
+    )
     robots: list[RobotSpec] = Field(
         min_length=1, description="ids of the robots served; each has its settings under its id"
     )
@@ -226,6 +243,23 @@ class PlannerParams(BaseModel):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise ValueError(f"robot ids must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+    @model_validator(mode="after")
+    def _vllm_options(self) -> PlannerParams:
+        if self.engine in ("vllm", "vllm-server") and self.grammar:
+            raise ValueError(
+                f"engine {self.engine!r} cannot decode under grammars (vLLM's structured "
+                "outputs see the planner tokenizer's digit place marks, and restart the "
+                "grammar when a suspended plan resumes): set grammar: false"
+            )
+        if self.engine in ("vllm", "vllm-server") and self.handling_strategy == "swap":
+            raise ValueError(
+                f"engine {self.engine!r} cannot swap a waiting plan's KV to host memory "
+                "(vLLM offloads KV only on GPU hosts): use auto, preserve or discard"
+            )
+        if self.engine == "vllm-server" and not self.vllm_server_urls:
+            raise ValueError("engine 'vllm-server' needs vllm_server_urls (one or more)")
         return self
 
     def robot(self, robot_id: str) -> RobotSpec | None:

@@ -199,7 +199,7 @@ def declare_described(node: Node, fields: list[DescribedField], *, defaults: boo
                 )
             if int(parameter.type_) == wanted:
                 node.set_descriptor(field.name, field.descriptor)
-        elif defaults and field.default is not None:
+        elif defaults and field.default not in (None, []):  # [] has no ROS type
             node.declare_parameter(field.name, field.default, field.descriptor)
 
 

@@ -53,6 +53,8 @@ def build_engine(
         from timely_core.engine.torch.engine import TorchEngine
 
         return TorchEngine(path, EngineConfig(device_kv_bytes=kv_bytes, host_kv_bytes=kv_bytes))
+    if params.engine in ("vllm", "vllm-server"):
+        return build_vllm_engine(params, path)
     from timely_core.engine.sim.engine import SimulatedEngineConfig
     from timely_core.engine.sim.latency import PAPER_KV_BYTES_PER_BLOCK, PAPER_LLAMA3_8B_RTX4090
     from timely_ros.known_plans import KnownPlans
@@ -65,6 +67,32 @@ def build_engine(
         eos_token_id=0 if eos is None else int(eos), device_blocks=blocks, host_blocks=blocks
     )
     return PacedSimulatedEngine(PAPER_LLAMA3_8B_RTX4090, KnownPlans(tokenizer, languages), config)
+
+
+def build_vllm_engine(params: PlannerParams, path: Path) -> Any:
+    """engine: vllm or vllm-server; what vLLM refuses becomes a ConfigError naming it."""
+    from timely_core.engine.protocol import EngineError
+    from timely_core.engine.vllm.config import VllmConfig
+    from timely_core.engine.vllm.engine import VllmEngine
+    from timely_core.engine.vllm.server_config import VllmServerConfig
+    from timely_core.engine.vllm.server_engine import VllmServerEngine
+
+    try:
+        if params.engine == "vllm-server":
+            servers = VllmServerConfig(
+                urls=params.vllm_server_urls, max_generations=params.vllm_max_num_seqs
+            )
+            return VllmServerEngine(path, servers)
+        config = VllmConfig(
+            dtype=params.vllm_dtype,
+            kv_cache_space_gib=params.vllm_kv_space_gib,
+            max_num_seqs=params.vllm_max_num_seqs,
+            seed=params.seed,
+            attention_backend=params.vllm_attention_backend or None,
+        )
+        return VllmEngine(path, config)
+    except (EngineError, ValueError) as err:
+        raise ConfigError(f"engine {params.engine!r}: {err}") from None
 
 
 def build_service(params: PlannerParams) -> PlanningService:

@@ -1,0 +1,40 @@
+"""Fixtures of the vLLM engine tests: vLLM's caches in a temp dir, the planner
+checkpoint, its robots' prompts, and one in-process vLLM engine per test module."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from vllm_testkit import PLANNER
+
+
+@pytest.fixture(scope="session", autouse=True)
+def vllm_cache_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """vLLM writes its caches under the home dir unless told otherwise."""
+    root = tmp_path_factory.mktemp("vllm-cache")
+    os.environ["VLLM_CACHE_ROOT"] = str(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def planner() -> Path:
+    if not (PLANNER / "model.safetensors").is_file():
+        pytest.fail(f"the planner checkpoint is missing at {PLANNER}: python -m robot_models.train")
+    return PLANNER
+
+
+@pytest.fixture(scope="module")
+def vllm_engine(planner: Path) -> Iterator[object]:
+    from timely_core.engine.vllm.config import VllmConfig
+    from timely_core.engine.vllm.engine import VllmEngine
+
+    engine = VllmEngine(planner, VllmConfig(max_num_seqs=32))
+    yield engine
+    engine.close()  # before the next module builds its own (see VllmEngine.close)

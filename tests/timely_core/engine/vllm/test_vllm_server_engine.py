@@ -1,0 +1,225 @@
+"""`engine: vllm-server` against two real vLLM servers on 127.0.0.1 (the CPU build,
+the planner checkpoint): greedy plans equal the torch engine's, a robot's second
+request hits its server's prefix cache, the policy's ranking reaches vLLM's priority
+queue, closing a stream aborts the request, and a server killed mid-run loses no
+generation (each resumes on the other from its kept token ids), nor does the
+PlanningService's task; with no server left, or a URL that never answered, the error
+names them and nothing hangs."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from engine_testkit import drive
+from vllm_testkit import VllmServer, free_port, plan_with_service, robot_prompts
+
+from timely_core.engine.protocol import EngineError, SamplingParams
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
+from timely_core.engine.vllm.server_config import VllmServerConfig
+from timely_core.engine.vllm.server_engine import VllmServerEngine
+
+pytestmark = pytest.mark.slow
+ROBOTS = 11  # the LRTrace tasks, both robot types
+SLOTS = 2  # --max-num-seqs of each server: a short waiting queue to order
+
+
+@pytest.fixture(scope="module")
+def servers(planner: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[VllmServer]]:
+    logs = tmp_path_factory.mktemp("vllm-servers")
+    # two for the engine tests, a third for the service test to kill
+    started = [VllmServer(planner, logs / f"server{i}.log", SLOTS) for i in range(3)]
+    try:
+        for server in started:
+            server.wait_ready(400)
+        yield started
+    finally:
+        for server in started:
+            server.kill()
+
+
+@pytest.fixture(scope="module")
+def engine(planner: Path, servers: list[VllmServer]) -> Iterator[VllmServerEngine]:
+    urls = [s.url for s in servers[:2]]
+    config = VllmServerConfig(urls=urls, affinity_slack=4, retry_after_s=600)
+    engine = VllmServerEngine(planner, config)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def torch_engine(planner: Path) -> TorchEngine:
+    return TorchEngine(planner, EngineConfig(num_threads=1))
+
+
+def _random_prompts(seed: int, count: int) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(2, 1536) for _ in range(rng.randrange(20, 300))] for _ in range(count)]
+
+
+def _looping_prompts(seeds: list[int]) -> list[list[int]]:
+    """A few random ids repeated to 120 tokens: the planner goes on repeating them for
+    a long while (seed 3 and 4: past 1,500 tokens) where a random prompt ends at once."""
+    prompts = []
+    for seed in seeds:
+        rng = random.Random(seed)
+        unit = [rng.randrange(2, 1536) for _ in range(rng.randrange(3, 9))]
+        prompts.append(unit * (120 // len(unit)))
+    return prompts
+
+
+def test_server_plans_equal_the_torch_engine(
+    engine: VllmServerEngine, torch_engine: TorchEngine
+) -> None:
+    _, prompts = robot_prompts()
+    chosen = prompts[:6]
+    params = SamplingParams(max_tokens=40)
+    arrivals = [0, 0, 1, 3, 4, 9]
+    assert drive(engine, chosen, params, arrivals) == drive(torch_engine, chosen, params, arrivals)
+
+
+def test_a_robots_second_request_hits_its_servers_cache(engine: VllmServerEngine) -> None:
+    prefixes, prompts = robot_prompts()
+    engine.register_prefix("arm", prefixes["arm"])
+    home = engine.router.home_of("arm")
+    assert home is not None
+    arm_prompts = [p for p in prompts if p[: len(prefixes["arm"])] == prefixes["arm"]]
+    assert engine.prefix_cached_tokens["arm"] == 0  # prefilled there once
+    for gen_id, prompt in enumerate(arm_prompts[:2], start=10):
+        engine.add(gen_id, prompt, SamplingParams(max_tokens=8), prefix_id="arm")
+        assert engine.server_of(gen_id) == home.url
+        drive_alone(engine, gen_id)
+        # the server reports cached tokens in a request's last chunk, just after its
+        # last token
+        assert _eventually(lambda: gen_id in engine.cache_reports)  # noqa: B023
+        assert engine.cache_reports[gen_id][0] >= len(prefixes["arm"]) // 32 * 32
+
+
+def drive_alone(engine: VllmServerEngine, gen_id: int) -> list[int]:
+    tokens: list[int] = []
+    while True:
+        for out in engine.step([gen_id]):
+            tokens.append(out.token_id)
+            if out.finished:
+                return tokens
+
+
+def test_the_ranking_orders_the_servers_waiting_queue(engine: VllmServerEngine) -> None:
+    """On one server (the prefix's) with both slots busy, the generation the policy
+    ranks first starts before one added earlier but ranked lower (first tokens as
+    they arrive from the server)."""
+    looping = _looping_prompts([3, 4])
+    head = looping[0][:64]
+    engine.register_prefix("queue", head)
+    prompts = [looping[0], looping[0], head + looping[1], head + looping[1]]
+    short, long, low, high = 20, 21, 22, 23
+    engine.set_ranking([short, long, high, low])
+    engine.add(short, prompts[0], SamplingParams(max_tokens=40), prefix_id="queue")
+    engine.add(long, prompts[1], SamplingParams(max_tokens=200), prefix_id="queue")
+    while not engine.step([short, long]):
+        pass  # both slots taken: the next two wait in the server's queue
+    engine.add(low, prompts[2], SamplingParams(max_tokens=40), prefix_id="queue")
+    engine.add(high, prompts[3], SamplingParams(max_tokens=40), prefix_id="queue")
+    assert engine.generation(high).priority < engine.generation(low).priority
+    assert {engine.server_of(g) for g in (short, long, low, high)} == {
+        engine.router.home_of("queue").url  # type: ignore[union-attr]
+    }
+    started = {g: engine.generation(g) for g in (low, high)}
+    live = [short, long, low, high]
+    while live:
+        for out in engine.step(live):
+            if out.finished:
+                live.remove(out.gen_id)
+    first_high, first_low = started[high].first_token_s, started[low].first_token_s
+    assert first_high is not None and first_low is not None
+    assert first_high < first_low
+    engine.set_ranking([])
+
+
+def test_closing_a_stream_aborts_the_request_on_its_server(
+    engine: VllmServerEngine, servers: list[VllmServer]
+) -> None:
+    engine.add(30, _looping_prompts([3])[0], SamplingParams(max_tokens=1500))
+    for _ in range(3):
+        engine.step([30])
+    url = engine.server_of(30)
+    server = next(s for s in servers if s.url == url)
+    assert _eventually(lambda: server.running_requests() == 1)  # its gauges lag a little
+    engine.abort(30)
+    assert _eventually(lambda: server.running_requests() == 0)
+
+
+def _eventually(condition: Callable[[], bool], timeout_s: float = 60) -> bool:
+    """Bounded wait for a server's state (a bound, never a timing assertion)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_url_that_does_not_answer_is_named(planner: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(EngineError, match=f"no vLLM server answers: {url} .*refused"):
+        VllmServerEngine(planner, VllmServerConfig(urls=[url], connect_timeout_s=1))
+
+
+def test_service_on_servers_completes_every_task_with_one_killed(
+    planner: Path, servers: list[VllmServer]
+) -> None:
+    """The PlanningService on two servers (the first and the third): the third is
+    killed while the robots' plans are in flight; every task still ends with its
+    golden plan. Runs before the engine-level kill test (which kills the others)."""
+    extra = servers[2]
+    config = VllmServerConfig(urls=[servers[0].url, extra.url], retry_after_s=600, affinity_slack=2)
+    engine = VllmServerEngine(planner, config)
+    # every LRTrace task: drones and arms, so each server holds one robot type's prefix
+    failures, stats = plan_with_service(engine, ROBOTS, on_first_segment=extra.kill)
+    engine.close()
+    assert not failures, "\n".join(failures)
+    assert stats.succeeded == ROBOTS
+    assert engine.router.servers[1].failures >= 1  # the killed one was noticed
+
+
+def test_a_server_killed_mid_run_loses_no_generation(
+    engine: VllmServerEngine, servers: list[VllmServer], torch_engine: TorchEngine
+) -> None:
+    """Runs last: it kills the servers."""
+    prompts = _looping_prompts(list(range(8)))
+    params = SamplingParams(max_tokens=300)
+    expected = drive(torch_engine, prompts, params)
+    out = {g: list(p) for g, p in enumerate(prompts, start=40)}
+    for gen_id, prompt in out.items():
+        engine.add(gen_id, list(prompt), params)
+    live = list(out)
+    by_server = {g: engine.server_of(g) for g in live}
+    assert len(set(by_server.values())) == 2  # least loaded first: both servers used
+    victim = servers[1]
+    assert len(set(by_server.values()) - {victim.url}) == 1
+    for iteration in range(10_000):
+        if not live:
+            break
+        if iteration == 3:
+            victim.kill()
+        for o in engine.step(live):
+            out[o.gen_id].append(o.token_id)
+            if o.finished:
+                live.remove(o.gen_id)
+    assert list(out.values()) == expected
+    moved = [g for g, url in by_server.items() if url == victim.url]
+    # those it was still streaming resumed on the other server (a generation it had
+    # streamed to its end before dying needed nothing more)
+    assert moved and any(engine.generation_failovers.get(g, 0) >= 1 for g in moved)
+    assert not any(engine.generation_failovers.get(g, 0) for g in out if g not in moved)
+    # the last server gone too: a generation's error names both, and nothing hangs
+    servers[0].kill()
+    engine.add(60, prompts[0], params)
+    with pytest.raises(EngineError, match="no vLLM server answers") as err:
+        for _ in range(100):
+            engine.step([60])
+    assert all(s.url in str(err.value) for s in servers[:2])

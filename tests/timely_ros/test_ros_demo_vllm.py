@@ -1,0 +1,83 @@
+"""`timely demo` with the shipped vLLM config (sim_fleet_vllm.yaml): the planner on
+vLLM's engine in process (the CPU build) and the simulated fleet over ROS 2 complete
+a short workload; and a vLLM config that asks for grammars is refused, naming why."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.timely_ros.ros_support import PYTHON, REPO, ros_env
+
+pytestmark = pytest.mark.ros
+
+CONFIG = REPO / "ros2_ws" / "src" / "timely_ros" / "config" / "sim_fleet_vllm.yaml"
+
+
+def test_demo_completes_on_engine_vllm(tmp_path: Path) -> None:
+    env = ros_env(tmp_path / "ros_log")
+    env["VLLM_CACHE_ROOT"] = str(tmp_path / "vllm-cache")
+    done = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "timely_ros.cli",
+            "demo",
+            "--config",
+            str(CONFIG),
+            "--duration",
+            "20",
+            "--seed",
+            "7",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
+    found = re.search(r"replaying (\d+) tasks", out)
+    assert found is not None, out
+    n = int(found.group(1))
+    assert n >= 3
+    assert f"{n}/{n} tasks succeeded" in out
+    assert len(re.findall(r"on (?:drone|arm)\d+: ok", out)) == n
+
+
+def test_engine_vllm_with_grammars_is_refused_at_configuration(tmp_path: Path) -> None:
+    from timely_ros.config import ConfigError, load_bringup
+
+    planner = load_bringup(CONFIG).planner
+    assert planner is not None and planner.engine == "vllm"
+    gpu = load_bringup(CONFIG.with_name("sim_fleet_vllm_gpu.yaml")).planner
+    assert gpu is not None and gpu.vllm_attention_backend == "FLASHINFER"
+    bad = tmp_path / "grammar.yaml"
+    bad.write_text(CONFIG.read_text().replace("grammar: false", "grammar: true"))
+    with pytest.raises(ConfigError, match=r"digit place marks.*grammar: false"):
+        load_bringup(bad)
+
+
+def test_engine_vllm_server_needs_urls(tmp_path: Path) -> None:
+    from timely_ros.config import ConfigError, load_bringup
+
+    bad = tmp_path / "servers.yaml"
+    bad.write_text(CONFIG.read_text().replace("engine: vllm ", "engine: vllm-server "))
+    with pytest.raises(ConfigError, match="needs vllm_server_urls"):
+        load_bringup(bad)
+
+
+def test_engine_vllm_cannot_be_told_to_swap(tmp_path: Path) -> None:
+    from timely_ros.config import ConfigError, load_bringup
+
+    bad = tmp_path / "swap.yaml"
+    text = CONFIG.read_text()
+    bad.write_text(
+        text.replace("    grammar: false\n", "    grammar: false\n    handling_strategy: swap\n")
+    )
+    with pytest.raises(ConfigError, match="cannot swap a waiting plan's KV"):
+        load_bringup(bad)

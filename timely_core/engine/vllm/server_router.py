@@ -1,0 +1,78 @@
+"""Which vLLM server runs a generation: cache affinity by prefix, balanced by load,
+and the servers that failed left out for a while."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ServerState:
+    url: str
+    model: str = ""  # the served model's name (/v1/models)
+    load: int = 0  # live streams on it
+    down_until: float = 0.0  # monotonic time; 0: up
+    last_error: str = ""
+    failures: int = 0
+    homes: set[str] = field(default_factory=set)  # affinity keys it holds
+
+
+class Router:
+    """Thread-safe: streams fail over from the client's event loop thread."""
+
+    def __init__(self, servers: list[ServerState], slack: int, retry_after_s: float) -> None:
+        self.servers = servers
+        self._slack = slack
+        self._retry_after_s = retry_after_s
+        self._home: dict[str, ServerState] = {}
+        self._lock = threading.Lock()
+
+    def up(self) -> list[ServerState]:
+        now = time.monotonic()
+        return [s for s in self.servers if s.down_until <= now]
+
+    def pick(self, key: str | None) -> ServerState | None:
+        """The server for a new stream with affinity `key` (a prefix id), counted in
+        its load; None when every server is down."""
+        with self._lock:
+            live = self.up()
+            if not live:
+                return None
+            least = min(live, key=lambda s: s.load)
+            if key is None:
+                least.load += 1
+                return least
+            home = self._home.get(key)
+            if home is None or home not in live:
+                # a new (or orphaned) prefix goes where the fewest prefixes live
+                home = min(live, key=lambda s: (len(s.homes), s.load))
+            elif home.load > least.load + self._slack:
+                home = least  # too busy: the prefix moves with its load
+            self._move_home(key, home)
+            home.load += 1
+            return home
+
+    def _move_home(self, key: str, home: ServerState) -> None:
+        previous = self._home.get(key)
+        if previous is not None:
+            previous.homes.discard(key)
+        self._home[key] = home
+        home.homes.add(key)
+
+    def home_of(self, key: str) -> ServerState | None:
+        return self._home.get(key)
+
+    def release(self, server: ServerState) -> None:
+        with self._lock:
+            server.load = max(0, server.load - 1)
+
+    def mark_down(self, server: ServerState, reason: str) -> None:
+        with self._lock:
+            server.down_until = time.monotonic() + self._retry_after_s
+            server.last_error = reason
+            server.failures += 1
+
+    def describe_down(self) -> str:
+        return "; ".join(f"{s.url} ({s.last_error or 'down'})" for s in self.servers)
