@@ -59,4 +59,10 @@ class VllmConfig(BaseModel):
                 "KV to host memory only through its KV offloading connector, which runs on "
                 "CUDA and XPU GPUs; use 'preserve' or 'discard'"
             )
+        chosen = sorted(s.value for s in value if not s.is_fixed)
+        if chosen:
+            raise ValueError(
+                f"{', '.join(chosen)}: chosen per suspension by the service, never given "
+                "to an engine; list fixed strategies (preserve, discard)"
+            )
         return value

@@ -95,6 +95,8 @@ def test_ranking_becomes_vllm_priority_at_submission(vllm_engine: Any) -> None:
 def test_swap_is_refused_at_configuration_and_on_suspend(vllm_engine: Any) -> None:
     with pytest.raises(ValidationError, match=r"swap.*not available on vLLM's CPU build"):
         VllmConfig(suspend_strategies=frozenset(HandlingStrategy))
+    with pytest.raises(ValidationError, match="auto, ttl: chosen per suspension by the service"):
+        VllmConfig(suspend_strategies=frozenset({HandlingStrategy.AUTO, HandlingStrategy.TTL}))
     with pytest.raises(ValidationError, match="multiple of 32"):
         VllmConfig(block_size=48)
     assert vllm_engine.memory().host_blocks_total == 0  # no host pool to swap to
