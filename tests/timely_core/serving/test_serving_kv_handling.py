@@ -103,7 +103,9 @@ def test_auto_never_swaps_on_an_engine_without_a_host_pool() -> None:
     assert told == [HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD, HandlingStrategy.DISCARD]
     assert engine.stats.swapped_out_blocks == 0
     with pytest.raises(ValueError, match="handling_strategy swap: the engine has no host KV"):
-        service_with("timely", ServiceConfig(handling_strategy="swap"), engine_config=no_host)
+        service_with(
+            "timely", ServiceConfig(handling_strategy=HandlingStrategy.SWAP), engine_config=no_host
+        )
 
 
 def test_the_engine_refuses_strategies_the_service_resolves() -> None:
