@@ -1,40 +1,54 @@
-"""rclpy's `ActionClient` without the future leak of the ros-rclpy 9.1.2 wheel.
+"""rclpy's `ActionClient` with a `send_goal_async` that registers one future per goal.
 
-In that release `send_goal_async` registers two futures for one goal request (a
-regression fixed upstream by ros2/rclpy#1532, not in any wheel on PyPI yet): the
-first is never completed, so it stays in the client's `_futures` for good, and the
-executor walks that list on every action event. A long-lived client (PlanClient, the
-planner's link to each robot) then slows down with every goal it ever sent: a fuzz
-of 12,000 goals fell from 180 to 71 goals/s (docs/design-notes.md). This subclass
-drops futures that no request is waiting on after each send, which is a no-op on an
-rclpy without the regression.
+In the ros-rclpy 9.1.2 wheel, `send_goal_async` registers a future for the request
+inside its lock and then a second one for the same sequence number outside it (a
+regression fixed upstream by ros2/rclpy#1532, not in any wheel on PyPI yet). Two
+defects follow:
+- the first future is never completed and stays in the client's `_futures` for
+  good; the executor walks that list on every action event, so a long-lived client
+  (PlanClient, the planner's link to each robot) slowed down with every goal it
+  ever sent (a 12,000-goal fuzz fell from 180 to 71 goals/s; docs/design-notes.md);
+- a goal response that arrives between the two registrations completes the first
+  future, and the caller, holding the second, waits forever.
+
+This subclass sends the request and registers its one future under the client's
+lock, so the response cannot be handled before the future is in place (the
+executor takes responses under the same lock). The feedback callback is registered
+before the request goes out, so no early feedback is missed.
 """
 
 from __future__ import annotations
 
-import contextlib
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from rclpy.action import ActionClient as RclpyActionClient
+from rclpy.task import Future
+from unique_identifier_msgs.msg import UUID
 
 
 class ActionClient(RclpyActionClient[Any, Any, Any]):
-    def send_goal_async(self, goal: Any, *args: Any, **kwargs: Any) -> Any:
-        future = super().send_goal_async(goal, *args, **kwargs)
+    def send_goal_async(
+        self,
+        goal: Any,
+        feedback_callback: Callable[[Any], None] | None = None,
+        goal_uuid: UUID | None = None,
+    ) -> Future[Any]:
+        if not isinstance(goal, self._action_type.Goal):
+            raise TypeError(f"expected a {self._action_type.Goal.__name__}, got {type(goal)}")
+        request = self._action_type.Impl.SendGoalService.Request()
+        request.goal_id = goal_uuid or UUID(uuid=list(uuid.uuid4().bytes))
+        request.goal = goal
+        future: Future[Any] = Future()
         with self._lock:
-            # rclpy's done callbacks delete from these dicts without the lock: iterate
-            # copies (dict.copy is one C call under the GIL)
-            pending = (
-                self._pending_goal_requests.copy(),
-                self._pending_cancel_requests.copy(),
-                self._pending_result_requests.copy(),
-            )
-            waited_on = {id(f) for requests in pending for f in requests.values()}
-            # a new list: an executor thread may be iterating the old one
-            self._futures = [f for f in self._futures if id(f) in waited_on or f is future]
+            if feedback_callback is not None:
+                self._feedback_callbacks[bytes(request.goal_id.uuid)] = feedback_callback
+            sequence = self._client_handle.send_goal_request(request)
+            if sequence in self._pending_goal_requests:
+                raise RuntimeError(f"goal request sequence {sequence} is already pending")
+            self._pending_goal_requests[sequence] = future
+            self._goal_sequence_number_to_goal_id[sequence] = request.goal_id
+            future.add_done_callback(self._remove_pending_goal_request)
+            self.add_future(future)  # the executor sets itself on it
         return future
-
-    def remove_future(self, future: Any) -> None:
-        # a future completing while the list is pruned may already be gone
-        with contextlib.suppress(ValueError):
-            super().remove_future(future)
