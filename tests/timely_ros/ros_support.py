@@ -189,3 +189,17 @@ def start_arm_and_planner(
     planner = start(sim_planner_entry(tmp_path, robots, **params), "planner", "planner")
     robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
     return robot, planner
+
+
+def timely_cli(
+    tmp_path: Path, *args: str, timeout_s: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`timely ARGS...` as a separate process on this test's DDS domain."""
+    return subprocess.run(
+        [PYTHON, "-m", "timely_ros.cli", *args],
+        cwd=REPO,
+        env=ros_env(tmp_path / "ros_log"),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )

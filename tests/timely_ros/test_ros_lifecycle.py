@@ -6,36 +6,27 @@ are refused while configured."""
 
 from __future__ import annotations
 
-import subprocess
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.timely_ros.ros_support import (
-    PYTHON,
-    REPO,
     RosClient,
     StartNodes,
     lrtrace_goal_fields,
-    ros_env,
     start_arm_and_planner,
+    timely_cli,
     wait_until,
 )
 
 PLANNER = "/timely/timely_planner"
 
 
-def _timely(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "timely_ros.cli", *args],
-        cwd=REPO,
-        env=ros_env(tmp_path / "ros_log"),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+# a configure loads the model
+_timely = partial(timely_cli, timeout_s=180)
 
 
 def _set_policy(client: RosClient, value: str) -> tuple[bool, str]:

@@ -3,32 +3,18 @@ processes), plus the status rendering and goal-id parsing on their own."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.timely_ros.ros_support import (
-    PYTHON,
-    REPO,
     RosClient,
     StartNodes,
     lrtrace_goal_fields,
-    ros_env,
     start_arm_and_planner,
+    timely_cli,
     wait_until,
 )
-
-
-def _timely(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "timely_ros.cli", *args],
-        cwd=REPO,
-        env=ros_env(tmp_path / "ros_log"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_goal_ids_are_parsed_strictly() -> None:
@@ -81,18 +67,18 @@ def test_status_and_cancel_from_the_command_line(
     wait_until(lambda: len(calls[0].segments) >= 1, 60, "the first segment")
     robot.wait_for_output(r"event=segment_started robot=arm1", 30)
 
-    status = _timely(tmp_path, "status")
+    status = timely_cli(tmp_path, "status")
     assert status.returncode == 0, status.stderr
     assert "executing segment 0 (+1 more goals)" in status.stdout, status.stdout
     # the goal listed is the one whose goal thread started first
     assert any(c.goal_id in status.stdout for c in calls), status.stdout
     assert "drone1" in status.stdout and "idle" in status.stdout
 
-    unknown = _timely(tmp_path, "cancel", "12" * 16)  # (all zeros means every goal)
+    unknown = timely_cli(tmp_path, "cancel", "12" * 16)  # (all zeros means every goal)
     assert unknown.returncode == 1 and "no such goal" in unknown.stdout, unknown.stdout
-    assert _timely(tmp_path, "cancel", "not-a-goal").returncode == 2
+    assert timely_cli(tmp_path, "cancel", "not-a-goal").returncode == 2
 
-    cancel = _timely(tmp_path, "cancel", "--robot", "arm1")
+    cancel = timely_cli(tmp_path, "cancel", "--robot", "arm1")
     assert cancel.returncode == 0, cancel.stdout + cancel.stderr
     for call in calls:
         assert call.done.wait(30)

@@ -8,15 +8,12 @@ start."""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.timely_ros.ros_support import (
-    PYTHON,
-    REPO,
     NodeProcess,
     RosClient,
     StartNodes,
@@ -24,23 +21,12 @@ from tests.timely_ros.ros_support import (
     lrtrace_goal_fields,
     planner_checkpoint,
     planner_entry,
-    ros_env,
+    timely_cli,
     wait_until,
 )
 
 TASK = 8  # "A dog is chasing the drone, get away"
 FENCE = {"x_min": -100, "x_max": 300, "y_min": -200, "y_max": 200, "z_min": 0, "z_max": 250}
-
-
-def _timely(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "timely_ros.cli", *args],
-        cwd=REPO,
-        env=ros_env(tmp_path / "ros_log"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def _start(
@@ -109,12 +95,12 @@ def test_an_operator_approves_one_segment_and_denies_another(
 
     approved = client.send(make_goal("drone1", task["instruction"], scene=task["scene"]))
     planner.wait_for_output(r"event=approval_requested request=\w+ robot=drone1", 60)
-    listing = _timely(tmp_path, "approve", "--list")
+    listing = timely_cli(tmp_path, "approve", "--list")
     assert listing.returncode == 0, listing.stderr
     assert "drone1" in listing.stdout and "tc(180);" in listing.stdout, listing.stdout
     task_id = approved.segments[0].task_id
     wait_until(lambda: _executed(robot, task_id) == [0], 10, "the first segment")
-    answer = _timely(tmp_path, "approve", "--robot", "drone1")
+    answer = timely_cli(tmp_path, "approve", "--robot", "drone1")
     assert answer.returncode == 0, answer.stdout + answer.stderr
     assert answer.stdout.startswith("approved"), answer.stdout
     assert approved.done.wait(60), planner.output()[-3000:]
@@ -125,7 +111,7 @@ def test_an_operator_approves_one_segment_and_denies_another(
     wait_until(
         lambda: planner.output().count("event=approval_requested") == 2, 60, "a second request"
     )
-    answer = _timely(
+    answer = timely_cli(
         tmp_path, "approve", "--deny", "--reason", "dog is friendly", "--robot", "drone1"
     )
     assert answer.returncode == 0, answer.stdout + answer.stderr
@@ -138,5 +124,5 @@ def test_an_operator_approves_one_segment_and_denies_another(
     wait_until(lambda: _executed(robot, second) == [0], 10, "the first segment")
     assert _executed(robot, second) == [0]  # never got the denied segment
     assert f"task={second} segment=1" not in robot.output()
-    nothing = _timely(tmp_path, "approve", "--robot", "drone1")
+    nothing = timely_cli(tmp_path, "approve", "--robot", "drone1")
     assert nothing.returncode == 1 and "nothing waits" in nothing.stderr
