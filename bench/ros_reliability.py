@@ -42,6 +42,7 @@ from tests.timely_ros.reliability import (  # noqa: E402
 from tests.timely_ros.ros_support import (  # noqa: E402
     NodeProcess,
     RosClient,
+    claim_domain,
     executor_entry,
     lrtrace_goal_fields,
     planner_checkpoint,
@@ -204,7 +205,7 @@ def main() -> None:
     console = Console()
     from timely_ros.plan_client import PlanClient
 
-    with tempfile.TemporaryDirectory() as tmp_dir:
+    with tempfile.TemporaryDirectory() as tmp_dir, claim_domain():
         tmp = Path(tmp_dir)
         planner_cfg = planner_entry(
             {"arm1": "arm", "drone1": "drone"},

@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from tests.timely_ros.ros_support import NodeProcess, RosClient
+from tests.timely_ros.ros_support import NodeProcess, RosClient, claim_domain
+
+
+@pytest.fixture(autouse=True)
+def ros_domain() -> Iterator[int]:
+    """Every test in its own DDS domain (see `claim_domain`)."""
+    with claim_domain() as domain:
+        yield domain
 
 
 @pytest.fixture

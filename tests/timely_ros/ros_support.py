@@ -1,19 +1,21 @@
 """Helpers for ROS 2 integration tests (kept out of the runtime package): an isolated
-DDS domain per test process on Fast DDS shared memory, node processes started with
+DDS domain per test on Fast DDS shared memory, node processes started with
 `timely up`, and a client node spun in the test process. Importing this module sets
 the process's ROS environment."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +26,46 @@ REPO = Path(__file__).resolve().parents[2]
 PKG = REPO / "ros2_ws" / "src" / "timely_ros"
 PYTHON = sys.executable
 
-# One DDS domain per pytest process: tests running at the same time on this
-# machine (other checkouts, other engineers) never see each other's nodes.
-DOMAIN_ID = 1 + os.getpid() % 100
+# Each test runs in a DDS domain of its own (`claim_domain`), held by a file lock so
+# that tests running at the same time on this machine (other checkouts, other
+# engineers) never share one. A fresh domain per test also keeps a test clear of
+# what earlier tests left in theirs (docs/ros.md: with one domain per process, a
+# client could see the planner yet none of its goals arrived, after crash tests had
+# killed processes with SIGKILL in that domain).
+DOMAINS = range(1, 100)  # tests/timely_interfaces uses 100-199
+DOMAIN_LOCKS = Path(tempfile.gettempdir()) / "timely-ros-test-domains"
+DOMAIN_ID = DOMAINS[os.getpid() % len(DOMAINS)]  # until a test claims its own
 os.environ["ROS_DOMAIN_ID"] = str(DOMAIN_ID)
+_next_domain = DOMAIN_ID
 os.environ["FASTDDS_BUILTIN_TRANSPORTS"] = "SHM"
 os.environ["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
+
+
+@contextlib.contextmanager
+def claim_domain() -> Iterator[int]:
+    """Hold a DDS domain no other test on this machine holds, and make it this
+    process's (`DOMAIN_ID`, `ROS_DOMAIN_ID`) until the block ends. Domains are
+    taken in turn, so consecutive tests never share one."""
+    global DOMAIN_ID, _next_domain
+    DOMAIN_LOCKS.mkdir(exist_ok=True)
+    start = DOMAINS.index(_next_domain)
+    for k in range(len(DOMAINS)):
+        domain = DOMAINS[(start + k) % len(DOMAINS)]
+        lock = open(DOMAIN_LOCKS / f"{domain}.lock", "w")  # noqa: SIM115 - held below
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        _next_domain = DOMAINS[(start + k + 1) % len(DOMAINS)]
+        DOMAIN_ID = domain
+        os.environ["ROS_DOMAIN_ID"] = str(domain)
+        try:
+            yield domain
+        finally:
+            lock.close()  # releases the lock
+        return
+    raise RuntimeError(f"every test DDS domain in {DOMAINS} is held ({DOMAIN_LOCKS})")
 
 
 def ros_env(log_dir: Path) -> dict[str, str]:

@@ -15,7 +15,7 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from timely_ros.executor import TimelyExecutor
 
-from tests.timely_ros.ros_support import DOMAIN_ID
+from tests.timely_ros import ros_support
 
 # One pool thread makes the queued-handler race deterministic; rclpy warns about it.
 pytestmark = pytest.mark.filterwarnings("ignore:MultiThreadedExecutor is used with a single")
@@ -25,7 +25,7 @@ def _handler_errors_after_shutdown(kind: type[MultiThreadedExecutor]) -> list[st
     """One pool thread blocked in a timer callback, more handlers queued behind it,
     then shutdown and release: the errors the executor's handlers ended with."""
     context = Context()
-    rclpy.init(context=context, domain_id=DOMAIN_ID)
+    rclpy.init(context=context, domain_id=ros_support.DOMAIN_ID)
     release, started = threading.Event(), threading.Event()
     executor = kind(num_threads=1, context=context)
     try:

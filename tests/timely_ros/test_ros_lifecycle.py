@@ -62,7 +62,7 @@ def test_lifecycle_configure_activate_drain_cleanup(
     from timely_ros.plan_client import PlanClient, make_goal
 
     _robot, proc = start_arm_and_planner(
-        node_processes, tmp_path, time_scale=1.5, autostart=False, drain_timeout_s=60.0
+        node_processes, tmp_path, time_scale=0.25, autostart=False, drain_timeout_s=60.0
     )
     proc.wait_for_output("unconfigured \\(autostart false\\)", 60)
     assert "configured (incarnation" not in proc.output()  # no model loaded yet
@@ -99,8 +99,8 @@ def test_lifecycle_configure_activate_drain_cleanup(
     # and only then is the planner inactive
     running = client.send(goal)
     wait_until(lambda: len(running.segments) >= 1, 60, "the first segment")
-    # (the robot takes about 8 s for this plan at time_scale 1.5: still running when
-    # the deactivate arrives)
+    # (its first segment, fifteen arm skills, takes the robot about 9 s at time_scale
+    # 0.25: still running when the deactivate arrives)
     deactivate = _timely(tmp_path, "lifecycle", "deactivate", "--wait", "30")
     assert deactivate.returncode == 0, deactivate.stderr
     assert running.done.is_set(), "deactivate returned before the running goal ended"
