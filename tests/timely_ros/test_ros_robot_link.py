@@ -1,12 +1,18 @@
-"""The planner's link to a robot: a segment cancelled after it was sent but before the
-robot accepted it must still be cancelled on the robot once it is accepted (it used
-to run whole: the cancel found no goal handle yet). A real ExecuteSkill server that
-accepts slowly, over Fast DDS, in the test process."""
+"""The planner's link to a robot, against a real ExecuteSkill server in the test
+process (over Fast DDS) that confirms goals only when told to:
+- a segment cancelled after it was sent but before the robot accepted it must still
+  be cancelled on the robot once it is accepted (it used to run whole: the cancel
+  found no goal handle yet);
+- a robot that is up but does not answer a goal request within the answer timeout
+  fails the segment instead of holding it forever, and the goal, accepted late, is
+  stopped."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -15,16 +21,16 @@ from tests.timely_ros.ros_support import RosClient, wait_until
 pytestmark = pytest.mark.ros
 
 
-def test_a_cancel_before_the_robot_accepts_still_stops_the_robot(ros_client: RosClient) -> None:
+@contextlib.contextmanager
+def slow_robot(ros_client: RosClient, name: str) -> Iterator[tuple[threading.Event, list[str]]]:
+    """An ExecuteSkill server at /NAME/execute_skill that accepts a goal once the
+    yielded event is set, and records what happens to it in the yielded list."""
     from rclpy.action import ActionServer, CancelResponse, GoalResponse
     from rclpy.action.server import ServerGoalHandle
     from rclpy.callback_groups import ReentrantCallbackGroup
     from rclpy.node import Node
     from timely_interfaces.action import ExecuteSkill
-    from timely_interfaces.msg import Segment as SegmentMsg
-    from timely_ros.config import RobotSpec
     from timely_ros.qos import action_server_qos
-    from timely_ros.robot_link import Outcome, RobotLink, SegmentRun
 
     accept = threading.Event()
     events: list[str] = []
@@ -51,11 +57,11 @@ def test_a_cancel_before_the_robot_accepts_still_stops_the_robot(ros_client: Ros
         return ExecuteSkill.Result(success=True)
 
     group = ReentrantCallbackGroup()
-    robot = Node("slow_robot", context=ros_client.context)
+    robot = Node(f"{name}_robot", context=ros_client.context)
     server = ActionServer(
         robot,
         ExecuteSkill,
-        "/slow1/execute_skill",
+        f"/{name}/execute_skill",
         execute_callback=execute,
         goal_callback=on_goal,
         cancel_callback=on_cancel,
@@ -64,7 +70,24 @@ def test_a_cancel_before_the_robot_accepts_still_stops_the_robot(ros_client: Ros
     )
     ros_client.executor.add_node(robot)
     try:
-        link = RobotLink(ros_client.node, RobotSpec(id="slow1", type="drone"), group)
+        yield accept, events
+    finally:
+        accept.set()
+        server.destroy()
+        ros_client.executor.remove_node(robot)
+        robot.destroy_node()
+
+
+def test_a_cancel_before_the_robot_accepts_still_stops_the_robot(ros_client: RosClient) -> None:
+    from rclpy.callback_groups import ReentrantCallbackGroup
+    from timely_interfaces.msg import Segment as SegmentMsg
+    from timely_ros.config import RobotSpec
+    from timely_ros.robot_link import Outcome, RobotLink, SegmentRun
+
+    with slow_robot(ros_client, "slow1") as (accept, events):
+        link = RobotLink(
+            ros_client.node, RobotSpec(id="slow1", type="drone"), ReentrantCallbackGroup()
+        )
         assert link.wait_ready(10)
         run = SegmentRun()
         outcome: list[Outcome] = []
@@ -80,8 +103,29 @@ def test_a_cancel_before_the_robot_accepts_still_stops_the_robot(ros_client: Ros
         accept.set()  # now the robot confirms it
         wait_until(lambda: "stopped" in events or "ran the whole segment" in events, 10, "the end")
         assert events == ["accepted", "cancel requested", "stopped"]
-    finally:
-        accept.set()
-        server.destroy()
-        ros_client.executor.remove_node(robot)
-        robot.destroy_node()
+
+
+def test_a_robot_that_never_answers_the_goal_is_given_up_and_stopped(
+    ros_client: RosClient,
+) -> None:
+    from rclpy.callback_groups import ReentrantCallbackGroup
+    from timely_interfaces.msg import Segment as SegmentMsg
+    from timely_ros.config import RobotSpec
+    from timely_ros.robot_link import RobotLink, SegmentRun
+
+    with slow_robot(ros_client, "mute1") as (accept, events):
+        link = RobotLink(
+            ros_client.node,
+            RobotSpec(id="mute1", type="drone"),
+            ReentrantCallbackGroup(),
+            answer_timeout_s=lambda: 0.5,
+        )
+        assert link.wait_ready(10)
+        segment = SegmentMsg(task_id="t2", index=3, text="mf(50);")
+        outcome = link.execute(segment, SegmentRun(), lambda _f: None)
+        assert not outcome.success and not outcome.cancelled and outcome.robot_lost
+        assert "robot mute1 did not answer segment 3's goal within 0.5 s" in outcome.message
+        assert events == []  # nothing reached the robot's goal callback's end yet
+        accept.set()  # the robot confirms it after all: it must not run the segment
+        wait_until(lambda: "stopped" in events or "ran the whole segment" in events, 10, "the end")
+        assert events == ["accepted", "cancel requested", "stopped"]

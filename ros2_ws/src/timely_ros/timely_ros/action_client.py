@@ -15,6 +15,9 @@ This subclass sends the request and registers its one future under the client's
 lock, so the response cannot be handled before the future is in place (the
 executor takes responses under the same lock). The feedback callback is registered
 before the request goes out, so no early feedback is missed.
+
+`cancel_goal_id_async` cancels a goal by its id, before (or without) any answer to
+its request: a goal whose answer never came may still be running on the server.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from action_msgs.srv import CancelGoal
 from rclpy.action import ActionClient as RclpyActionClient
 from rclpy.task import Future
 from unique_identifier_msgs.msg import UUID
@@ -51,4 +55,18 @@ class ActionClient(RclpyActionClient[Any, Any, Any]):
             self._goal_sequence_number_to_goal_id[sequence] = request.goal_id
             future.add_done_callback(self._remove_pending_goal_request)
             self.add_future(future)  # the executor sets itself on it
+        return future
+
+    def cancel_goal_id_async(self, goal_id: UUID) -> Future[Any]:
+        """Ask the server to cancel goal `goal_id`, known to it or not (yet)."""
+        request = CancelGoal.Request()
+        request.goal_info.goal_id = goal_id
+        future: Future[Any] = Future()
+        with self._lock:
+            sequence = self._client_handle.send_cancel_request(request)
+            if sequence in self._pending_cancel_requests:
+                raise RuntimeError(f"cancel request sequence {sequence} is already pending")
+            self._pending_cancel_requests[sequence] = future
+            future.add_done_callback(self._remove_pending_cancel_request)
+            self.add_future(future)
         return future

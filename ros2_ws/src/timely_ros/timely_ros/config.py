@@ -167,6 +167,14 @@ class PlannerParams(BaseModel):
     result_timeout_s: float = Field(
         default=120.0, gt=0, description="a goal that runs longer is stopped and aborted"
     )
+    robot_answer_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="a robot that is up but does not answer a segment's goal request "
+        "this long (the request or its answer lost) fails the goal; the robot is told to "
+        "stop that segment",
+    )
     robot_timeout_s: float = Field(
         default=2.0,
         gt=0,

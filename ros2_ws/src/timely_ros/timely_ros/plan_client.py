@@ -7,7 +7,10 @@ goal's rejection reason is matched from /timely/rejections by its goal id.
 The client watches the planner's heartbeat (`liveness`): a goal whose planner stops
 responding, or restarts (a new incarnation: the goals of the old one are lost),
 ends at once with `client_error` saying so, instead of waiting for a result that
-will never come. A planner that sends no heartbeat is waited for as before.
+will never come. A planner that sends no heartbeat is waited for as before. A goal
+the planner does not answer (accept or reject) within `answer_timeout_s` ends the
+same way, and is cancelled by its id in case it runs unconfirmed (its request or
+the answer was lost on the way; docs/ros.md).
 """
 
 from __future__ import annotations
@@ -111,6 +114,7 @@ SegmentFn = Callable[[PlanCall, SegmentMsg], None]
 # arrived, or this long after the result.
 LATE_FEEDBACK_GRACE_S = 2.0
 DEFAULT_PLANNER_TIMEOUT_S = 2.0  # the planner's heartbeat absent this long: it is gone
+DEFAULT_ANSWER_TIMEOUT_S = 30.0  # a goal unanswered this long is given up
 WATCH_PERIOD_S = 0.1
 REJECTIONS_KEPT = 10_000
 RECENT_REJECTIONS = 1_000
@@ -123,9 +127,11 @@ class PlanClient:
         node: Node,
         namespace: str = DEFAULT_NAMESPACE,
         planner_timeout_s: float = DEFAULT_PLANNER_TIMEOUT_S,
+        answer_timeout_s: float = DEFAULT_ANSWER_TIMEOUT_S,
     ) -> None:
         """A client of the planner in `namespace` (its action and topics live there)."""
         self.node = node
+        self.answer_timeout_s = answer_timeout_s
         names = planner_names(namespace)
         action_name = names.absolute(names.plan_task)
         self._client: ActionClient = ActionClient(
@@ -172,16 +178,20 @@ class PlanClient:
         self._watch_planner()
 
     def _watch_planner(self) -> None:
-        """End open goals whose planner stopped responding or restarted."""
+        """End open goals whose planner stopped responding or restarted, or that it
+        did not answer in time."""
         silent = self.planner.silent_s(PLANNER)
         current = self.planner.incarnation(PLANNER)
+        now = time.monotonic()
         with self._lock:
             calls = [c for c in self._open if not c.done.is_set()]
             self._open = calls
         for call in calls:
             if call.planner_incarnation is None:
                 call.planner_incarnation = current  # sent before the first heartbeat
-            if silent is not None and silent > self.planner.timeout_s:
+            if call.accepted is None and now - call.sent_at > self.answer_timeout_s:
+                self._give_up_unanswered(call)
+            elif silent is not None and silent > self.planner.timeout_s:
                 self._lose(
                     call, f"the planner stopped responding (no heartbeat for {silent:.1f} s)"
                 )
@@ -192,6 +202,20 @@ class PlanClient:
                     f"the planner restarted (incarnation {call.planner_incarnation} -> "
                     f"{current}); the goal was lost with the planner before it",
                 )
+
+    def _give_up_unanswered(self, call: PlanCall) -> None:
+        """Cancel the goal by its id now (it may run unconfirmed) and whenever its
+        acceptance arrives late, and end the call."""
+        with self._lock:
+            if call.goal_handle is not None:  # answered meanwhile
+                return
+            call.cancel_requested = True
+        self._client.cancel_goal_id_async(UUID(uuid=list(bytes.fromhex(call.goal_id))))
+        self._lose(
+            call,
+            f"the planner did not answer the goal within {self.answer_timeout_s:g} s "
+            "(its request or the answer was lost on the way); it was cancelled",
+        )
 
     @staticmethod
     def _lose(call: PlanCall, why: str) -> None:

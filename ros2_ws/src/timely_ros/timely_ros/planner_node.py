@@ -94,7 +94,12 @@ class PlannerNode(LifecycleNode):
         )
         self._links = {
             r.id: RobotLink(
-                self, r, robots, self._watch.silent_s(r.id), self.params.robot_timeout_s
+                self,
+                r,
+                robots,
+                self._watch.silent_s(r.id),
+                self.params.robot_timeout_s,
+                lambda: self.params.robot_answer_timeout_s,
             )
             for r in self.params.robots
             if r.dispatch
@@ -394,6 +399,10 @@ class PlannerNode(LifecycleNode):
         )
         with self._lock:
             self._jobs[key] = job
+        self.get_logger().info(
+            f"event=goal_accepted goal={job.goal_id} robot={checked.robot.id} "
+            f"instruction={checked.request.instruction!r}"
+        )
         if self._journal is not None:
             self._journal.accepted(job.goal_id, checked.robot.id, checked.request.instruction)
         outcome = "aborted: internal error"

@@ -9,11 +9,18 @@ A robot that stops sending heartbeats (frozen, dead, cut off) is given up within
 the planner's `robot_timeout_s`: its segment is told to stop, and told again when
 the robot is back (a stopped process cannot hear it until then), so it never
 finishes the motion of a task that has ended.
+
+A robot that beats but does not answer a segment's goal request within
+`answer_timeout_s` (its executor never heard the request, or its answer was lost)
+is given up the same way: the goal is cancelled by its id at once, in case it runs
+unconfirmed, and again whenever a late acceptance arrives.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +30,7 @@ from rclpy.node import Node
 from rclpy.task import Future
 from timely_interfaces.action import ExecuteSkill
 from timely_interfaces.msg import Segment as SegmentMsg
+from unique_identifier_msgs.msg import UUID
 
 from timely_ros.action_client import ActionClient
 from timely_ros.config import RobotSpec
@@ -103,10 +111,14 @@ class RobotLink:
         group: CallbackGroup,
         silent_s: Callable[[], float | None] = lambda: None,
         timeout_s: float = float("inf"),
+        answer_timeout_s: Callable[[], float] = lambda: float("inf"),
     ) -> None:
         """`silent_s`: seconds since the robot's last heartbeat (None: it sends none,
-        then only its action server's presence tells); past `timeout_s` it is gone."""
+        then only its action server's presence tells); past `timeout_s` it is gone.
+        `answer_timeout_s`: how long a goal request may go unanswered (read at each
+        segment, so a reconfigured planner's value applies)."""
         self.robot = robot
+        self._answer_timeout_s = answer_timeout_s
         self._client: ActionClient = ActionClient(
             node, ExecuteSkill, robot.action_name, callback_group=group, **action_client_qos()
         )
@@ -134,11 +146,17 @@ class RobotLink:
             skills=segment.skills,
             text=segment.text,
         )
+        goal_id = UUID(uuid=list(uuid.uuid4().bytes))
         send = self._client.send_goal_async(
-            goal, feedback_callback=lambda m: on_feedback(m.feedback)
+            goal, feedback_callback=lambda m: on_feedback(m.feedback), goal_uuid=goal_id
         )
-        stopped = self._wait_for(send, run, segment.index, "cancelled before the robot started")
+        answer_by = time.monotonic() + self._answer_timeout_s()
+        stopped = self._wait_for(
+            send, run, segment.index, "cancelled before the robot started", answer_by
+        )
         if stopped is not None:
+            if not send.done():  # it may run unconfirmed: stop it by its id
+                self._client.cancel_goal_id_async(goal_id)
             # The robot may confirm the goal after this: it must not then run a segment
             # of a task that has ended here (now, or whenever its answer comes).
             send.add_done_callback(_cancel_if_accepted)
@@ -162,14 +180,29 @@ class RobotLink:
         return Outcome(result.success, False, result.message, result.return_value)
 
     def _wait_for(
-        self, future: Future, run: SegmentRun, index: int, cancelled: str
+        self,
+        future: Future,
+        run: SegmentRun,
+        index: int,
+        cancelled: str,
+        answer_by: float = float("inf"),
     ) -> Outcome | None:
         """Wait for `future` while the robot is there: None once it is done, else why
         not (cancelled; the robot stopped sending heartbeats; its executor went away,
-        also before it answered the goal)."""
+        also before it answered the goal; no answer by the monotonic time
+        `answer_by`)."""
         while not run.wait(future, timeout_s=LIVENESS_POLL_S):
             if run.cancelled.is_set():
                 return Outcome(False, True, cancelled)
+            if time.monotonic() > answer_by:
+                return Outcome(
+                    False,
+                    False,
+                    f"robot {self.robot.id} did not answer segment {index}'s goal within "
+                    f"{self._answer_timeout_s():g} s (robot_answer_timeout_s) although it is "
+                    "up; the segment is given up and the robot told to stop it",
+                    robot_lost=True,
+                )
             silent = self._silent_s()
             if silent is not None and silent > self._timeout_s:
                 self._abandon(run)
