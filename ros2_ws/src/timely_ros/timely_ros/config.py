@@ -146,7 +146,17 @@ class PlannerParams(BaseModel):
         description="checkpoint folder (config.json, *.safetensors, tokenizer.json); "
         "relative paths from the repository root",
     )
-    policy: Literal["timely", "fcfs", "stream", "segmented-fcfs", "edf", "priority"] = Field(
+    policy: Literal[
+        "timely",
+        "fcfs",
+        "stream",
+        "segmented-fcfs",
+        "edf",
+        "priority",
+        "lamps",
+        "infercept",
+        "vllm-like",
+    ] = Field(
         default="timely", description="scheduling policy of the engine's compute"
     )
     kv_budget_mb: float = Field(
