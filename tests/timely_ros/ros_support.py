@@ -165,6 +165,19 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
+def run_until_cancelled(handle: Any, seconds: float) -> bool:
+    """A fake action server's execution: `seconds` of motion that a cancel stops.
+    Ends the goal (canceled or succeeded); True if it ran to the end."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if handle.is_cancel_requested:
+            handle.canceled()
+            return False
+        time.sleep(0.01)
+    handle.succeed()
+    return True
+
+
 def executor_entry(robot_id: str, backend: str, **params: Any) -> dict[str, Any]:
     return {
         f"/{robot_id}/timely_skill_executor": {"ros__parameters": {"backend": backend, **params}}

@@ -6,12 +6,11 @@ Against a real PlanTask server in the test process that answers only when told."
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
 
-from tests.timely_ros.ros_support import RosClient, wait_until
+from tests.timely_ros.ros_support import RosClient, run_until_cancelled, wait_until
 
 NAMESPACE = "mute_planner"
 
@@ -39,14 +38,9 @@ def test_an_unanswered_goal_ends_the_call_and_is_cancelled_if_accepted_late(
         return CancelResponse.ACCEPT
 
     def execute(handle: Any) -> Any:
-        deadline = time.monotonic() + 5.0  # planning and the robot's motion
-        while time.monotonic() < deadline:
-            if handle.is_cancel_requested:
-                handle.canceled()
-                events.append("stopped")
-                return PlanTask.Result(success=False, error="cancelled")
-            time.sleep(0.01)
-        handle.succeed()
+        if not run_until_cancelled(handle, 5.0):  # planning and the robot's motion
+            events.append("stopped")
+            return PlanTask.Result(success=False, error="cancelled")
         events.append("ran to the end")
         return PlanTask.Result(success=True)
 

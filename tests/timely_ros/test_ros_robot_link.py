@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.timely_ros.ros_support import RosClient, wait_until
+from tests.timely_ros.ros_support import RosClient, run_until_cancelled, wait_until
 
 pytestmark = pytest.mark.ros
 
@@ -45,14 +45,9 @@ def slow_robot(ros_client: RosClient, name: str) -> Iterator[tuple[threading.Eve
         return CancelResponse.ACCEPT
 
     def execute(handle: ServerGoalHandle) -> ExecuteSkill.Result:
-        deadline = time.monotonic() + 3.0  # the segment's motion
-        while time.monotonic() < deadline:
-            if handle.is_cancel_requested:
-                handle.canceled()
-                events.append("stopped")
-                return ExecuteSkill.Result(success=False, message="stopped")
-            time.sleep(0.01)
-        handle.succeed()
+        if not run_until_cancelled(handle, 3.0):  # the segment's motion
+            events.append("stopped")
+            return ExecuteSkill.Result(success=False, message="stopped")
         events.append("ran the whole segment")
         return ExecuteSkill.Result(success=True)
 
