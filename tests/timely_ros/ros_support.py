@@ -41,11 +41,43 @@ os.environ["FASTDDS_BUILTIN_TRANSPORTS"] = "SHM"
 os.environ["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
 
 
+SHM_DIR = Path("/dev/shm")
+SHM_PORT = re.compile(r"/dev/shm/(?:sem\.)?fastdds_port(\d+)")
+
+
+def remove_stale_shm_ports(domain: int) -> int:
+    """Delete the Fast DDS shared-memory port files of `domain` that no live process
+    has open: those of killed processes. A later participant that takes the same
+    port number would otherwise attach to the dead one's port. Returns how many
+    files went."""
+    first = 7400 + 250 * domain  # Fast DDS's port numbers of the domain
+    in_use: set[int] = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            in_use.update(int(p) for p in SHM_PORT.findall((proc / "maps").read_text()))
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    in_use.update(int(p) for p in SHM_PORT.findall(os.readlink(fd)))
+    removed = 0
+    for port in range(first, first + 250):
+        if port in in_use:
+            continue
+        for name in (f"fastdds_port{port}", f"fastdds_port{port}_el", f"fastdds_port{port}_sl",
+                     f"sem.fastdds_port{port}_mutex"):  # fmt: skip
+            with contextlib.suppress(FileNotFoundError):
+                (SHM_DIR / name).unlink()
+                removed += 1
+    return removed
+
+
 @contextlib.contextmanager
 def claim_domain() -> Iterator[int]:
-    """Hold a DDS domain no other test on this machine holds, and make it this
-    process's (`DOMAIN_ID`, `ROS_DOMAIN_ID`) until the block ends. Domains are
-    taken in turn, so consecutive tests never share one."""
+    """Hold a DDS domain no other test on this machine holds, cleared of the
+    shared-memory ports killed processes left in it, and make it this process's
+    (`DOMAIN_ID`, `ROS_DOMAIN_ID`) until the block ends. Domains are taken in turn,
+    so consecutive tests never share one."""
     global DOMAIN_ID, _next_domain
     DOMAIN_LOCKS.mkdir(exist_ok=True)
     start = DOMAINS.index(_next_domain)
@@ -58,6 +90,7 @@ def claim_domain() -> Iterator[int]:
             lock.close()
             continue
         _next_domain = DOMAINS[(start + k + 1) % len(DOMAINS)]
+        remove_stale_shm_ports(domain)
         DOMAIN_ID = domain
         os.environ["ROS_DOMAIN_ID"] = str(domain)
         try:
