@@ -28,6 +28,9 @@ class SegmentCut:
     text: str  # decoded text of the segment: previous leftover + up to its last statement
     statements: tuple[PlanStatement, ...]
     token_ids: tuple[int, ...]  # ids generated since the previous cut, through this one
+    # ids the engine holds past the prompt at this cut's end (appended observations
+    # included): where a rollback to it truncates; -1 when not recorded
+    generated_end: int = -1
 
 
 class Segmenter:

@@ -27,7 +27,8 @@ class SegmentRecord:
     segment: Segment
     dispatch_s: float  # emitted + network latency: the robot has it from then on
     estimated_execution_s: float  # minimum, from the execution-time model
-    finished_at_s: float | None = None  # reported by segment_done
+    finished_at_s: float | None = None  # reported by segment_done (or segment_failed)
+    generated_end: int = -1  # engine ids past the prompt at its end (SegmentCut)
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Generation:
     held_text: str = ""
     held_ids: list[int] = field(default_factory=list)
     guard: StatementGuard | None = None  # the robot's limits, tracked from this task's start
+    recoveries: int = 0  # rollbacks after failed segments (failure_recovery.py)
 
     @property
     def robot_id(self) -> str:

@@ -20,6 +20,7 @@ were: they passed). A statement that needs approval is delivered marked
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from timely_core.engine.protocol import StepOutput
@@ -48,6 +49,8 @@ class SegmentDispatch:
         generation.awaiting_next_token = None
         try:
             new = self._segment(generation, output)
+            if new and generation.request.replan_on_failure and not output.finished:
+                new = self._stamp_ends(generation, new)
             state.tools.on_decoded(generation, bool(new))  # tools see calls as they stream
         except SegmentationError as exc:  # also a tool's error (ToolRejected)
             self._on_cuts(generation, held, now, plan_ended=False)  # it was valid
@@ -82,6 +85,12 @@ class SegmentDispatch:
                 cuts.append(tail)
         return cuts
 
+    def _stamp_ends(self, generation: Generation, cuts: list[SegmentCut]) -> list[SegmentCut]:
+        """The cuts with the engine's count of generated ids at their end (this
+        token's): the point a failure of their segment rolls back to."""
+        end = len(self._state.engine.token_ids(generation.gen_id)) - len(generation.prompt_ids)
+        return [dataclasses.replace(cut, generated_end=end) for cut in cuts]
+
     def _may_wait_for_next_token(self, generation: Generation, now: float) -> bool:
         """Whether a completed segment may wait for the next token, which tells if the
         plan ends with it (`Segment.final`). Only when that costs the robot nothing:
@@ -114,7 +123,9 @@ class SegmentDispatch:
             generation.held_text += cut.text
             generation.held_ids.extend(cut.token_ids)
             return True
-        return self._dispatch(generation, cut.text, cut.statements, cut.token_ids, now, final)
+        return self._dispatch(
+            generation, cut.text, cut.statements, cut.token_ids, now, final, cut.generated_end
+        )
 
     def _guard(
         self, generation: Generation, statements: Sequence[PlanStatement]
@@ -151,6 +162,7 @@ class SegmentDispatch:
         token_ids: Sequence[int],
         now: float,
         final: bool,
+        generated_end: int = -1,
     ) -> bool:
         state = self._state
         approvals = self._guard(generation, statements)
@@ -170,7 +182,9 @@ class SegmentDispatch:
             approvals=tuple(approvals),
         )
         generation.records.append(
-            SegmentRecord(segment, now + state.config.dispatch_latency_s, minimum_s)
+            SegmentRecord(
+                segment, now + state.config.dispatch_latency_s, minimum_s, None, generated_end
+            )
         )
         generation.segment_tokens = generation.segmenter.pending_tokens  # of the next one
         state.counters["segments"] += 1

@@ -50,6 +50,8 @@ COUNTERS = (
     "scene_hits",  # admissions that started from a prefilled scene
     "guard_violations",  # tasks ended by their robot's StatementGuard
     "kv_stalls",  # scheduling points whose admission stopped short of KV memory
+    "rollbacks",  # failed segments rolled back, planning went on (failure_recovery.py)
+    "tokens_rolled_back",  # generated ids (and their KV) dropped by those rollbacks
 )
 
 
