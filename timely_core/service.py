@@ -204,7 +204,9 @@ class PlanningService:
         """The robot finished segment `index` of `task_id` at `finished_at_s` (service
         clock; now if omitted). Corrects the timing of the task's next segment and,
         on the first report of a segment, refines the robot's execution-time model
-        when its language learns (`execution_feedback`), also after the result."""
+        when its language learns (`execution_feedback`), also after the result.
+        A plan held open for its robot's reports (`replan_on_failure`) ends with
+        the report of its last segment."""
         state = self._state
         with state.lock:
             generation, record = self._dispatched(task_id, index)
@@ -217,6 +219,14 @@ class PlanningService:
             if first_report:
                 report_execution(generation, index)
             state.kv_handling.on_segment_done(generation, index, first_report)
+            ended = generation.awaiting_reports and all(
+                r.finished_at_s is not None for r in generation.records
+            )
+            if ended:  # its result waited for the robot (replan_on_failure)
+                state.end(generation, error="")
+                state.counters["succeeded"] += 1
+        if ended:
+            state.run_deliveries()
 
     def segment_failed(
         self, task_id: str, index: int, error: str, failed_at_s: float | None = None

@@ -14,12 +14,20 @@ Otherwise (not opted in, an engine that cannot rewrite, the recovery cap reached
 an observation the engine refuses) the task ends with an error naming the
 robot's failure, as it did before this existed.
 
+A plan that had already ended (its result held for the robot's reports, as
+`replan_on_failure` asks), or one whose grammar refuses the observation in a
+rewrite, is admitted again with the kept ids and the observation as its prompt;
+the prefix cache finds the KV it still holds of them (a grammar then constrains
+what is generated after the observation).
+
 The rollback point is the end of the token that completed segment k: text that
 token decoded past the statement (usually whitespace) stays as the start of the
 next segment.
 """
 
 from __future__ import annotations
+
+import logging
 
 from timely_core.engine.protocol import EngineError, HandlingStrategy, RewritableEngine
 from timely_core.events import Rollback
@@ -30,6 +38,7 @@ from timely_core.serving.generation import Generation, GenerationState
 from timely_core.serving.state import ServiceState
 from timely_core.tools.router import OBSERVATION_FORMAT
 
+log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 500  # of the robot's error, in the observation and the task's error
 
 
@@ -87,7 +96,7 @@ class FailureRecovery:
                 f"gave up after {generation.recoveries} recoveries "
                 f"(max_recoveries={state.config.max_recoveries})"
             )
-        if not generation.in_engine or generation.state is GenerationState.FINISHED:
+        if generation.state is GenerationState.FINISHED:
             return "the plan had already ended"
         if generation.records[index].generated_end < 0:
             return "the segment's end in the generation is not known"
@@ -108,12 +117,25 @@ class FailureRecovery:
         gen_id = generation.gen_id
         segmenter = self._replayed_segmenter(generation, index)  # before anything changes
         keep = generation.records[index].generated_end
-        dropped = len(state.engine.token_ids(gen_id)) - len(generation.prompt_ids) - keep
-        if not generation.suspended:  # running, or held for one more token
-            state.engine.suspend(gen_id, HandlingStrategy.PRESERVE)  # rewrite frees its KV
-            generation.suspended = True
-            state.running.pop(gen_id, None)
-        engine.rewrite(gen_id, keep, observation_ids)
+        dropped = len(generation.written_ids) - keep
+        rewritten = False
+        if generation.in_engine and keep >= generation.engine_base:
+            if not generation.suspended:  # running, or held for one more token
+                engine.suspend(gen_id, HandlingStrategy.PRESERVE)  # rewrite frees its KV
+                generation.suspended = True
+                state.running.pop(gen_id, None)
+            try:
+                engine.rewrite(gen_id, keep - generation.engine_base, observation_ids)
+                rewritten = True
+            except EngineError:  # its grammar refuses the observation: re-added below
+                log.info("%s: observation refused by the engine; re-admitting", gen_id)
+        if not rewritten:  # the plan had ended (or the point is in ids it was re-added with)
+            if generation.in_engine:
+                engine.abort(gen_id)
+            generation.in_engine = generation.suspended = False
+            generation.awaiting_reports = False
+            state.running.pop(gen_id, None)  # admitted again with the kept ids as prompt
+        generation.written_ids[keep:] = observation_ids
         withdrawn = tuple(r.segment.index for r in generation.records[index + 1 :])
         del generation.records[index + 1 :]
         generation.awaiting_next_token = None  # never delivered

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from timely_core.engine.protocol import StepOutput
+from timely_core.engine.protocol import RewritableEngine, StepOutput
 from timely_core.events import Segment
 from timely_core.language.plan_language import PlanStatement
 from timely_core.language.segmenter import SegmentationError, SegmentCut
@@ -42,6 +42,7 @@ class SegmentDispatch:
         state = self._state
         if generation.first_token_s is None:
             generation.first_token_s = now
+        generation.written_ids.append(output.token_id)
         if output.finished:
             generation.in_engine = False  # the engine freed it
             state.running.pop(generation.gen_id, None)
@@ -88,7 +89,7 @@ class SegmentDispatch:
     def _stamp_ends(self, generation: Generation, cuts: list[SegmentCut]) -> list[SegmentCut]:
         """The cuts with the engine's count of generated ids at their end (this
         token's): the point a failure of their segment rolls back to."""
-        end = len(self._state.engine.token_ids(generation.gen_id)) - len(generation.prompt_ids)
+        end = len(generation.written_ids)
         return [dataclasses.replace(cut, generated_end=end) for cut in cuts]
 
     def _may_wait_for_next_token(self, generation: Generation, now: float) -> bool:
@@ -207,5 +208,21 @@ class SegmentDispatch:
         if not generation.records:
             state.fail(generation, "the model produced no executable statement")
             return
+        if self._awaits_reports(generation):
+            generation.awaiting_reports = True  # ended by the robot's last report
+            if generation.gen_id in state.scheduler:
+                state.scheduler.remove(generation.gen_id)
+            return
         state.end(generation, error="")
         state.counters["succeeded"] += 1
+
+    def _awaits_reports(self, generation: Generation) -> bool:
+        """Whether the ended plan's result waits for the robot's reports: a failure
+        of a segment it still runs can then be replanned (failure_recovery.py)."""
+        state = self._state
+        return (
+            generation.request.replan_on_failure
+            and isinstance(state.engine, RewritableEngine)
+            and state.policy.dispatch is not DispatchMode.WHOLE
+            and any(r.finished_at_s is None for r in generation.records)
+        )

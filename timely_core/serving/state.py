@@ -170,7 +170,7 @@ class ServiceState:
         return sum(
             1
             for g in self.by_gen_id.values()
-            if g.state is GenerationState.QUEUED and not g.in_engine
+            if g.state is GenerationState.QUEUED and not g.in_engine and not g.records
         )
 
     def next_arrival_s(self) -> float | None:

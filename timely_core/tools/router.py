@@ -202,10 +202,12 @@ class ToolRouter:
         ids = list(self._tokenizer.encode(text, add_special_tokens=False).ids)
         gen_id = generation.gen_id
         try:
-            generated = len(engine.token_ids(gen_id)) - len(generation.prompt_ids)
+            engine_prompt = len(generation.prompt_ids) + generation.engine_base
+            generated = len(engine.token_ids(gen_id)) - engine_prompt
             engine.suspend(gen_id, HandlingStrategy.PRESERVE)
             engine.rewrite(gen_id, generated, ids)
             engine.resume(gen_id)
+            generation.written_ids.extend(ids)
         except (EngineError, ValueError) as exc:
             raise ToolRejected(
                 f"robot {generation.robot_id}: the observation {text.strip()!r} could not "

@@ -96,6 +96,17 @@ def step_until(setup: Setup, done: Any, limit_s: float = 30.0) -> None:
         setup.service.run_until(setup.clock.now() + 0.002)
 
 
+def finish(setup: Setup, handle: TaskHandle) -> None:
+    """Plan to the end, the robot reporting every segment done (a task that may
+    replan keeps its result until then)."""
+    gen = setup.service._state.generations[handle.task_id]
+    while not handle.done():
+        setup.service.run_until_idle()
+        for record in list(gen.records):
+            if record.finished_at_s is None and not handle.done():
+                handle.segment_done(record.segment.index)
+
+
 def texts(log: Sequence[Segment | Rollback]) -> list[str]:
     return [e.text.strip() if isinstance(e, Segment) else "<rollback>" for e in log]
 
@@ -118,7 +129,7 @@ def test_a_failure_mid_generation_is_rolled_back_and_the_plan_goes_on() -> None:
     gen = setup.service._state.generations[handle.task_id]
     context = make_tokenizer().decode(setup.engine.token_ids(gen.gen_id))
     assert context.endswith("Plan:mf(50);" + OBSERVATION)  # nothing of "search" is kept
-    setup.service.run_until_idle()
+    finish(setup, handle)
     result = handle.result(timeout_s=0)
     assert result.success, result.error
     assert texts(log) == ["mf(50);", "<rollback>", "tl(90);", "say('went around');"]
@@ -137,7 +148,7 @@ def test_segments_delivered_past_the_failure_are_withdrawn_and_replaced() -> Non
     step_until(setup, lambda: len(log) == 2)  # segment 1 sent before the robot's report
     rollback = setup.service.segment_failed(handle.task_id, 0, "blocked")
     assert rollback is not None and rollback.withdrawn == (1,)
-    setup.service.run_until_idle()
+    finish(setup, handle)
     assert texts(log) == [
         "mf(50);",
         "search('cat');",  # delivered ahead, then withdrawn
@@ -177,7 +188,7 @@ def test_the_kv_past_the_failure_point_is_freed() -> None:
     state = setup.engine.generation(gen.gen_id)
     assert state.token_ids[: len(ids)] == ids
     assert len(state.block_table) == math.ceil(state.num_computed / 2)
-    setup.service.run_until_idle()
+    finish(setup, handle)
     assert handle.result(timeout_s=0).success
 
 
@@ -250,8 +261,53 @@ def test_bad_reports_get_clear_errors_and_disturb_no_other_task() -> None:
     handle.segment_done(0)
     with pytest.raises(ValueError, match=r"segment\(s\) \[0\] already reported"):
         setup.service.segment_failed(handle.task_id, 0, "blocked")
-    setup.service.run_until_idle()
+    finish(setup, handle)
+    finish(setup, other)
     for h, events in ((handle, log), (other, other_log)):
         assert h.result(timeout_s=0).plan_text == PLAN
         assert texts(events) == ["mf(50);", "search('cat');", "say('found');"]
     assert setup.engine.rewrites == 0
+
+
+def test_a_plan_that_ended_keeps_its_result_until_the_robot_reports() -> None:
+    setup = make()
+    handle, log = submit(setup)
+    setup.service.run_until_idle()  # the whole plan is written
+    assert texts(log) == ["mf(50);", "search('cat');", "say('found');"]
+    assert not handle.done()  # the robot may still fail a segment
+    handle.segment_done(0)
+    handle.segment_done(1)
+    assert not handle.done()
+    handle.segment_done(2)
+    result = handle.result(timeout_s=0)
+    assert result.success and result.plan_text == PLAN and setup.engine.rewrites == 0
+
+
+def test_a_failure_after_the_plan_ended_replans_from_the_failed_segment() -> None:
+    setup = make(block_size=2)
+    handle, log = submit(setup)
+    setup.service.run_until_idle()
+    gen = setup.service._state.generations[handle.task_id]
+    assert not gen.in_engine  # the engine freed it when the plan ended
+    handle.segment_done(0)
+    rollback = handle.segment_failed(1, "blocked")
+    assert rollback is not None and rollback.withdrawn == (2,)
+    assert rollback.observation == "search('cat'); failed: blocked"
+    finish(setup, handle)
+    result = handle.result(timeout_s=0)
+    assert result.success, result.error
+    assert result.plan_text == "mf(50); search('cat'); tl(90); say('went around');"
+    assert texts(log) == [
+        "mf(50);",
+        "search('cat');",
+        "say('found');",
+        "<rollback>",
+        "tl(90);",
+        "say('went around');",
+    ]
+    asked = [c for c in setup.planner.contexts if "failed: blocked" in c]
+    assert [c[c.index("Plan:") :] for c in asked] == [
+        "Plan:mf(50); search('cat');\nsearch('cat'); failed: blocked\n"
+    ]
+    memory = setup.engine.memory()  # nothing left held once it ended
+    assert memory.device_blocks_free == memory.device_blocks_total - memory.pinned_prefix_blocks
