@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from robot_models.dataset import LRTRACE_TASKS, build_dataset
-from robot_models.language import FAILED_MARK
+from robot_models.recovery import retry_after_failure
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.serving.robots import encode_request
 
@@ -67,21 +67,10 @@ class KnownPlans:
             return None
         end, plan = found
         written = self._tokenizer.decode(list(ids[end:]))
-        last = written.rstrip("\n").rsplit("\n", 1)[-1]
-        if not written.endswith("\n") or FAILED_MARK not in last:
+        rest = retry_after_failure(self._tokenizer.decode(plan), written)
+        if rest is None:
             return None
-        done = ""  # the plan text the robot ran, failed attempts taken out
-        for line in written.split("\n"):
-            if FAILED_MARK in line:
-                failed = line[: line.rindex(FAILED_MARK)].strip()
-                kept = done.rstrip()
-                done = kept[: -len(failed)] if failed and kept.endswith(failed) else kept
-            else:
-                done += line
-        full = self._tokenizer.decode(plan)
-        if not full.startswith(done):
-            return None
-        return list(self._tokenizer.encode(full[len(done) :], add_special_tokens=False).ids)
+        return list(self._tokenizer.encode(rest, add_special_tokens=False).ids)
 
     def _request_end(self, ids: Sequence[int]) -> tuple[int, list[int]] | None:
         """Where the last known request in `ids` ends, and its plan."""
