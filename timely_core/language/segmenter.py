@@ -68,6 +68,12 @@ class Segmenter:
             )
         return None
 
+    def push_text(self, text: str) -> SegmentCut | None:
+        """Add text that no generated id of this segmenter produced (the end of a
+        statement re-appended as input after a rollback); a cut if it completed one."""
+        statements = self._feed(text) if text else []
+        return self._cut(statements) if statements else None
+
     def close(self) -> SegmentCut | None:
         """End of generation: return the cut completed by the end itself, if any.
         Raises `SegmentationError` if the plan ends in the middle of a statement."""

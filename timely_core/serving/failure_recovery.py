@@ -20,13 +20,15 @@ rewrite, is admitted again with the kept ids and the observation as its prompt;
 the prefix cache finds the KV it still holds of them (a grammar then constrains
 what is generated after the observation).
 
-The rollback point is the end of the token that completed segment k: text that
-token decoded past the statement (usually whitespace) stays as the start of the
-next segment.
+The rollback point is the end of segment k's last statement: when the token that
+completed it also decoded text past it (`;?` of `hm();?sw('cat')`), that token is
+dropped too and the statement's end (`;`) is appended as input before the
+observation, so the plan goes on exactly after the failed statement.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from timely_core.engine.protocol import EngineError, HandlingStrategy, RewritableEngine
@@ -34,7 +36,7 @@ from timely_core.events import Rollback
 from timely_core.language.detokenizer import IncrementalDetokenizer
 from timely_core.language.plan_language import FailureObservation
 from timely_core.language.segmenter import SegmentationError, Segmenter
-from timely_core.serving.generation import Generation, GenerationState
+from timely_core.serving.generation import Generation, GenerationState, SegmentRecord
 from timely_core.serving.state import ServiceState
 from timely_core.tools.router import OBSERVATION_FORMAT
 
@@ -70,14 +72,13 @@ class FailureRecovery:
         if reason:
             state.fail(generation, f"{failed}; {reason}")
             return None
-        segment_text = record.segment.text
-        observation = failure_observation(generation, segment_text, error)
-        text = OBSERVATION_FORMAT.format(observation=observation)
-        observation_ids = list(state.tokenizer.encode(text, add_special_tokens=False).ids)
+        observation = failure_observation(generation, record.segment.text, error)
         try:
-            rollback = self._roll_back(generation, index, error, observation, observation_ids, at_s)
-        except (EngineError, ValueError, SegmentationError) as exc:
-            state.fail(generation, f"{failed}; it could not be rolled back: {exc}")
+            rollback = self._roll_back(generation, index, error, observation, at_s)
+        except Exception as exc:  # this task only (an engine's or a language's error)
+            log.exception("%s: rollback failed", generation.task_id)
+            if generation.state is not GenerationState.FINISHED:
+                state.fail(generation, f"{failed}; it could not be rolled back: {exc}")
             return None
         handle = state.handles[generation.task_id]
         state.deliveries.append(lambda: handle.deliver_rollback(rollback))
@@ -108,15 +109,16 @@ class FailureRecovery:
         index: int,
         error: str,
         observation: str,
-        observation_ids: list[int],
         at_s: float,
     ) -> Rollback:
         state = self._state
         engine = state.engine
         assert isinstance(engine, RewritableEngine)
         gen_id = generation.gen_id
-        segmenter = self._replayed_segmenter(generation, index)  # before anything changes
-        keep = generation.records[index].generated_end
+        segmenter, tail = self._replayed_segmenter(generation, index)  # before any change
+        keep = generation.records[index].generated_end - (1 if tail else 0)
+        text = tail + OBSERVATION_FORMAT.format(observation=observation)
+        observation_ids = list(state.tokenizer.encode(text, add_special_tokens=False).ids)
         dropped = len(generation.written_ids) - keep
         rewritten = False
         if generation.in_engine and keep >= generation.engine_base:
@@ -136,6 +138,12 @@ class FailureRecovery:
             generation.awaiting_reports = False
             state.running.pop(gen_id, None)  # admitted again with the kept ids as prompt
         generation.written_ids[keep:] = observation_ids
+        if tail:  # its last id is gone: later replays push the text instead
+            record = generation.records[index]
+            record.segment = dataclasses.replace(
+                record.segment, token_ids=record.segment.token_ids[:-1]
+            )
+            record.tail_text = tail
         withdrawn = tuple(r.segment.index for r in generation.records[index + 1 :])
         del generation.records[index + 1 :]
         generation.awaiting_next_token = None  # never delivered
@@ -160,10 +168,34 @@ class FailureRecovery:
             at_s=at_s,
         )
 
-    def _replayed_segmenter(self, generation: Generation, index: int) -> Segmenter:
-        """A segmenter that has seen exactly the ids of segments 0..index (the
-        parser's state included). Raises SegmentationError if the replay does
-        not cut where the generation did."""
+    def _replayed_segmenter(self, generation: Generation, index: int) -> tuple[Segmenter, str]:
+        """A segmenter that has seen exactly the plan through segment `index` (the
+        parser's state included), and the text to append before the observation:
+        when the token that completed the segment also decoded text past it, that
+        token is dropped too and the statement's end re-appended as text. Raises
+        SegmentationError if the replay does not cut where the generation did."""
+        records = generation.records[: index + 1]
+        segmenter, cuts = self._segmenter(generation, records, drop_last=False)
+        tail = ""
+        if segmenter.trailing_text:  # e.g. the token ';?' of 'hm();?sw(...)'
+            segmenter, cuts = self._segmenter(generation, records, drop_last=True)
+            text = records[-1].segment.text
+            pending = segmenter.trailing_text
+            if not text.startswith(pending):
+                raise SegmentationError(f"segment {index}'s text does not follow its ids")
+            tail = text[len(pending) :]
+            cuts += segmenter.push_text(tail) is not None
+        if cuts != index + 1 or segmenter.trailing_text:
+            raise SegmentationError(
+                f"replaying segments 0..{index} cut {cuts} segment(s), expected {index + 1}"
+            )
+        return segmenter, tail
+
+    def _segmenter(
+        self, generation: Generation, records: list[SegmentRecord], drop_last: bool
+    ) -> tuple[Segmenter, int]:
+        """A fresh segmenter fed the records' ids (and texts re-appended by earlier
+        rollbacks), without the last id if `drop_last`; and the cuts they made."""
         state = self._state
         robot = state.robots.get(generation.robot_id)
         limit = robot.max_segment_tokens if robot is not None else state.config.max_segment_tokens
@@ -173,11 +205,11 @@ class FailureRecovery:
             limit,
         )
         cuts = 0
-        for record in generation.records[: index + 1]:
-            for token_id in record.segment.token_ids:
+        for k, record in enumerate(records):
+            ids = record.segment.token_ids
+            last = k == len(records) - 1
+            for token_id in ids[:-1] if drop_last and last else ids:
                 cuts += segmenter.push(token_id) is not None
-        if cuts != index + 1 or segmenter.pending_tokens:
-            raise SegmentationError(
-                f"replaying segments 0..{index} cut {cuts} segment(s), expected {index + 1}"
-            )
-        return segmenter
+            if record.tail_text and not last:
+                cuts += segmenter.push_text(record.tail_text) is not None
+        return segmenter, cuts

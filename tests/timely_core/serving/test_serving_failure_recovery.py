@@ -6,13 +6,14 @@ plan goes on from there; nothing generated past the failure is ever delivered.""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pytest
 
-from tests.timely_core.core_support import TinyLanguage, eos_id, make_tokenizer
+from tests.timely_core.core_support import Statement, TinyLanguage, eos_id, make_tokenizer
 from timely_core.clock import VirtualClock
 from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
 from timely_core.engine.sim.latency import PAPER_LLAMA3_8B_RTX4090
@@ -311,3 +312,60 @@ def test_a_failure_after_the_plan_ended_replans_from_the_failed_segment() -> Non
     ]
     memory = setup.engine.memory()  # nothing left held once it ended
     assert memory.device_blocks_free == memory.device_blocks_total - memory.pinned_prefix_blocks
+
+
+_CALL = re.compile(r"[\s;]*([a-z_]+)\(([^();]*)\)")
+_CALL_PREFIX = re.compile(r"[\s;]*([a-z_]*|[a-z_]+\([^();]*)")
+
+
+class CallParser:
+    """Statements end at ')', so the token ');' completes one and opens the next."""
+
+    def __init__(self) -> None:
+        self._buffer = ""
+
+    def feed(self, text: str) -> list[Statement]:
+        self._buffer += text
+        done = []
+        while (match := _CALL.match(self._buffer)) is not None:
+            done.append(Statement(match.group(0).lstrip(" ;"), match.group(1), match.group(2)))
+            self._buffer = self._buffer[match.end() :]
+        if not _CALL_PREFIX.fullmatch(self._buffer):
+            raise ValueError(f"not a call: {self._buffer[:40]!r}")
+        return done
+
+    def close(self) -> list[Statement]:
+        return []
+
+
+@dataclass(frozen=True)
+class CallLanguage(TinyLanguage):
+    robot_type: str = "calls"
+
+    def new_parser(self) -> CallParser:  # type: ignore[override]
+        return CallParser()
+
+
+def test_a_token_past_the_statement_is_dropped_and_the_statement_end_kept() -> None:
+    setup = make()
+    setup.service.register_robot("drone1", CallLanguage())
+    handle, log = submit(setup)
+    step_until(setup, lambda: len(log) == 1)
+    assert texts(log) == ["mf(50)"]  # the token ');' ends it, its ';' starts the next
+    rollback = setup.service.segment_failed(handle.task_id, 0, "blocked")
+    assert rollback is not None
+    gen = setup.service._state.generations[handle.task_id]
+    context = make_tokenizer().decode(setup.engine.token_ids(gen.gen_id))
+    assert context.endswith("Plan:mf(50)\nmf(50) failed: blocked\n")  # ')' re-appended
+    finish(setup, handle)
+    result = handle.result(timeout_s=0)
+    assert result.success, result.error
+    assert result.plan_text == "mf(50) tl(90); say('went around');"
+    # a second failure replays the first one's re-appended text: the parser agrees
+    handle2, log2 = submit(setup)
+    step_until(setup, lambda: len(log2) == 1)
+    assert handle2.segment_failed(0, "blocked") is not None
+    step_until(setup, lambda: len([e for e in log2 if isinstance(e, Segment)]) == 2)
+    assert handle2.segment_failed(1, "still blocked") is not None
+    finish(setup, handle2)
+    assert handle2.result(timeout_s=0).plan_text == "mf(50) tl(90) mf(50); say('again');"
