@@ -23,7 +23,9 @@ what is generated after the observation).
 The rollback point is the end of segment k's last statement: when the token that
 completed it also decoded text past it (`;?` of `hm();?sw('cat')`), that token is
 dropped too and the statement's end (`;`) is appended as input before the
-observation, so the plan goes on exactly after the failed statement.
+observation, so the plan goes on exactly after the failed statement. A statement
+that the parser completes only when the next text starts (a word ended by a
+space) keeps that token and its text.
 """
 
 from __future__ import annotations
@@ -116,8 +118,8 @@ class FailureRecovery:
         assert isinstance(engine, RewritableEngine)
         gen_id = generation.gen_id
         segmenter, tail = self._replayed_segmenter(generation, index)  # before any change
-        keep = generation.records[index].generated_end - (1 if tail else 0)
-        text = tail + OBSERVATION_FORMAT.format(observation=observation)
+        keep = generation.records[index].generated_end - (0 if tail is None else 1)
+        text = (tail or "") + OBSERVATION_FORMAT.format(observation=observation)
         observation_ids = list(state.tokenizer.encode(text, add_special_tokens=False).ids)
         dropped = len(generation.written_ids) - keep
         rewritten = False
@@ -138,7 +140,7 @@ class FailureRecovery:
             generation.awaiting_reports = False
             state.running.pop(gen_id, None)  # admitted again with the kept ids as prompt
         generation.written_ids[keep:] = observation_ids
-        if tail:  # its last id is gone: later replays push the text instead
+        if tail is not None:  # its last id is gone: later replays push the text instead
             record = generation.records[index]
             record.segment = dataclasses.replace(
                 record.segment, token_ids=record.segment.token_ids[:-1]
@@ -168,28 +170,33 @@ class FailureRecovery:
             at_s=at_s,
         )
 
-    def _replayed_segmenter(self, generation: Generation, index: int) -> tuple[Segmenter, str]:
+    def _replayed_segmenter(
+        self, generation: Generation, index: int
+    ) -> tuple[Segmenter, str | None]:
         """A segmenter that has seen exactly the plan through segment `index` (the
-        parser's state included), and the text to append before the observation:
-        when the token that completed the segment also decoded text past it, that
-        token is dropped too and the statement's end re-appended as text. Raises
-        SegmentationError if the replay does not cut where the generation did."""
+        parser's state included), and the text to append before the observation
+        (None: the segment's ids are all kept). When the token that completed the
+        segment also decoded text past it, that token is dropped and the
+        statement's end re-appended as text, if the parser then still completes
+        the statement; else (a statement that ends only when the next text
+        starts) the token and its text stay. Raises SegmentationError if the
+        replay does not cut where the generation did."""
         records = generation.records[: index + 1]
         segmenter, cuts = self._segmenter(generation, records, drop_last=False)
-        tail = ""
         if segmenter.trailing_text:  # e.g. the token ';?' of 'hm();?sw(...)'
-            segmenter, cuts = self._segmenter(generation, records, drop_last=True)
+            exact, exact_cuts = self._segmenter(generation, records, drop_last=True)
             text = records[-1].segment.text
-            pending = segmenter.trailing_text
-            if not text.startswith(pending):
-                raise SegmentationError(f"segment {index}'s text does not follow its ids")
-            tail = text[len(pending) :]
-            cuts += segmenter.push_text(tail) is not None
-        if cuts != index + 1 or segmenter.trailing_text:
+            pending = exact.trailing_text
+            if text.startswith(pending):
+                tail = text[len(pending) :]
+                exact_cuts += exact.push_text(tail) is not None
+                if exact_cuts == index + 1 and not exact.trailing_text:
+                    return exact, tail
+        if cuts != index + 1:
             raise SegmentationError(
                 f"replaying segments 0..{index} cut {cuts} segment(s), expected {index + 1}"
             )
-        return segmenter, tail
+        return segmenter, None
 
     def _segmenter(
         self, generation: Generation, records: list[SegmentRecord], drop_last: bool
@@ -210,6 +217,6 @@ class FailureRecovery:
             last = k == len(records) - 1
             for token_id in ids[:-1] if drop_last and last else ids:
                 cuts += segmenter.push(token_id) is not None
-            if record.tail_text and not last:
+            if record.tail_text is not None and not last:
                 cuts += segmenter.push_text(record.tail_text) is not None
         return segmenter, cuts

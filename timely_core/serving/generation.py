@@ -30,7 +30,7 @@ class SegmentRecord:
     finished_at_s: float | None = None  # reported by segment_done (or segment_failed)
     generated_end: int = -1  # engine ids past the prompt at its end (SegmentCut)
     # after a rollback to it: its last id was dropped and this text re-appended
-    tail_text: str = ""
+    tail_text: str | None = None
 
 
 @dataclass
