@@ -14,6 +14,10 @@ from robot_models.plan_ast import PlanStatement, Stmt
 from robot_models.prompts import format_request, prompt_prefix
 from robot_models.skills import ROBOT_TYPES, SkillSet, check_robot_type
 
+# How a failed segment reads as an observation: the statements, then `->failed(...)`
+# with the robot's reason, as a perception observation reads `lk('cup')->True`.
+FAILED_MARK = "->failed("
+
 
 class RobotPlanLanguage:
     """Plan language of one robot type."""
@@ -80,6 +84,12 @@ class RobotPlanLanguage:
         records = split_duration(self._exec_time, self._nodes(statements), duration_s)
         if records:
             self._learner.add(records)
+
+    def failure_observation(self, segment_text: str, error: str) -> str:
+        """A robot's failure of a segment in the plan language's observation form
+        (`timely_core.language.plan_language.FailureObservation`): `tc(180);->failed('...')`.
+        The shipped planner checkpoint was not trained on it."""
+        return f"{segment_text.strip()}{FAILED_MARK}{error!r})"
 
     def _nodes(self, statements: Sequence[object]) -> list[Stmt]:
         nodes: list[Stmt] = []

@@ -42,3 +42,22 @@ class TaskResult:
     segment_waits_s: tuple[float, ...] = field(default=())  # W(s_k) per segment
     segment_utility: float = 0.0  # Eq. 3 for this task: TUF0(W(s0)) + sum TUF1(W(sk))
     ttft_s: float | None = None  # arrival -> first generated token (None: none came)
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """The robot failed segment `failed_index`: the generation went back to that
+    segment's end, the failure was appended as an observation, and planning goes on.
+    Segments `withdrawn` (delivered after the failed one) must not be executed:
+    the segments that follow reuse their indices. Delivered between the last
+    segment before it and the first after it."""
+
+    task_id: str
+    robot_id: str
+    failed_index: int
+    error: str  # the robot's
+    observation: str  # as appended to the generation
+    tokens_dropped: int  # generated ids past the failed segment's end, and their KV
+    withdrawn: tuple[int, ...]  # indices of delivered segments taken back
+    recovery: int  # 1 for the task's first rollback
+    at_s: float  # service clock

@@ -27,6 +27,11 @@ class TaskRequest(BaseModel):
     scene: str = Field(default="", max_length=MAX_SCENE_CHARS)
     tuf: Tuf = Field(default_factory=Tuf.normal)
     task_id: str = Field(default="", max_length=128)
+    # Plans that react: a segment the robot reports failed (`segment_failed`) rolls
+    # the generation back to that segment's end, appends the failure as an
+    # observation and generation goes on (up to `ServiceConfig.max_recoveries`).
+    # False: the robot's failure ends the task, as before.
+    replan_on_failure: bool = False
 
     @field_validator("instruction", "scene")
     @classmethod

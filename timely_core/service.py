@@ -25,6 +25,7 @@ from typing import Any
 from timely_core.clock import Clock, MonotonicClock
 from timely_core.engine.protocol import Engine
 from timely_core.errors import TaskFinished, UnknownRobot, UnknownTask
+from timely_core.events import Rollback
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.language.statement_guard import GuardFactory
 from timely_core.request import SceneUpdate, TaskRequest
@@ -32,6 +33,7 @@ from timely_core.scheduling.policies import Policy, make_policy
 from timely_core.service_config import ServiceConfig
 from timely_core.serving.admission import admit
 from timely_core.serving.execution_feedback import report_execution
+from timely_core.serving.failure_recovery import FailureRecovery
 from timely_core.serving.generation import Generation, GenerationState, SegmentRecord
 from timely_core.serving.loop import ServiceLoop
 from timely_core.serving.robots import (
@@ -82,6 +84,7 @@ class PlanningService:
         self._state = ServiceState(engine, tokenizer, policy, self.clock, config)
         self._languages = dict(languages or {})
         self._loop = ServiceLoop(self._state)
+        self._recovery = FailureRecovery(self._state)
 
     # ---------------------------------------------------------------- robots
 
@@ -201,7 +204,9 @@ class PlanningService:
         """The robot finished segment `index` of `task_id` at `finished_at_s` (service
         clock; now if omitted). Corrects the timing of the task's next segment and,
         on the first report of a segment, refines the robot's execution-time model
-        when its language learns (`execution_feedback`), also after the result."""
+        when its language learns (`execution_feedback`), also after the result.
+        A plan held open for its robot's reports (`replan_on_failure`) ends with
+        the report of its last segment."""
         state = self._state
         with state.lock:
             generation, record = self._dispatched(task_id, index)
@@ -214,6 +219,48 @@ class PlanningService:
             if first_report:
                 report_execution(generation, index)
             state.kv_handling.on_segment_done(generation, index, first_report)
+            ended = generation.awaiting_reports and all(
+                r.finished_at_s is not None for r in generation.records
+            )
+            if ended:  # its result waited for the robot (replan_on_failure)
+                state.end(generation, error="")
+                state.counters["succeeded"] += 1
+        if ended:
+            state.run_deliveries()
+
+    def segment_failed(
+        self, task_id: str, index: int, error: str, failed_at_s: float | None = None
+    ) -> Rollback | None:
+        """The robot failed segment `index` of `task_id` at `failed_at_s` (service
+        clock; now if omitted) with `error`. With `replan_on_failure` on a rewritable
+        engine, within `max_recoveries`: the generation is rolled back to the end
+        of that segment, the failure appended as an observation, planning goes on
+        from segment index + 1 (the `Rollback` returned, also delivered to the
+        handle). Otherwise the task ends with the robot's error (None returned).
+        Raises UnknownTask, TaskFinished, or ValueError for a segment not
+        dispatched or already reported; no other task is disturbed."""
+        if not isinstance(error, str):
+            raise TypeError(f"error must be a str, got {type(error).__name__}")
+        state = self._state
+        with state.engine_gate.caller(), state.lock:  # it rewrites: not inside a step
+            generation, _ = self._dispatched(task_id, index)
+            if generation.state is GenerationState.FINISHED:
+                raise TaskFinished(
+                    f"task {task_id!r} has already ended; its failed segment {index} "
+                    "cannot be replanned"
+                )
+            reported = [
+                r.segment.index for r in generation.records[index:] if r.finished_at_s is not None
+            ]
+            if reported:
+                raise ValueError(
+                    f"task {task_id!r}: segment(s) {reported} already reported, so segment "
+                    f"{index} cannot have failed now"
+                )
+            at_s = state.clock.now() if failed_at_s is None else float(failed_at_s)
+            rollback = self._recovery.on_failure(generation, index, error, at_s)
+        state.run_deliveries()
+        return rollback
 
     def segment_started(self, task_id: str, index: int, started_at_s: float | None = None) -> None:
         """The robot got segment `index` of `task_id` only at `started_at_s` (service

@@ -38,3 +38,6 @@ class ServiceConfig(BaseModel):
     # every statement decoded parses and keeps its skills' limits. False decodes
     # unconstrained (the parser still rejects, and the task then fails).
     grammar: bool = True
+    # Rollbacks after failed segments per task (requests with replan_on_failure);
+    # the next failure ends the task with the robot's error (docs/closed-loop.md).
+    max_recoveries: int = Field(default=3, ge=0, le=100)

@@ -13,12 +13,13 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from timely_core.events import Segment, TaskResult
+from timely_core.events import Rollback, Segment, TaskResult
 
 log = logging.getLogger(__name__)
 
 SegmentCallback = Callable[[Segment], None]
 ResultCallback = Callable[[TaskResult], None]
+RollbackCallback = Callable[[Rollback], None]
 
 
 class TaskControl(Protocol):
@@ -27,6 +28,10 @@ class TaskControl(Protocol):
     def segment_done(self, task_id: str, index: int, finished_at_s: float | None) -> None: ...
 
     def segment_started(self, task_id: str, index: int, started_at_s: float | None) -> None: ...
+
+    def segment_failed(
+        self, task_id: str, index: int, error: str, failed_at_s: float | None
+    ) -> Rollback | None: ...
 
     def cancel(self, task_id: str) -> None: ...
 
@@ -41,6 +46,8 @@ class TaskHandle:
         self._result: TaskResult | None = None
         self._segment_callbacks: list[SegmentCallback] = []
         self._result_callbacks: list[ResultCallback] = []
+        self._rollbacks: list[Rollback] = []
+        self._rollback_callbacks: list[RollbackCallback] = []
 
     def segments(self, timeout_s: float | None = None) -> Iterator[Segment]:
         """Segments in order, blocking for each; ends after the task's result.
@@ -88,6 +95,27 @@ class TaskHandle:
         if result is not None:
             _call(callback, result)
 
+    def on_rollback(self, callback: RollbackCallback) -> None:
+        """`callback(rollback)` for each rollback after a failed segment, in order with
+        the segments (those of the same index delivered before it are withdrawn)."""
+        with self._cond:
+            self._rollback_callbacks.append(callback)
+            past = list(self._rollbacks)
+        for rollback in past:
+            _call(callback, rollback)
+
+    def rollbacks(self) -> list[Rollback]:
+        """The rollbacks so far (`segment_failed`)."""
+        with self._cond:
+            return list(self._rollbacks)
+
+    def segment_failed(
+        self, index: int, error: str, failed_at_s: float | None = None
+    ) -> Rollback | None:
+        """The robot failed segment `index` with `error`: replanned from its end when
+        the request asked for it (`PlanningService.segment_failed`), else the task ends."""
+        return self._control.segment_failed(self.task_id, index, error, failed_at_s)
+
     def segment_done(self, index: int, finished_at_s: float | None = None) -> None:
         """The robot finished executing segment `index` at `finished_at_s` (service
         clock; now if omitted). Corrects the timing of the next segment."""
@@ -111,6 +139,13 @@ class TaskHandle:
             self._cond.notify_all()
         for callback in callbacks:
             _call(callback, segment)
+
+    def deliver_rollback(self, rollback: Rollback) -> None:
+        with self._cond:
+            self._rollbacks.append(rollback)
+            callbacks = list(self._rollback_callbacks)
+        for callback in callbacks:
+            _call(callback, rollback)
 
     def deliver_result(self, result: TaskResult) -> None:
         with self._cond:

@@ -54,3 +54,13 @@ class PlanLanguage(Protocol):
     def estimate_execution_s(self, statements: Sequence[PlanStatement]) -> tuple[float, float]:
         """(minimum, mean) execution time of these statements on the robot; the
         scheduler plans with the minimum so the next segment is ready in time."""
+
+
+@runtime_checkable
+class FailureObservation(Protocol):
+    """Optional for a `PlanLanguage` (plans that react): how a robot's failure of a
+    segment reads in the plan language, appended to the generation as an
+    observation. Without it the service writes `<segment> failed: <error>`."""
+
+    def failure_observation(self, segment_text: str, error: str) -> str:
+        """One line: the failed statements (as decoded) and the robot's error."""

@@ -28,6 +28,9 @@ class SegmentCut:
     text: str  # decoded text of the segment: previous leftover + up to its last statement
     statements: tuple[PlanStatement, ...]
     token_ids: tuple[int, ...]  # ids generated since the previous cut, through this one
+    # ids the engine holds past the prompt at this cut's end (appended observations
+    # included): where a rollback to it truncates; -1 when not recorded
+    generated_end: int = -1
 
 
 class Segmenter:
@@ -64,6 +67,12 @@ class Segmenter:
                 f"(decoded {self._pending_text[:80]!r})"
             )
         return None
+
+    def push_text(self, text: str) -> SegmentCut | None:
+        """Add text that no generated id of this segmenter produced (the end of a
+        statement re-appended as input after a rollback); a cut if it completed one."""
+        statements = self._feed(text) if text else []
+        return self._cut(statements) if statements else None
 
     def close(self) -> SegmentCut | None:
         """End of generation: return the cut completed by the end itself, if any.

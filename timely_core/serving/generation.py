@@ -27,7 +27,10 @@ class SegmentRecord:
     segment: Segment
     dispatch_s: float  # emitted + network latency: the robot has it from then on
     estimated_execution_s: float  # minimum, from the execution-time model
-    finished_at_s: float | None = None  # reported by segment_done
+    finished_at_s: float | None = None  # reported by segment_done (or segment_failed)
+    generated_end: int = -1  # engine ids past the prompt at its end (SegmentCut)
+    # after a rollback to it: its last id was dropped and this text re-appended
+    tail_text: str | None = None
 
 
 @dataclass
@@ -53,10 +56,23 @@ class Generation:
     held_text: str = ""
     held_ids: list[int] = field(default_factory=list)
     guard: StatementGuard | None = None  # the robot's limits, tracked from this task's start
+    recoveries: int = 0  # rollbacks after failed segments (failure_recovery.py)
+    # Ids past the prompt that the engine holds (or held): sampled and appended ones.
+    # The first `engine_base` of them were given to the engine as prompt (a plan
+    # re-added after a rollback of an ended generation).
+    written_ids: list[int] = field(default_factory=list)
+    engine_base: int = 0
+    # the plan ended, its result held until the robot reports every segment, so
+    # that a failure can still be replanned (`TaskRequest.replan_on_failure`)
+    awaiting_reports: bool = False
 
     @property
     def robot_id(self) -> str:
         return self.request.robot_id
+
+    def engine_prompt_ids(self) -> list[int]:
+        """The ids to admit the generation to the engine with."""
+        return self.prompt_ids + self.written_ids
 
     @property
     def next_index(self) -> int:

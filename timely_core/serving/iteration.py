@@ -129,7 +129,9 @@ class ServiceIteration:
                 if not generation.in_engine:
                     prefix_id = state.engine_prefix(generation)
                     params = state.sampling_params(generation)
-                    state.engine.add(gen_id, generation.prompt_ids, params, prefix_id)
+                    prompt = generation.engine_prompt_ids()
+                    state.engine.add(gen_id, prompt, params, prefix_id)
+                    generation.engine_base = len(generation.written_ids)
                     generation.in_engine = True
                     if prefix_id is not None and state.scenes.prefixes.get(prefix_id):
                         state.counters["scene_hits"] += 1
@@ -151,7 +153,7 @@ class ServiceIteration:
         generation = self._state.by_gen_id[gen_id]
         if not generation.in_engine:
             fits = self._state.engine.can_admit(
-                len(generation.prompt_ids), self._state.engine_prefix(generation)
+                len(generation.engine_prompt_ids()), self._state.engine_prefix(generation)
             )
             self._state.counters["kv_stalls"] += not fits  # the decision ends here
             return fits

@@ -20,9 +20,10 @@ were: they passed). A statement that needs approval is delivered marked
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
-from timely_core.engine.protocol import StepOutput
+from timely_core.engine.protocol import RewritableEngine, StepOutput
 from timely_core.events import Segment
 from timely_core.language.plan_language import PlanStatement
 from timely_core.language.segmenter import SegmentationError, SegmentCut
@@ -41,6 +42,7 @@ class SegmentDispatch:
         state = self._state
         if generation.first_token_s is None:
             generation.first_token_s = now
+        generation.written_ids.append(output.token_id)
         if output.finished:
             generation.in_engine = False  # the engine freed it
             state.running.pop(generation.gen_id, None)
@@ -48,6 +50,8 @@ class SegmentDispatch:
         generation.awaiting_next_token = None
         try:
             new = self._segment(generation, output)
+            if new and generation.request.replan_on_failure and not output.finished:
+                new = self._stamp_ends(generation, new)
             state.tools.on_decoded(generation, bool(new))  # tools see calls as they stream
         except SegmentationError as exc:  # also a tool's error (ToolRejected)
             self._on_cuts(generation, held, now, plan_ended=False)  # it was valid
@@ -82,6 +86,12 @@ class SegmentDispatch:
                 cuts.append(tail)
         return cuts
 
+    def _stamp_ends(self, generation: Generation, cuts: list[SegmentCut]) -> list[SegmentCut]:
+        """The cuts with the engine's count of generated ids at their end (this
+        token's): the point a failure of their segment rolls back to."""
+        end = len(generation.written_ids)
+        return [dataclasses.replace(cut, generated_end=end) for cut in cuts]
+
     def _may_wait_for_next_token(self, generation: Generation, now: float) -> bool:
         """Whether a completed segment may wait for the next token, which tells if the
         plan ends with it (`Segment.final`). Only when that costs the robot nothing:
@@ -114,7 +124,9 @@ class SegmentDispatch:
             generation.held_text += cut.text
             generation.held_ids.extend(cut.token_ids)
             return True
-        return self._dispatch(generation, cut.text, cut.statements, cut.token_ids, now, final)
+        return self._dispatch(
+            generation, cut.text, cut.statements, cut.token_ids, now, final, cut.generated_end
+        )
 
     def _guard(
         self, generation: Generation, statements: Sequence[PlanStatement]
@@ -151,6 +163,7 @@ class SegmentDispatch:
         token_ids: Sequence[int],
         now: float,
         final: bool,
+        generated_end: int = -1,
     ) -> bool:
         state = self._state
         approvals = self._guard(generation, statements)
@@ -170,7 +183,9 @@ class SegmentDispatch:
             approvals=tuple(approvals),
         )
         generation.records.append(
-            SegmentRecord(segment, now + state.config.dispatch_latency_s, minimum_s)
+            SegmentRecord(
+                segment, now + state.config.dispatch_latency_s, minimum_s, None, generated_end
+            )
         )
         generation.segment_tokens = generation.segmenter.pending_tokens  # of the next one
         state.counters["segments"] += 1
@@ -193,5 +208,21 @@ class SegmentDispatch:
         if not generation.records:
             state.fail(generation, "the model produced no executable statement")
             return
+        if self._awaits_reports(generation):
+            generation.awaiting_reports = True  # ended by the robot's last report
+            if generation.gen_id in state.scheduler:
+                state.scheduler.remove(generation.gen_id)
+            return
         state.end(generation, error="")
         state.counters["succeeded"] += 1
+
+    def _awaits_reports(self, generation: Generation) -> bool:
+        """Whether the ended plan's result waits for the robot's reports: a failure
+        of a segment it still runs can then be replanned (failure_recovery.py)."""
+        state = self._state
+        return (
+            generation.request.replan_on_failure
+            and isinstance(state.engine, RewritableEngine)
+            and state.policy.dispatch is not DispatchMode.WHOLE
+            and any(r.finished_at_s is None for r in generation.records)
+        )

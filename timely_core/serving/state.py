@@ -50,6 +50,8 @@ COUNTERS = (
     "scene_hits",  # admissions that started from a prefilled scene
     "guard_violations",  # tasks ended by their robot's StatementGuard
     "kv_stalls",  # scheduling points whose admission stopped short of KV memory
+    "rollbacks",  # failed segments rolled back, planning went on (failure_recovery.py)
+    "tokens_rolled_back",  # generated ids (and their KV) dropped by those rollbacks
 )
 
 
@@ -168,7 +170,7 @@ class ServiceState:
         return sum(
             1
             for g in self.by_gen_id.values()
-            if g.state is GenerationState.QUEUED and not g.in_engine
+            if g.state is GenerationState.QUEUED and not g.in_engine and not g.records
         )
 
     def next_arrival_s(self) -> float | None:

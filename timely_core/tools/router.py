@@ -84,6 +84,7 @@ class _Task:
     outcomes: list[ToolOutcome] = field(default_factory=list)
     observations: list[str] = field(default_factory=list)  # to append, in arrival order
     ended: bool = False
+    epoch: int = 0  # rollbacks so far: replies to calls of older text are only recorded
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class _Ticket:
     task: _Task
     tool: _Tool
     event: CallEvent
+    epoch: int = 0
 
 
 class ToolRouter:
@@ -200,10 +202,12 @@ class ToolRouter:
         ids = list(self._tokenizer.encode(text, add_special_tokens=False).ids)
         gen_id = generation.gen_id
         try:
-            generated = len(engine.token_ids(gen_id)) - len(generation.prompt_ids)
+            engine_prompt = len(generation.prompt_ids) + generation.engine_base
+            generated = len(engine.token_ids(gen_id)) - engine_prompt
             engine.suspend(gen_id, HandlingStrategy.PRESERVE)
             engine.rewrite(gen_id, generated, ids)
             engine.resume(gen_id)
+            generation.written_ids.extend(ids)
         except (EngineError, ValueError) as exc:
             raise ToolRejected(
                 f"robot {generation.robot_id}: the observation {text.strip()!r} could not "
@@ -222,6 +226,22 @@ class ToolRouter:
                 self._finished.popitem(last=False)
         for tool in task.tools:
             tool.process.end_task(task_id)
+
+    def rolled_back(self, task_id: str, text: str) -> None:
+        """The task's decoded text went back to `text` (a failed segment's end): the
+        calls past it are forgotten, their pending observations dropped, and their
+        replies from now on only recorded in the outcomes."""
+        with self._cond:
+            task = self._tasks.get(task_id)
+            if task is None:
+                return
+            stream = CallStream()
+            stream.feed(text)  # the calls before the rollback keep their indices
+            task.stream, task.fed = stream, len(text)
+            task.observations.clear()
+            task.awaiting.clear()
+            task.epoch += 1
+            self._cond.notify_all()
 
     def outcomes(self, task_id: str) -> list[ToolOutcome]:
         """The tools' replies to the task's calls so far, in arrival order."""
@@ -250,7 +270,7 @@ class ToolRouter:
     def _send(self, task: _Task, tool: _Tool, event: CallEvent) -> None:
         with self._cond:
             self._tickets += 1
-            ticket = _Ticket(self._tickets, task, tool, event)
+            ticket = _Ticket(self._tickets, task, tool, event, task.epoch)
             if tool.info.validates:
                 task.awaiting.add(ticket.number)
         call = ToolCall(
@@ -276,6 +296,7 @@ class ToolRouter:
         task, tool, event = ticket.task, ticket.tool, ticket.event
         now = time.monotonic()
         with self._cond:
+            current = ticket.epoch == task.epoch  # not a call of rolled-back text
             task.awaiting.discard(ticket.number)
             task.outcomes.append(
                 ToolOutcome(
@@ -291,9 +312,9 @@ class ToolRouter:
                     replied_s=now,
                 )
             )
-            if reply.kind == "observation" and tool.spec.append_observations:
+            if current and reply.kind == "observation" and tool.spec.append_observations:
                 task.observations.append(str(reply.value))
-            if reply.kind == "error" and not task.error:
+            if current and reply.kind == "error" and not task.error:
                 task.error = _error_message(task.robot_id, tool.spec.name, event, reply)
                 task.error_s = now
             self._cond.notify_all()

@@ -130,6 +130,8 @@ def test_an_observation_that_arrives_before_its_statement_ends_waits_for_it(
         robot_id="drone1",
         gen_id=7,
         prompt_ids=[1, 2],
+        engine_base=0,
+        written_ids=[3, 4, 5],
         in_engine=True,
         request=SimpleNamespace(scene=""),
         segmenter=SimpleNamespace(text="search('keys')"),

@@ -222,6 +222,18 @@ class PlannerParams(BaseModel):
         le=3600,
         description="a segment waiting for an operator's approval this long ends its goal, unsent",
     )
+    replan_on_failure: bool = Field(
+        default=False,
+        description="a segment the robot fails rolls the plan back to that segment's end, "
+        "appends the failure as an observation and planning goes on (a rewritable "
+        "engine: torch or simulated); false: the failure ends the goal",
+    )
+    max_recoveries: int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="with replan_on_failure: rollbacks per goal; the next failure ends it",
+    )
     autostart: bool = Field(
         default=True,
         description="configure and activate at start-up; false: wait for a lifecycle manager "
@@ -300,6 +312,21 @@ class ExecutorParams(BaseModel):
     seed: int = Field(default=0, description="seed of the simulated execution times")
     feedback_period_s: float = Field(
         default=0.1, gt=0, le=5, description="period of ExecuteSkill feedback"
+    )
+    fail_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="simulated backends: probability that a skill call fails (drawn "
+        "with `seed`), to exercise plans that react",
+    )
+    fail_skills: list[str] = Field(
+        default_factory=list,
+        description="simulated backends: skills (name or short name) whose first "
+        "`fail_times` calls fail, then succeed (a transient fault)",
+    )
+    fail_times: int = Field(
+        default=1, ge=0, le=1000, description="calls of each of `fail_skills` that fail"
     )
     tello_host: str = Field(default="192.168.10.1", description="the Tello's SDK address")
     tello_port: int = Field(default=8889, ge=1, le=65535, description="the Tello's SDK port")

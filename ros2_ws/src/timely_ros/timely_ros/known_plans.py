@@ -4,6 +4,10 @@ set (the 11 LRTrace tasks and the templated examples) with its golden plan.
 The simulated engine replays a known plan for a known request, the way LRTrace's
 simulator does; a request it does not know fails that task with a clear error
 (use the torch engine to plan free-form instructions).
+
+Plans that react: after a failure observation (`RobotPlanLanguage.failure_observation`,
+appended when a robot fails a segment) it retries the failed segment and goes on
+with the rest of the known plan, the simplest sensible recovery.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from robot_models.dataset import LRTRACE_TASKS, build_dataset
+from robot_models.recovery import retry_after_failure
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.serving.robots import encode_request
 
@@ -32,6 +37,7 @@ class KnownPlans:
             plan = list(tokenizer.encode(ex.plan, add_special_tokens=False).ids)
             self._plans.setdefault(tuple(request), plan)
         self._lengths = sorted({len(k) for k in self._plans}, reverse=True)
+        self._tokenizer = tokenizer
 
     def knows(self, robot_type: str, scene: str, instruction: str) -> bool:
         """Whether a request has a known plan (checked at goal time by the node)."""
@@ -45,7 +51,32 @@ class KnownPlans:
             plan = self._plans.get(tuple(prompt_ids[-n:]))
             if plan is not None:
                 return plan
+        recovery = self._after_failure(prompt_ids)
+        if recovery is not None:
+            return recovery
         raise ValueError(
             "the simulated engine knows no plan for this request (it replays the data "
             "set's plans); use engine: torch for free-form instructions"
         )
+
+    def _after_failure(self, ids: Sequence[int]) -> list[int] | None:
+        """What follows a failure observation: the failed segment again, then the
+        rest of the plan; None unless `ids` end with one, after a known request."""
+        found = self._request_end(ids)
+        if found is None:
+            return None
+        end, plan = found
+        written = self._tokenizer.decode(list(ids[end:]))
+        rest = retry_after_failure(self._tokenizer.decode(plan), written)
+        if rest is None:
+            return None
+        return list(self._tokenizer.encode(rest, add_special_tokens=False).ids)
+
+    def _request_end(self, ids: Sequence[int]) -> tuple[int, list[int]] | None:
+        """Where the last known request in `ids` ends, and its plan."""
+        for end in range(len(ids), 0, -1):
+            for n in self._lengths:
+                plan = self._plans.get(tuple(ids[end - n : end])) if n <= end else None
+                if plan is not None:
+                    return end, plan
+        return None

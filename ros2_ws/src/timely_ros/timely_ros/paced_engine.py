@@ -84,6 +84,10 @@ class PacedSimulatedEngine:
     def abort(self, gen_id: int) -> None:
         self.inner.abort(gen_id)
 
+    def rewrite(self, gen_id: int, keep_generated: int, append_ids: list[int]) -> None:
+        """`RewritableEngine.rewrite` (plans that react; tools' observations)."""
+        self.inner.rewrite(gen_id, keep_generated, append_ids)
+
     def token_ids(self, gen_id: int) -> list[int]:
         return self.inner.token_ids(gen_id)
 

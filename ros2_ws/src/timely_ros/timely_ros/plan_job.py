@@ -6,6 +6,13 @@ thread takes them in order, streams each segment as feedback and on
 `segment_done`. `cancel` (from the cancel callback) stops the generation at once,
 frees its KV, and cancels the robot's outstanding ExecuteSkill goal.
 
+With `replan_on_failure` (PlannerParams) a segment the robot fails is reported
+with `segment_failed`: the service rolls the plan back to that segment's end and
+plans on from the failure. Segments delivered before the `Rollback` (planned past
+the failure) are dropped here, never sent; the ones after it go on as usual. When
+the service cannot replan (the plan had ended, the recovery cap) the robot's
+failure ends the goal, as without the option.
+
 A segment whose statements need an operator's approval (`Segment.approvals`, from
 the robot's limits) waits here, before it is sent: the robot waits too, and the
 hold is reported to the service (`segment_started`) so it counts in the task's
@@ -29,7 +36,7 @@ from timely_interfaces.action import ExecuteSkill, PlanTask
 from timely_interfaces.msg import Segment as SegmentMsg
 
 from timely_core.errors import ServiceError
-from timely_core.events import Segment, TaskResult
+from timely_core.events import Rollback, Segment, TaskResult
 from timely_ros.approval_desk import ApprovalDesk
 from timely_ros.goal_state import end_cancelled
 from timely_ros.goals import CheckedGoal
@@ -50,6 +57,7 @@ class JobHooks:
     record_state: Callable[[str, str], None] = lambda _goal_id, _state: None  # journal
     approvals: ApprovalDesk | None = None  # where segments wait for an operator
     approval_timeout_s: float = 30.0
+    replan_on_failure: bool = False  # a robot's failed segment is replanned (service)
 
 
 class PlanJob:
@@ -79,6 +87,8 @@ class PlanJob:
         self._run = SegmentRun()
         self._handle: Any = None
         self._lock = threading.Lock()
+        self._robot_failure = ""  # the robot's reason, when it failed the last segment
+        self._withdrawing = False  # between a replanned failure and its Rollback
 
     @property
     def state(self) -> str:
@@ -149,8 +159,11 @@ class PlanJob:
                 f"robot {self.robot_id}: executor {self._link.robot.action_name} "
                 f"not available after {self._wait_s:g} s"
             )
+        request = self._checked.request
+        if self._hooks.replan_on_failure:
+            request = request.model_copy(update={"replan_on_failure": True})
         try:
-            handle = self._service.submit(self._checked.request)
+            handle = self._service.submit(request)
         except (ServiceError, ValueError) as err:
             gh.abort()
             return self._error(f"{type(err).__name__}: {err}")
@@ -161,6 +174,7 @@ class PlanJob:
         if cancelled:
             self.cancel()
         handle.on_segment(self._events.put)
+        handle.on_rollback(self._events.put)
         handle.on_result(self._events.put)
         return self._loop(handle)
 
@@ -172,8 +186,20 @@ class PlanJob:
                 return self._cancelled()
             if isinstance(event, TaskResult):
                 return self._finish(event)
+            if isinstance(event, Rollback):
+                self._rolled_back(event)
+                continue
             assert isinstance(event, Segment)
+            if self._withdrawing:  # planned past the failure: never sent
+                self._hooks.log(
+                    f"event=segment_withdrawn robot={self.robot_id} task={event.task_id} "
+                    f"segment={event.index}"
+                )
+                continue
+            self._robot_failure = ""
             failure = self._deliver(handle, event)
+            if failure is not None and self._robot_failure and self._replan(handle, event):
+                continue
             if failure is not None:
                 with contextlib.suppress(ServiceError):
                     handle.cancel()
@@ -220,12 +246,53 @@ class PlanJob:
         if outcome.robot_lost:
             return outcome.message
         if not outcome.success:
+            self._robot_failure = outcome.message or "no reason given"
             return f"robot {self.robot_id} aborted segment {segment.index}: {outcome.message}"
         event("end", 1.0)
         # the task may have ended meanwhile (cancel); the loop sees that next
         with contextlib.suppress(ServiceError):
             handle.segment_done(segment.index, finished_at_s=self._service.clock.now())
         return None
+
+    def _replan(self, handle: Any, segment: Segment) -> bool:
+        """Report the robot's failure of `segment` for replanning; False when the
+        goal should end with it here (not enabled, or the plan had already ended)."""
+        if not self._hooks.replan_on_failure:
+            return False
+        try:
+            rollback = handle.segment_failed(
+                segment.index, self._robot_failure, self._service.clock.now()
+            )
+        except ServiceError as err:
+            self._hooks.log(
+                f"event=replan_refused robot={self.robot_id} task={segment.task_id} "
+                f"segment={segment.index} reason={str(err)!r}"
+            )
+            return False
+        # None: the service ended the task with the failure; its result follows
+        self._withdrawing = rollback is not None
+        return True
+
+    def _rolled_back(self, rollback: Rollback) -> None:
+        self._withdrawing = False
+        self._hooks.log(
+            f"event=plan_rolled_back robot={self.robot_id} task={rollback.task_id} "
+            f"segment={rollback.failed_index} tokens_dropped={rollback.tokens_dropped} "
+            f"withdrawn={list(rollback.withdrawn)} recovery={rollback.recovery}"
+        )
+        self._hooks.publish_progress(
+            {
+                "event": "rolled_back",
+                "robot_id": self.robot_id,
+                "task_id": rollback.task_id,
+                "segment": rollback.failed_index,
+                "progress": 0.0,
+                "current_skill": "",
+                "error": rollback.error,
+                "tokens_dropped": rollback.tokens_dropped,
+            }
+        )
+        self.state = "planning"
 
     def _await_approval(self, handle: Any, segment: Segment) -> str | None:
         """Hold `segment` until an operator approves it; the reason it may not be

@@ -139,6 +139,7 @@ class PlannerNode(LifecycleNode):
             record_state=self._journal.progress if self._journal else JobHooks.record_state,
             approvals=self.approvals,
             approval_timeout_s=self.params.approval_timeout_s,
+            replan_on_failure=self.params.replan_on_failure,
         )
         self._server = IdentifiedActionServer(
             self,

@@ -116,6 +116,7 @@ def build_service(params: PlannerParams) -> PlanningService:
             scene_kv_fraction=params.scene_kv_fraction,
             grammar=params.grammar,
             handling_strategy=HandlingStrategy(params.handling_strategy),
+            max_recoveries=params.max_recoveries,
         ),
         languages=languages,
     )
