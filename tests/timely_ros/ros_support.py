@@ -231,11 +231,20 @@ def lrtrace_goal_fields(trace_id: int) -> dict[str, str]:
     }
 
 
+# A loaded test machine (CI, a full run beside other work) can take seconds to
+# discover a robot or to run its heartbeat timer; the planner's defaults (2 s each)
+# are for a fleet's own computers. Tests of those bounds set them.
+TEST_EXECUTOR_WAIT_S = 15.0
+TEST_ROBOT_TIMEOUT_S = 10.0
+
+
 def planner_entry(robots: dict[str, str], **params: Any) -> dict[str, Any]:
     """A `timely_planner` config section serving `robots` (id -> type)."""
     body: dict[str, Any] = {"robots": list(robots)}
     for rid, rtype in robots.items():
         body[rid] = {"type": rtype}
+    body["executor_wait_s"] = TEST_EXECUTOR_WAIT_S
+    body["robot_timeout_s"] = TEST_ROBOT_TIMEOUT_S
     body.update(params)
     return {"/**/timely_planner": {"ros__parameters": body}}
 
