@@ -120,7 +120,7 @@ class TorchEngine(PagedEngine):
         """Serve the peft LoRA adapter in `path` as variant `name` (AdapterError if it
         does not fit this base model); generations name it in `add(variant=...)`."""
         if not name or name == BASE_VARIANT:
-            raise AdapterError(f"adapter name {name!r} is reserved; name the variant")
+            raise AdapterError(f"adapter name {name!r}: give a name other than '' and 'base'")
         if name in self.adapters:
             raise AdapterError(f"variant {name!r} is already loaded")
         adapter = load_adapter(name, path, self.model.config, self.config.torch_dtype)
@@ -136,9 +136,10 @@ class TorchEngine(PagedEngine):
 
     def _check_variant(self, variant: str | None, what: str) -> None:
         if variant is not None and variant not in self.adapters:
-            served = ", ".join([BASE_VARIANT, *sorted(self.adapters)])
+            served = ", ".join(sorted(self.adapters)) or "none"
             raise UnknownVariant(
-                f"{what}: unknown variant {variant!r}; this engine serves {served}"
+                f"{what}: unknown variant {variant!r}; loaded variants: {served} "
+                "(the base model is variant None)"
             )
 
     def kv_costs(self) -> LatencyKvCosts:

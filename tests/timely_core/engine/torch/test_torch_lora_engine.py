@@ -12,7 +12,7 @@ from engine_testkit import random_prompts, save_checkpoint
 from lora_testkit import PLANNER, hf_merged_greedy, random_adapter
 from safetensors.torch import load_file, save_file
 
-from timely_core.engine.protocol import SamplingParams, UnknownVariant
+from timely_core.engine.protocol import HandlingStrategy, SamplingParams, UnknownVariant
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.lora import AdapterError
@@ -106,7 +106,9 @@ def test_a_variant_adds_only_its_adapter_bytes(base: Path, adapters: dict[str, P
 def test_unknown_variant_is_named(base: Path, adapters: dict[str, Path]) -> None:
     engine = _engine(base, adapters)
     with pytest.raises(
-        UnknownVariant, match=r"generation 1: unknown variant 'c'; this engine serves base, a, b"
+        UnknownVariant,
+        match=r"generation 1: unknown variant 'c'; loaded variants: a, b "
+        r"\(the base model is variant None\)",
     ):
         engine.add(1, [3, 4, 5], SamplingParams(), variant="c")
     with pytest.raises(UnknownVariant, match="prefix 'p': unknown variant 'c'"):
@@ -148,7 +150,7 @@ def test_bad_adapter_folders_are_named(
     engine = _engine(base, adapters)
     with pytest.raises(AdapterError, match="already loaded"):
         engine.load_adapter("a", adapters["a"])
-    with pytest.raises(AdapterError, match="reserved"):
+    with pytest.raises(AdapterError, match="give a name other than '' and 'base'"):
         engine.load_adapter("base", adapters["a"])
     with pytest.raises(AdapterError, match="folder does not exist"):
         engine.load_adapter("z", tmp_path / "missing")
@@ -169,3 +171,29 @@ def test_bad_adapter_folders_are_named(
         engine.load_adapter("z", folder)
     assert set(engine.adapters) == {"a", "b"}
     assert torch.is_tensor(engine.model.weights.embed)
+
+
+@pytest.mark.parametrize("strategy", [HandlingStrategy.DISCARD, HandlingStrategy.SWAP])
+def test_suspended_variant_resumes_on_its_own_kv(
+    base: Path, adapters: dict[str, Path], strategy: HandlingStrategy
+) -> None:
+    """A variant's generation suspended beside a base one of the same prompt comes back
+    on its own KV (re-prefilled or swapped in), never on the base's cached blocks."""
+    engine = _engine(base, adapters)
+    prompt = random_prompts(4, 1, 40)[0] + [7] * 24
+    engine.add(1, prompt, SamplingParams(max_tokens=8), variant="a")
+    engine.add(2, prompt, SamplingParams(max_tokens=8))
+    tokens: dict[int, list[int]] = {1: [], 2: []}
+    for _ in range(3):
+        for o in engine.step([1, 2]):
+            tokens[o.gen_id].append(o.token_id)
+    engine.suspend(1, strategy)
+    for _ in range(5):
+        for o in engine.step([2]):
+            tokens[o.gen_id].append(o.token_id)
+    engine.resume(1)
+    while len(tokens[1]) < 8:
+        for o in engine.step([1]):
+            tokens[o.gen_id].append(o.token_id)
+    assert prompt + tokens[1] == hf_merged_greedy(base, adapters["a"], prompt, 8)
+    assert prompt + tokens[2] == hf_merged_greedy(base, None, prompt, 8)
