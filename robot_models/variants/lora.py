@@ -4,8 +4,7 @@ The base checkpoint is loaded as the training `TinyLlama` (its module names are
 HF Llama's, so peft's adapter keys are the ones HF, vLLM and the torch engine
 read). The robot's prompt prefix (about 1,900 tokens) runs through the adapter,
 as the serving engine runs it, without gradient, every `prefix_every` steps (1:
-every batch; a stale prefix KV trained adapters that planned worse when served);
-only the LoRA matrices train.
+every batch, exactly the KV it is served with); only the LoRA matrices train.
 """
 
 from __future__ import annotations
