@@ -29,7 +29,9 @@ DEFAULT_MAX_NEW_TOKENS = 256
 class ReferencePlanner:
     """A checkpoint loaded with `transformers.LlamaForCausalLM`, decoding greedily."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, adapter: Path | None = None) -> None:
+        """`adapter`: a peft LoRA adapter folder of this checkpoint, merged into the
+        weights (peft `merge_and_unload`)."""
         from transformers import DynamicCache, LlamaForCausalLM
 
         self.path = path or default_planner_path()
@@ -38,6 +40,10 @@ class ReferencePlanner:
         self.eos_id: int = config["eos_token_id"]
         self.pad_id: int = config["pad_token_id"]
         self.model: Any = LlamaForCausalLM.from_pretrained(self.path, dtype=torch.float32).eval()
+        if adapter is not None:
+            from peft import PeftModel
+
+            self.model = PeftModel.from_pretrained(self.model, str(adapter)).merge_and_unload()
         self._cache_type = DynamicCache
         # transformers 5 renamed the KV-cache argument to `cache` (`past_key_values` is
         # deprecated and leaves forward in 5.40); transformers 4 knows only the old name.

@@ -49,6 +49,12 @@ class AdmissionPlan:
     cost: int
 
 
+def root_hash(variant: str | None) -> int:
+    """The chain's start: a LoRA variant computes other KV for the same tokens, so
+    each variant's blocks form their own chains (as vLLM's hash includes the LoRA)."""
+    return _ROOT_HASH if variant is None else hash(("variant", variant))
+
+
 def chain_hash(parent: int, tokens: tuple[int, ...]) -> int:
     """Hash of a full block given the hash of the block before it."""
     return hash((parent, tokens))
@@ -65,6 +71,7 @@ class PinnedPrefix:
     prefix_id: str
     token_ids: list[int]
     blocks: list[int]
+    variant: str | None = None  # whose KV it holds
 
 
 class BlockManager:
@@ -141,14 +148,16 @@ class BlockManager:
                 self._free_uncached.append(block)
 
     # ---- prefix cache ----------------------------------------------------
-    def lookup(self, token_ids: list[int], max_blocks: int, first: int = 0) -> list[int]:
-        """Cached device blocks holding the KV of the full blocks of `token_ids` from
-        block `first` on, as far as they run unbroken (none when caching is off)."""
+    def lookup(
+        self, token_ids: list[int], max_blocks: int, first: int = 0, variant: str | None = None
+    ) -> list[int]:
+        """Cached device blocks holding `variant`'s KV of the full blocks of `token_ids`
+        from block `first` on, as far as they run unbroken (none when caching is off)."""
         size = self.block_size
         matched: list[int] = []
         if not self.caching:
             return matched
-        parent = _ROOT_HASH
+        parent = root_hash(variant)
         for i in range(first):  # the chain's digest up to `first`, from content alone
             parent = chain_hash(parent, tuple(token_ids[i * size : (i + 1) * size]))
         for i in range(first, min(max_blocks, len(token_ids) // size)):
@@ -165,7 +174,7 @@ class BlockManager:
         """Publish the hash of every block of `state` that became full and computed."""
         size = self.block_size
         for i in range(len(state.block_hashes), state.num_computed // size):
-            parent = state.block_hashes[-1] if state.block_hashes else _ROOT_HASH
+            parent = state.block_hashes[-1] if state.block_hashes else root_hash(state.variant)
             tokens = tuple(state.token_ids[i * size : (i + 1) * size])
             digest = chain_hash(parent, tokens)
             state.block_hashes.append(digest)
@@ -191,6 +200,7 @@ class BlockManager:
         prefix: PinnedPrefix | None,
         compute_all: bool = False,
         past_prefix: bool = False,
+        variant: str | None = None,
     ) -> AdmissionPlan:
         """Where `admit` finds KV for `token_ids`: the pinned prefix's blocks, and,
         with `past_prefix` (a re-admission) or without a prefix, the longest run of
@@ -199,11 +209,11 @@ class BlockManager:
         size = self.block_size
         limit = len(token_ids) if compute_all else len(token_ids) - 1
         if prefix is None:
-            shared = self.lookup(token_ids, limit // size)
+            shared = self.lookup(token_ids, limit // size, variant=variant)
             computed = len(shared) * size
         else:
             full = len(prefix.token_ids) // size
-            beyond = self.lookup(token_ids, limit // size, full) if past_prefix else []
+            beyond = self.lookup(token_ids, limit // size, full, variant) if past_prefix else []
             shared = prefix.blocks[:full] + beyond
             computed = len(shared) * size
             if computed < len(prefix.token_ids):  # its partial last block too
@@ -226,7 +236,7 @@ class BlockManager:
     ) -> None:
         """Give `state` device blocks for all its tokens, reusing cached KV (`plan`).
         Raises OutOfKvMemory, changing nothing."""
-        plan = self.plan(state.token_ids, prefix, compute_all, past_prefix)
+        plan = self.plan(state.token_ids, prefix, compute_all, past_prefix, state.variant)
         if plan.cost > self.num_free_device:
             raise OutOfKvMemory(
                 f"generation {state.gen_id} needs {plan.cost} free KV blocks "
@@ -296,7 +306,9 @@ class BlockManager:
     # ---- pinned prefixes -------------------------------------------------
     def pin(self, prefix_id: str, state: Sequence) -> PinnedPrefix:
         """Keep the fully computed `state`'s blocks as prefix `prefix_id`."""
-        prefix = PinnedPrefix(prefix_id, list(state.token_ids), list(state.block_table))
+        prefix = PinnedPrefix(
+            prefix_id, list(state.token_ids), list(state.block_table), state.variant
+        )
         self.prefixes[prefix_id] = prefix
         state.block_table = []
         return prefix

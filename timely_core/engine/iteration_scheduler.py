@@ -138,12 +138,18 @@ class IterationScheduler:
         """Free device blocks `restore` needs at most."""
         if state.kv is KvLocation.HOST:
             return len(state.host_blocks)
-        return self.blocks.plan(state.token_ids, self._restore_prefix(state), past_prefix=True).cost
+        prefix = self._restore_prefix(state)
+        return self.blocks.plan(
+            state.token_ids, prefix, past_prefix=True, variant=state.variant
+        ).cost
 
     def _restore_prefix(self, state: Sequence) -> PinnedPrefix | None:
-        """The pinned prefix a re-admission of `state` shares, if it still starts with it."""
+        """The pinned prefix a re-admission of `state` shares, if it still starts with
+        it (and holds its variant's KV)."""
         prefix = self.blocks.prefixes.get(state.prefix_id or "")
         if prefix is not None and state.token_ids[: len(prefix.token_ids)] != prefix.token_ids:
+            return None
+        if prefix is not None and prefix.variant != state.variant:
             return None
         return prefix
 

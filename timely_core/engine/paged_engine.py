@@ -37,6 +37,7 @@ from timely_core.engine.protocol import (
     SamplingParams,
     StepOutput,
     UnknownGeneration,
+    UnknownVariant,
 )
 from timely_core.engine.sequence import KvLocation, Sequence
 
@@ -94,6 +95,13 @@ class PagedEngine:
         adjust per-generation state (a grammar matcher, a script), or refuse with
         EngineError before anything changed."""
 
+    def _check_variant(self, variant: str | None, what: str) -> None:
+        """Refuse a variant the engine does not serve (this one serves only the base)."""
+        if variant is not None:
+            raise UnknownVariant(
+                f"{what}: unknown variant {variant!r}; this engine serves the base only"
+            )
+
     def _check_tokens(self, token_ids: list[int], what: str) -> None:
         if not token_ids:
             raise ValueError(f"{what} is empty")
@@ -135,11 +143,16 @@ class PagedEngine:
         self.scheduler.set_ranking(gen_ids)
 
     # ---- protocol: prefixes ----------------------------------------------
-    def register_prefix(self, prefix_id: str, token_ids: list[int]) -> None:
+    def register_prefix(
+        self, prefix_id: str, token_ids: list[int], variant: str | None = None
+    ) -> None:
         """Raises OutOfKvMemory if the prefix does not fit; a previous registration
-        of the same id then stays as it was."""
+        of the same id then stays as it was. `variant`: whose KV it holds (a LoRA
+        changes it); only generations of that variant may use it."""
         self._check_tokens(token_ids, f"prefix {prefix_id!r}")
+        self._check_variant(variant, f"prefix {prefix_id!r}")
         state = Sequence(-1, list(token_ids), len(token_ids), SamplingParams(), -1)
+        state.variant = variant
         with self._copies():
             self.blocks.admit(state, None, compute_all=True)
         self._compute_prefix(state)
@@ -166,10 +179,13 @@ class PagedEngine:
         prompt_token_ids: list[int],
         params: SamplingParams,
         prefix_id: str | None = None,
+        variant: str | None = None,
     ) -> None:
+        """`variant`: the LoRA adapter it runs with (None: the base model)."""
         if gen_id in self._gens:
             raise EngineError(f"generation {gen_id} is already live")
         self._check_tokens(prompt_token_ids, f"prompt of generation {gen_id}")
+        self._check_variant(variant, f"generation {gen_id}")
         generator = self._generator(params)
         prefix = None
         if prefix_id is not None:
@@ -178,6 +194,11 @@ class PagedEngine:
                 raise ValueError(
                     f"prompt of generation {gen_id} does not start with prefix {prefix_id!r}"
                 )
+            if prefix.variant != variant:
+                raise ValueError(
+                    f"generation {gen_id} runs variant {variant or 'base'!r} but prefix "
+                    f"{prefix_id!r} holds the KV of variant {prefix.variant or 'base'!r}"
+                )
         state = Sequence(
             gen_id=gen_id,
             token_ids=list(prompt_token_ids),
@@ -185,12 +206,13 @@ class PagedEngine:
             params=params,
             admitted_seq=next(self._admissions),
             prefix_id=prefix_id,
+            variant=variant,
             generator=generator,
         )
         self._prepare(state)
         try:
             with self._copies():
-                cost = self.blocks.plan(state.token_ids, prefix).cost
+                cost = self.blocks.plan(state.token_ids, prefix, variant=variant).cost
                 self.scheduler.reclaim(state, cost, self._gens.values())
                 self.blocks.admit(state, prefix)
         except BaseException:

@@ -90,6 +90,11 @@ class UnknownGeneration(EngineError):
     """An operation named a generation id the engine does not hold."""
 
 
+class UnknownVariant(EngineError):
+    """A generation or prefix named a model variant (LoRA adapter) the engine does not
+    serve."""
+
+
 @runtime_checkable
 class Engine(Protocol):
     """One iteration-level inference backend.

@@ -38,6 +38,7 @@ class Sequence:
     params: SamplingParams
     admitted_seq: int  # admission order: among unranked victims the most recent goes first
     prefix_id: str | None = None
+    variant: str | None = None  # the LoRA adapter it runs with (None: the base model)
     generator: torch.Generator | None = None  # seeded sampling (torch engine)
     # where the generated tokens stand in `params.grammar` (torch engine); moved only
     # by kept tokens, so it outlives suspension, swap, discard and preemption

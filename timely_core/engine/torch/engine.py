@@ -16,7 +16,7 @@ import torch
 
 from timely_core.engine.iteration_scheduler import Chunk
 from timely_core.engine.paged_engine import PagedEngine
-from timely_core.engine.protocol import SamplingParams, StepOutput
+from timely_core.engine.protocol import SamplingParams, StepOutput, UnknownVariant
 from timely_core.engine.sequence import Sequence
 from timely_core.engine.sim.latency import LatencyKvCosts
 from timely_core.engine.torch.config import CPU_KV_COST_PROFILE, EngineConfig
@@ -24,6 +24,7 @@ from timely_core.engine.torch.grammar import GrammarCompiler
 from timely_core.engine.torch.grammar_mask import GrammarMasker
 from timely_core.engine.torch.kv_cache import KvCache
 from timely_core.engine.torch.loader import load_model
+from timely_core.engine.torch.lora import AdapterError, LoraAdapter, load_adapter
 from timely_core.engine.torch.model_runner import ModelRunner
 from timely_core.engine.torch.sampler import make_generator, sample, validate_params
 
@@ -49,6 +50,9 @@ def _eos_ids(model_path: Path, from_config: tuple[int, ...]) -> tuple[int, ...]:
         extra = eos if isinstance(eos, list) else [] if eos is None else [eos]
         ids.extend(i for i in extra if i not in ids)
     return tuple(ids)
+
+
+BASE_VARIANT = "base"  # how resident_bytes names the base model
 
 
 class TorchEngine(PagedEngine):
@@ -93,7 +97,8 @@ class TorchEngine(PagedEngine):
             prefix_caching=self.config.enable_prefix_caching,
             eos_ids=_eos_ids(path, mc.eos_token_ids),
         )
-        self.runner = ModelRunner(self.model, self.cache, size)
+        self.adapters: dict[str, LoraAdapter] = {}  # LoRA variants, batched with the base
+        self.runner = ModelRunner(self.model, self.cache, size, self.adapters)
         self.timings = StepTimings()
         self._grammars: GrammarCompiler | None = None
         self.masker = GrammarMasker(
@@ -109,6 +114,33 @@ class TorchEngine(PagedEngine):
         self.timings.steps += 1
         self.timings.total_s += time.perf_counter() - started
         return outputs
+
+    # ---- LoRA variants ---------------------------------------------------
+    def load_adapter(self, name: str, path: str | Path) -> LoraAdapter:
+        """Serve the peft LoRA adapter in `path` as variant `name` (AdapterError if it
+        does not fit this base model); generations name it in `add(variant=...)`."""
+        if not name or name == BASE_VARIANT:
+            raise AdapterError(f"adapter name {name!r}: give a name other than '' and 'base'")
+        if name in self.adapters:
+            raise AdapterError(f"variant {name!r} is already loaded")
+        adapter = load_adapter(name, path, self.model.config, self.config.torch_dtype)
+        self.adapters[name] = adapter
+        return adapter
+
+    def resident_bytes(self) -> dict[str, int]:
+        """Bytes of weights held per variant: the base model once, each LoRA variant
+        only its factors (KV memory is `memory()`)."""
+        return {BASE_VARIANT: self.model.weights_nbytes} | {
+            name: adapter.nbytes for name, adapter in self.adapters.items()
+        }
+
+    def _check_variant(self, variant: str | None, what: str) -> None:
+        if variant is not None and variant not in self.adapters:
+            served = ", ".join(sorted(self.adapters)) or "none"
+            raise UnknownVariant(
+                f"{what}: unknown variant {variant!r}; loaded variants: {served} "
+                "(the base model is variant None)"
+            )
 
     def kv_costs(self) -> LatencyKvCosts:
         """Its costs of recomputing and swapping KV (`KvCostSource`): the configured

@@ -15,9 +15,11 @@ import torch
 
 from timely_core.engine.iteration_scheduler import Chunk
 from timely_core.engine.torch.kv_cache import KvCache
+from timely_core.engine.torch.lora import LoraAdapter
 from timely_core.engine.torch.model.attention import AttentionBatch, PrefillSpan
 from timely_core.engine.torch.model.decode_attention import DecodeGroup
 from timely_core.engine.torch.model.llama import LlamaModel
+from timely_core.engine.torch.model.lora_batch import LoraBatch
 from timely_core.engine.torch.model.prefill_cascade import CascadeSpan, SharedPrefill
 
 MIN_SHARED_BLOCKS = 2  # below this, reading shared blocks per generation is as cheap
@@ -34,6 +36,7 @@ class _FlatBatch:
     slots: list[torch.Tensor] = field(default_factory=list)  # where each row's KV goes
     logits_rows: list[int] = field(default_factory=list)
     sampled: list[Chunk] = field(default_factory=list)
+    variants: list[tuple[str | None, int]] = field(default_factory=list)  # (variant, rows)
 
     @property
     def rows(self) -> int:
@@ -46,16 +49,25 @@ class _FlatBatch:
         self.ids.extend(c.state.token_ids[c.start : end])
         self.positions.append(torch.arange(c.start, end))
         self.slots.append(context[c.start :])
+        self.variants.append((c.state.variant, c.length))
         if c.sample:
             self.logits_rows.append(self.rows - 1)
             self.sampled.append(c)
 
 
 class ModelRunner:
-    def __init__(self, model: LlamaModel, cache: KvCache, block_size: int) -> None:
+    def __init__(
+        self,
+        model: LlamaModel,
+        cache: KvCache,
+        block_size: int,
+        adapters: dict[str, LoraAdapter] | None = None,
+    ) -> None:
+        """`adapters`: the LoRA variants by name (the engine's dict, read per run)."""
         self.model = model
         self.cache = cache
         self.block_size = block_size
+        self.adapters = adapters if adapters is not None else {}
         self._offsets = torch.arange(block_size)
         cfg = model.config
         self._query_group = cfg.num_attention_heads // cfg.num_key_value_heads
@@ -141,15 +153,34 @@ class ModelRunner:
         batch = AttentionBatch(
             slot_mapping=torch.cat(flat.slots), decode=decode, spans=spans, shared=shared
         )
-        logits = self.model.forward(
+        logits = self._forward(
             torch.tensor(flat.ids, dtype=torch.long),
             torch.cat(flat.positions),
             max(c.start + c.length for c in chunks) - 1,
             batch,
-            self.cache.layer_views,
             torch.tensor(flat.logits_rows, dtype=torch.long),
+            self._lora(flat.variants),
         )
         return flat.sampled, logits
+
+    def _forward(
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        max_position: int,
+        batch: AttentionBatch,
+        logits_index: torch.Tensor | None,
+        lora: LoraBatch | None,
+    ) -> torch.Tensor:
+        """The model forward; an iteration of base rows only calls it as without LoRA."""
+        args = (ids, positions, max_position, batch, self.cache.layer_views, logits_index)
+        return self.model.forward(*args) if lora is None else self.model.forward(*args, lora)
+
+    def _lora(self, variants: list[tuple[str | None, int]]) -> LoraBatch | None:
+        """The iteration's LoRA rows (None when every row runs the base model)."""
+        if not self.adapters or all(v is None for v, _ in variants):
+            return None
+        return LoraBatch.from_segments([(self.adapters[v] if v else None, n) for v, n in variants])
 
     def _add_decodes(self, flat: _FlatBatch, decodes: list[Chunk]) -> DecodeGroup:
         """Append the decodes as the batch's first rows, every one sampling."""
@@ -159,6 +190,7 @@ class ModelRunner:
         flat.slots.append(inputs[2])
         flat.logits_rows.extend(range(len(decodes)))
         flat.sampled.extend(decodes)
+        flat.variants.extend((c.state.variant, 1) for c in decodes)
         return self._decode_group(decodes)
 
     def _add_cascade(self, flat: _FlatBatch, members: list[Chunk], blocks: int) -> SharedPrefill:
@@ -237,9 +269,8 @@ class ModelRunner:
         inputs = self._decode_inputs(decodes)
         batch = AttentionBatch(slot_mapping=inputs[2], decode=self._decode_group(decodes), spans=())
         max_position = max(c.start for c in decodes)
-        return self.model.forward(
-            inputs[0], inputs[1], max_position, batch, self.cache.layer_views, None
-        )
+        lora = self._lora([(c.state.variant, 1) for c in decodes])
+        return self._forward(inputs[0], inputs[1], max_position, batch, None, lora)
 
 
 def _common_blocks(tables: list[list[int]], limit: int) -> int:

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from timely_core.engine.torch.model.attention import AttentionBatch, paged_attention
 from timely_core.engine.torch.model.config import ModelConfig
+from timely_core.engine.torch.model.lora_batch import LoraBatch
 from timely_core.engine.torch.model.rope import RotaryTable, apply_rotary
 
 
@@ -98,6 +99,15 @@ class LlamaModel:
         self._q_size = config.num_attention_heads * config.head_dim
         self._kv_size = config.num_key_value_heads * config.head_dim
 
+    @property
+    def weights_nbytes(self) -> int:
+        """Bytes of all parameters as held (an untied head counted once)."""
+        w = self.weights
+        tensors = [w.embed, w.norm, w.lm_head]
+        for layer in w.layers:
+            tensors.extend(t for t in vars(layer).values() if t is not None)
+        return sum(t.nbytes for t in tensors)
+
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -106,20 +116,24 @@ class LlamaModel:
         batch: AttentionBatch,
         kv_caches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
         logits_index: torch.Tensor | None,
+        lora: LoraBatch | None = None,
     ) -> torch.Tensor:
         """Logits ([len(logits_index), vocab], float32) of the selected tokens (of
         every token when `logits_index` is None).
 
         kv_caches: per layer, the [2 (k, v), kv_heads, slots, head_dim] view and its
-        k and v views.
+        k and v views. lora: the adapters of the rows that have one (their deltas
+        added to the projections' outputs, rows of the base model untouched).
         """
         cfg = self.config
         cos, sin = self.rotary.lookup(positions, max_position)
         hidden = F.embedding(input_ids, self.weights.embed)
         tokens = input_ids.shape[0]
-        for layer, cache in zip(self.weights.layers, kv_caches, strict=True):
+        for i, (layer, cache) in enumerate(zip(self.weights.layers, kv_caches, strict=True)):
             x = self.norm(hidden, layer.input_norm)
             qkv = linear(x, layer.qkv, layer.qkv_bias)
+            if lora is not None:
+                lora.add(qkv, x, i, "qkv")
             # q and k are adjacent columns: rotate them in one go, in place, so the
             # rotated k sits next to v and both enter the cache in one copy
             qk = qkv[:, : self._q_size + self._kv_size].view(tokens, -1, cfg.head_dim)
@@ -127,10 +141,19 @@ class LlamaModel:
             q = qk[:, : cfg.num_attention_heads]
             kv = qkv[:, self._q_size :].view(tokens, 2, -1, cfg.head_dim)
             attn = paged_attention(q, kv, cache, batch)
-            add_linear(hidden, attn.reshape(tokens, self._q_size), layer.o, layer.o_bias)
+            attn = attn.reshape(tokens, self._q_size)
+            add_linear(hidden, attn, layer.o, layer.o_bias)
+            if lora is not None:
+                lora.add(hidden, attn, i, "o")
             x = self.norm(hidden, layer.post_norm)
-            gate, up = linear(x, layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
-            add_linear(hidden, F.silu(gate, inplace=True).mul_(up), layer.down, layer.down_bias)
+            gate_up = linear(x, layer.gate_up, layer.gate_up_bias)
+            if lora is not None:
+                lora.add(gate_up, x, i, "gate_up")
+            gate, up = gate_up.chunk(2, dim=-1)
+            act = F.silu(gate, inplace=True).mul_(up)
+            add_linear(hidden, act, layer.down, layer.down_bias)
+            if lora is not None:
+                lora.add(hidden, act, i, "down")
         selected = hidden if logits_index is None else hidden.index_select(0, logits_index)
         selected = self.norm(selected, self.weights.norm)
         return (selected @ self.weights.lm_head).to(torch.float32)

@@ -1,0 +1,221 @@
+"""Fleet variants in one torch engine (one run, the planner checkpoint on CPU):
+
+1. Resident weight memory of N LoRA variants served by one engine (the base once,
+   each variant its adapter's factors) vs one base model vs N separate engines
+   (each a whole model: a merged fine-tune per variant), from the engine's own
+   accounting (`resident_bytes`) and the process's resident set growth while
+   loading them.
+2. Cost of batched adapters: decode iterations of a batch of B generations, all on
+   the base, all on one variant, and mixed (each row another variant, base rows
+   included), timed alternately in the same run; the overhead per token of the
+   mixed batch is against the base batch and the single-variant batch.
+
+Variants: the shipped ones (robot_models/checkpoints/variants) plus random peft
+adapters of the same rank up to N.
+
+    PYTHONPATH=. .venv/bin/python bench/fleet_variants.py [--variants 8] [--batch 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from robot_models.checkpoints import default_planner_path
+from robot_models.variants.lora import TARGET_MODULES
+from robot_models.variants.spec import load_fleet
+from timely_core.engine.protocol import SamplingParams
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
+
+RESULTS = Path(__file__).resolve().parent / "results" / "fleet_variants.json"
+KV = EngineConfig(device_kv_bytes=2**25, host_kv_bytes=0, max_generations=64)
+
+
+def _rss() -> int:
+    """Resident set size of this process in bytes (Linux)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _adapters(count: int, root: Path) -> dict[str, Path]:
+    """The shipped variants, then random peft adapters (rank 8) up to `count`."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    found = {name: spec.adapter_dir for name, spec in load_fleet().items()}
+    adapters = dict(list(found.items())[:count])
+    for i in range(count - len(adapters)):
+        torch.manual_seed(i)
+        model = AutoModelForCausalLM.from_pretrained(default_planner_path(), dtype=torch.float32)
+        config = LoraConfig(r=8, lora_alpha=16, target_modules=list(TARGET_MODULES))
+        peft_model = get_peft_model(model, config)
+        for name, param in peft_model.named_parameters():
+            if "lora_B" in name:
+                torch.nn.init.normal_(param, std=0.01)
+        peft_model.save_pretrained(str(root / f"random-{i}"))
+        adapters[f"random-{i}"] = root / f"random-{i}"
+    return adapters
+
+
+def memory(adapters: dict[str, Path]) -> dict[str, Any]:
+    gc.collect()
+    before = _rss()
+    engine = TorchEngine(default_planner_path(), KV)
+    one_engine = _rss() - before
+    base_bytes = engine.resident_bytes()["base"]
+    before_adapters = _rss()
+    for name, path in adapters.items():
+        engine.load_adapter(name, path)
+    adapters_rss = _rss() - before_adapters
+    fleet_bytes = sum(engine.resident_bytes().values())
+    others = []
+    before_others = _rss()
+    for _ in range(len(adapters) - 1):
+        others.append(TorchEngine(default_planner_path(), KV))
+    separate_rss = one_engine + _rss() - before_others
+    n = len(adapters)
+    return {
+        "variants": n,
+        "base_weight_bytes": base_bytes,
+        "adapter_bytes": {k: v for k, v in engine.resident_bytes().items() if k != "base"},
+        "one_engine_weight_bytes": fleet_bytes,
+        "one_engine_vs_base": fleet_bytes / base_bytes,
+        "separate_engines_weight_bytes": n * base_bytes,
+        "separate_vs_one_engine": n * base_bytes / fleet_bytes,
+        "rss_one_base_engine_bytes": one_engine,  # weights + its KV pool + allocator
+        "rss_adapters_loaded_bytes": adapters_rss,
+        "rss_separate_engines_bytes": separate_rss,
+        "kv_pool_bytes_per_engine": KV.device_kv_bytes,
+    }
+
+
+def _decode_step_s(
+    engine: TorchEngine, variants: list[str | None], steps: int, first_id: int
+) -> list[float]:
+    """Per-iteration seconds of up to `steps` decode iterations of one whole batch
+    (the round ends at the first generation that ends: the planner may emit EOS)."""
+    prompt = list(range(10, 74))
+    ids = []
+    for i, variant in enumerate(variants):
+        engine.add(first_id + i, prompt, SamplingParams(max_tokens=steps + 2), variant=variant)
+        ids.append(first_id + i)
+    finished = {o.gen_id for o in engine.step(ids) if o.finished}  # the prefill
+    times: list[float] = []
+    while not finished and len(times) < steps:
+        started = time.perf_counter()
+        outputs = engine.step(ids)
+        times.append(time.perf_counter() - started)
+        finished = {o.gen_id for o in outputs if o.finished}
+    for gen_id in ids:
+        if gen_id not in finished:
+            engine.abort(gen_id)
+    return times
+
+
+def overhead(adapters: dict[str, Path], batch: int, steps: int, rounds: int) -> dict[str, Any]:
+    engine = TorchEngine(default_planner_path(), KV)
+    for name, path in adapters.items():
+        engine.load_adapter(name, path)
+    names = list(adapters)
+    layouts: dict[str, list[str | None]] = {
+        "base": [None] * batch,
+        "single_variant": [names[0]] * batch,
+        "mixed": [([None, *names])[i % (len(names) + 1)] for i in range(batch)],
+    }
+    samples: dict[str, list[float]] = {k: [] for k in layouts}
+    gen_id = 0
+    for _ in range(rounds):  # alternate so load changes hit all three alike
+        for key, variants in layouts.items():
+            samples[key] += _decode_step_s(engine, variants, steps, gen_id)
+            gen_id += batch
+    median = {k: statistics.median(v) for k, v in samples.items()}
+    return {
+        "batch": batch,
+        "steps_per_round": steps,
+        "timed_iterations": {k: len(v) for k, v in samples.items()},
+        "rounds": rounds,
+        "layouts": {k: [v if v else "base" for v in vs] for k, vs in layouts.items()},
+        "median_step_ms": {k: 1e3 * v for k, v in median.items()},
+        "mixed_overhead_per_token_us_vs_base": 1e6 * (median["mixed"] - median["base"]) / batch,
+        "mixed_overhead_per_token_us_vs_single_variant": 1e6
+        * (median["mixed"] - median["single_variant"])
+        / batch,
+        "mixed_vs_base": median["mixed"] / median["base"],
+        "mixed_vs_single_variant": median["mixed"] / median["single_variant"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--variants", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        adapters = _adapters(args.variants, Path(tmp))
+        mem = memory(adapters)
+        cost = overhead(adapters, args.batch, args.steps, args.rounds)
+    result = {
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "torch_threads": 1,
+            "load_before": load_before,
+            "load_after": os.getloadavg()[0],
+        },
+        "memory": mem,
+        "mixed_batch": cost,
+    }
+    console = Console()
+    table = Table(title=f"resident weights, {mem['variants']} variants of the planner")
+    for column in ("setup", "weight bytes", "x one base", "process RSS growth"):
+        table.add_column(column, justify="right")
+    base = mem["base_weight_bytes"]
+    table.add_row("one base model", f"{base:,}", "1.00", f"{mem['rss_one_base_engine_bytes']:,}")
+    table.add_row(
+        f"{mem['variants']} variants, one engine",
+        f"{mem['one_engine_weight_bytes']:,}",
+        f"{mem['one_engine_vs_base']:.3f}",
+        f"+{mem['rss_adapters_loaded_bytes']:,} for the adapters",
+    )
+    table.add_row(
+        f"{mem['variants']} separate engines",
+        f"{mem['separate_engines_weight_bytes']:,}",
+        f"{mem['separate_engines_weight_bytes'] / base:.2f}",
+        f"{mem['rss_separate_engines_bytes']:,}",
+    )
+    console.print(table)
+    steps = Table(title=f"decode iteration, batch {cost['batch']} (median of the same run)")
+    for column in ("batch", "ms / iteration", "vs base"):
+        steps.add_column(column, justify="right")
+    for key, ms in cost["median_step_ms"].items():
+        steps.add_row(key, f"{ms:.2f}", f"{ms / cost['median_step_ms']['base']:.2f}")
+    console.print(steps)
+    console.print(
+        f"mixed-batch overhead per token: {cost['mixed_overhead_per_token_us_vs_base']:.0f} us vs "
+        f"base, {cost['mixed_overhead_per_token_us_vs_single_variant']:.0f} us vs one variant; "
+        f"load {load_before:.1f} -> {result['machine']['load_after']:.1f}"
+    )
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    console.print(f"wrote {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,136 @@
+"""Training a variant's LoRA adapter on the base planner with peft.
+
+The base checkpoint is loaded as the training `TinyLlama` (its module names are
+HF Llama's, so peft's adapter keys are the ones HF, vLLM and the torch engine
+read). The robot's prompt prefix (about 1,900 tokens) runs through the adapter,
+as the serving engine runs it, without gradient, every `prefix_every` steps (1:
+every batch, exactly the KV it is served with); only the LoRA matrices train.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from peft import LoraConfig, get_peft_model
+from tokenizers import Tokenizer
+
+from robot_models.training.batches import IGNORE, collate, encode_example, encode_prefix
+from robot_models.training.hf_format import load_checkpoint
+from robot_models.variants.data import VariantData
+
+TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+BASE_NAME = "robot_models/checkpoints/planner"  # recorded in adapter_config.json
+
+
+@dataclass(frozen=True)
+class LoraTrainConfig:
+    seed: int = 20240601
+    steps: int = 300
+    prefix_every: int = 1  # steps between recomputing the prefix KV through the adapter
+    batch_size: int = 16
+    lr: float = 5e-4
+    warmup_steps: int = 20
+    rank: int = 8
+    alpha: int = 16
+    train_examples: int = 1200
+    heldout_examples: int = 60
+    threads: int = 2
+
+
+def _lr(step: int, config: LoraTrainConfig) -> float:
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    return config.lr * max(0.05, 1 - (step - config.warmup_steps) / max(1, config.steps))
+
+
+def _name_base(config_path: Path) -> None:
+    """Name the HF base checkpoint (peft records None and the training class, which
+    has no config of its own); readers load the adapter onto LlamaForCausalLM."""
+    record = json.loads(config_path.read_text())
+    record["base_model_name_or_path"] = BASE_NAME
+    record["auto_mapping"] = None
+    config_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def train_adapter(
+    base: Path,
+    robot_type: str,
+    data: VariantData,
+    out_dir: Path,
+    config: LoraTrainConfig,
+    log: Callable[[str], None] = print,
+) -> dict[str, float]:
+    """Train a LoRA adapter of `base` on `data.train`; writes peft's
+    adapter_config.json + adapter_model.safetensors (and train_stats.json) to `out_dir`."""
+    started = time.monotonic()
+    torch.manual_seed(config.seed)
+    torch.set_num_threads(config.threads)
+    rng = random.Random(config.seed)
+    tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
+    hf = json.loads((base / "config.json").read_text())
+    eos_id, pad_id = int(hf["eos_token_id"]), int(hf["pad_token_id"])
+    model = load_checkpoint(base, bool(hf.get("tie_word_embeddings", False)))
+    lora = LoraConfig(
+        r=config.rank,
+        lora_alpha=config.alpha,
+        target_modules=list(TARGET_MODULES),
+        lora_dropout=0.0,
+        bias="none",
+    )
+    peft_model = get_peft_model(model, lora)
+    trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
+    encoded = [encode_example(tokenizer, e, eos_id) for e in data.train]
+    prefix = encode_prefix(tokenizer, robot_type)
+    optimizer = torch.optim.AdamW(
+        [p for p in peft_model.parameters() if p.requires_grad], lr=config.lr, weight_decay=0.0
+    )
+    log(
+        f"{len(encoded)} train examples, prefix {prefix.shape[1]} tokens, "
+        f"{trainable} trainable LoRA parameters (r={config.rank}, alpha={config.alpha})"
+    )
+    model.train()
+    recent: list[float] = []
+    for step in range(config.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = _lr(step, config)
+        batch = sorted(rng.sample(encoded, config.batch_size), key=lambda e: len(e.suffix_ids))
+        ids, targets = collate(batch, pad_id)
+        if step % config.prefix_every == 0:
+            with torch.no_grad():
+                _, prefix_kv = model(prefix)  # through the adapter, as served
+        logits, _ = model(ids, past=prefix_kv)
+        loss = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE
+        )
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(peft_model.parameters(), 1.0)
+        optimizer.step()
+        recent = [*recent[-19:], loss.item()]
+        if step % 10 == 0 or step == config.steps - 1:
+            log(
+                f"step {step:4d}/{config.steps} loss {sum(recent) / len(recent):.4f} "
+                f"lr {_lr(step, config):.2e} elapsed {time.monotonic() - started:6.1f} s "
+                f"load {os.getloadavg()[0]:.1f}"
+            )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    peft_model.save_pretrained(str(out_dir))
+    (out_dir / "README.md").unlink(missing_ok=True)  # peft's empty model-card template
+    _name_base(out_dir / "adapter_config.json")
+    stats = {
+        "steps_done": float(config.steps),
+        "train_seconds": time.monotonic() - started,
+        "final_loss": sum(recent) / len(recent),
+        "trainable_parameters": float(trainable),
+    }
+    record = {"config": asdict(config), **stats}
+    (out_dir / "train_stats.json").write_text(json.dumps(record, indent=2) + "\n")
+    return stats

@@ -1,0 +1,73 @@
+"""The declarative spec of a fleet variant (`fleet.yaml`), validated with pydantic."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from robot_models.checkpoints import CHECKPOINT_DIR
+from robot_models.skills import ROBOT_TYPES
+
+FLEET_FILE = Path(__file__).resolve().parent / "fleet.yaml"
+VARIANTS_DIR = CHECKPOINT_DIR / "variants"
+
+
+class VariantSpec(BaseModel):
+    """How a variant's examples differ from the base dataset's.
+
+    Rewrites apply in this order: keep `families` (all if empty), `rename` words in
+    scene, instruction and plan, `instruction_rename` words in the instruction only,
+    `plan_rename` literal text in the plan, clamp move distances to
+    `max_distance_cm`, wrap plans of a family in `plan_wrap` (before, after).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,40}$")
+    robot_type: str
+    description: str
+    families: tuple[str, ...] = ()
+    rename: dict[str, str] = Field(default_factory=dict)
+    instruction_rename: dict[str, str] = Field(default_factory=dict)
+    plan_rename: dict[str, str] = Field(default_factory=dict)
+    max_distance_cm: int | None = Field(default=None, ge=20, le=500)
+    plan_wrap: dict[str, tuple[str, str]] = Field(default_factory=dict)
+
+    def model_post_init(self, _context: object) -> None:
+        if self.robot_type not in ROBOT_TYPES:
+            raise ValueError(
+                f"variant {self.name!r}: robot_type {self.robot_type!r} is not one of "
+                f"{', '.join(ROBOT_TYPES)}"
+            )
+
+    @property
+    def adapter_dir(self) -> Path:
+        """Where the shipped adapter lives (peft format)."""
+        return VARIANTS_DIR / self.name
+
+
+class Fleet(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    variants: tuple[VariantSpec, ...]
+
+
+@cache
+def load_fleet(path: Path = FLEET_FILE) -> dict[str, VariantSpec]:
+    """The variants of `path` by name (names must be distinct)."""
+    fleet = Fleet.model_validate(yaml.safe_load(path.read_text()))
+    names = [v.name for v in fleet.variants]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"{path}: variant names repeated: {', '.join(duplicates)}")
+    return {v.name: v for v in fleet.variants}
+
+
+def variant_spec(name: str) -> VariantSpec:
+    fleet = load_fleet()
+    if name not in fleet:
+        raise KeyError(f"unknown variant {name!r}; known: {', '.join(sorted(fleet))}")
+    return fleet[name]
