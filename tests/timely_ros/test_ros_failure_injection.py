@@ -25,7 +25,7 @@ def _outcomes(backend: SimBackend, name: str, args: tuple[object, ...], n: int) 
     outcomes = []
     for _ in range(n):
         try:
-            backend.run(skill, args, threading.Event(), lambda _f, _s: None)  # type: ignore[arg-type]
+            backend.run(skill, args, threading.Event(), lambda _f, _s: None)
             outcomes.append("ok")
         except SkillFailed as err:
             outcomes.append(str(err))

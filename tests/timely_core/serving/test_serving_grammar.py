@@ -47,8 +47,9 @@ class RecordingEngine(TorchEngine):
         prompt_token_ids: list[int],
         params: SamplingParams,
         prefix_id: str | None = None,
+        variant: str | None = None,
     ) -> None:
-        super().add(gen_id, prompt_token_ids, params, prefix_id)
+        super().add(gen_id, prompt_token_ids, params, prefix_id, variant)
         self.admitted[gen_id] = params.grammar
 
 

@@ -156,9 +156,7 @@ class PlannerParams(BaseModel):
         "lamps",
         "infercept",
         "vllm-like",
-    ] = Field(
-        default="timely", description="scheduling policy of the engine's compute"
-    )
+    ] = Field(default="timely", description="scheduling policy of the engine's compute")
     kv_budget_mb: float = Field(
         default=64.0, gt=0, le=1_000_000, description="device KV cache (MiB)"
     )
