@@ -282,6 +282,31 @@ def start_arm_and_planner(
     return robot, planner
 
 
+def start_drone_and_planner(
+    start: StartNodes,
+    tmp_path: Path,
+    *,
+    time_scale: float,
+    executor: dict[str, Any] | None = None,
+    limits: dict[str, Any] | None = None,
+    **params: Any,
+) -> tuple[NodeProcess, NodeProcess]:
+    """The simulated drone `drone1` (more executor parameters in `executor`) and a
+    simulated-engine planner serving it (with the safety `limits`, if any), each in
+    its own process; (robot, planner) once the robot is ready."""
+    robot = start(
+        executor_entry("drone1", "sim-drone", time_scale=time_scale, **(executor or {})),
+        "executors",
+        "drone",
+    )
+    config = sim_planner_entry(tmp_path, {"drone1": "drone"}, **params)
+    if limits is not None:
+        config["/**/timely_planner"]["ros__parameters"]["drone1"]["limits"] = limits
+    planner = start(config, "planner", "planner")
+    robot.wait_for_output("robot drone1: sim-drone executor ready", 60)
+    return robot, planner
+
+
 def timely_cli(
     tmp_path: Path, *args: str, timeout_s: float = 120
 ) -> subprocess.CompletedProcess[str]:

@@ -11,9 +11,8 @@ import pytest
 from tests.timely_ros.ros_support import (
     RosClient,
     StartNodes,
-    executor_entry,
     lrtrace_goal_fields,
-    sim_planner_entry,
+    start_drone_and_planner,
     wait_until,
 )
 
@@ -28,13 +27,9 @@ def test_a_call_waiting_policy_serves_a_plan_segment_by_segment(
     from action_msgs.msg import GoalStatus
     from timely_ros.plan_client import PlanClient, make_goal
 
-    robot = node_processes(
-        executor_entry("drone1", "sim-drone", time_scale=0.05), "executors", "robot"
+    robot, planner = start_drone_and_planner(
+        node_processes, tmp_path, time_scale=0.05, policy=policy
     )
-    planner = node_processes(
-        sim_planner_entry(tmp_path, {"drone1": "drone"}, policy=policy), "planner", "planner"
-    )
-    robot.wait_for_output("robot drone1: sim-drone executor ready", 60)
     planner.wait_for_output(f"policy {policy}", 60)
     client = PlanClient(ros_client.node)
     assert client.wait_for_server(60), planner.output()

@@ -16,9 +16,8 @@ from tests.timely_ros.ros_support import (
     NodeProcess,
     RosClient,
     StartNodes,
-    executor_entry,
     lrtrace_goal_fields,
-    sim_planner_entry,
+    start_drone_and_planner,
 )
 
 TASK = 8  # "A dog is chasing the drone, get away": mu(150);tc(180);mf(200);
@@ -27,12 +26,13 @@ TASK = 8  # "A dog is chasing the drone, get away": mu(150);tc(180);mf(200);
 def _start(
     node_processes: StartNodes, tmp_path: Path, replan: bool
 ) -> tuple[NodeProcess, NodeProcess]:
-    executor = executor_entry("drone1", "sim-drone", time_scale=0.05, fail_skills=["tc"])
-    robot = node_processes(executor, "executors", "drone")
-    config = sim_planner_entry(tmp_path, {"drone1": "drone"}, replan_on_failure=replan)
-    planner = node_processes(config, "planner", "planner")
-    robot.wait_for_output("robot drone1: sim-drone executor ready", 60)
-    return robot, planner
+    return start_drone_and_planner(
+        node_processes,
+        tmp_path,
+        time_scale=0.05,
+        executor={"fail_skills": ["tc"]},
+        replan_on_failure=replan,
+    )
 
 
 def _started(robot: NodeProcess, task_id: str) -> list[int]:

@@ -17,10 +17,8 @@ from tests.timely_ros.ros_support import (
     NodeProcess,
     RosClient,
     StartNodes,
-    executor_entry,
     lrtrace_goal_fields,
-    planner_checkpoint,
-    planner_entry,
+    start_drone_and_planner,
     timely_cli,
     wait_until,
 )
@@ -32,20 +30,9 @@ FENCE = {"x_min": -100, "x_max": 300, "y_min": -200, "y_max": 200, "z_min": 0, "
 def _start(
     node_processes: StartNodes, tmp_path: Path, limits: dict[str, Any], **params: Any
 ) -> tuple[NodeProcess, NodeProcess]:
-    config = planner_entry(
-        {"drone1": "drone"},
-        engine="simulated",
-        model_path=str(planner_checkpoint(tmp_path)),
-        kv_budget_mb=4096.0,
-        **params,
+    return start_drone_and_planner(
+        node_processes, tmp_path, time_scale=0.05, limits=limits, **params
     )
-    config["/**/timely_planner"]["ros__parameters"]["drone1"]["limits"] = limits
-    robot = node_processes(
-        executor_entry("drone1", "sim-drone", time_scale=0.05), "executors", "drone"
-    )
-    planner = node_processes(config, "planner", "planner")
-    robot.wait_for_output("robot drone1: sim-drone executor ready", 60)
-    return robot, planner
 
 
 def _executed(robot: NodeProcess, task_id: str) -> list[int]:
