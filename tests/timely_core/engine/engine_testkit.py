@@ -61,6 +61,11 @@ def hf_greedy(path: Path, prompt: list[int], max_new_tokens: int) -> list[int]:
     if model is None:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
         _hf_models[path] = model
+    return hf_generate(model, prompt, max_new_tokens)
+
+
+def hf_generate(model: Any, prompt: list[int], max_new_tokens: int) -> list[int]:
+    """Prompt + greedy continuation from a transformers model's `generate` (batch 1)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny models: thread barriers cost more than they give
     try:

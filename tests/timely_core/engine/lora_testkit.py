@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from engine_testkit import hf_generate
 
 REPO = Path(__file__).resolve().parents[3]
 PLANNER = REPO / "robot_models" / "checkpoints" / "planner"
@@ -35,12 +36,4 @@ def hf_merged_greedy(
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).eval()
     if adapter is not None:
         model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload().eval()
-    with torch.inference_mode():
-        out = model.generate(
-            torch.tensor([prompt]),
-            attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-            max_new_tokens=max_new_tokens,
-            do_sample=False,
-            pad_token_id=0,
-        )
-    return [int(t) for t in out[0].tolist()]
+    return hf_generate(model, prompt, max_new_tokens)
