@@ -26,6 +26,7 @@ from robot_models.training.batches import (
 from robot_models.training.hf_format import EOS_TOKEN, PAD_TOKEN, load_checkpoint, save_checkpoint
 from robot_models.training.model import LlamaShape, TinyLlama
 from robot_models.training.model_card import write_model_card
+from robot_models.training.threads import torch_threads
 from robot_models.training.tokenizer import (
     VOCAB_SIZE,
     check_number_format,
@@ -129,9 +130,15 @@ def train(
     config: TrainConfig, out_dir: Path, log: Callable[[str], None] = print
 ) -> dict[str, float]:
     """Train from scratch and write the checkpoint to `out_dir`; returns run statistics."""
+    with torch_threads(config.threads):
+        return _train(config, out_dir, log)
+
+
+def _train(
+    config: TrainConfig, out_dir: Path, log: Callable[[str], None] = print
+) -> dict[str, float]:
     started = time.monotonic()
     torch.manual_seed(config.seed)
-    torch.set_num_threads(config.threads)
     data = training_data(config)
     if config.init_from:
         tokenizer = Tokenizer.from_file(str(Path(config.init_from) / "tokenizer.json"))

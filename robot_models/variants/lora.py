@@ -24,6 +24,7 @@ from tokenizers import Tokenizer
 
 from robot_models.training.batches import IGNORE, collate, encode_example, encode_prefix
 from robot_models.training.hf_format import load_checkpoint
+from robot_models.training.threads import torch_threads
 from robot_models.variants.data import VariantData
 
 TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -70,9 +71,20 @@ def train_adapter(
 ) -> dict[str, float]:
     """Train a LoRA adapter of `base` on `data.train`; writes peft's
     adapter_config.json + adapter_model.safetensors (and train_stats.json) to `out_dir`."""
+    with torch_threads(config.threads):
+        return _train_adapter(base, robot_type, data, out_dir, config, log)
+
+
+def _train_adapter(
+    base: Path,
+    robot_type: str,
+    data: VariantData,
+    out_dir: Path,
+    config: LoraTrainConfig,
+    log: Callable[[str], None] = print,
+) -> dict[str, float]:
     started = time.monotonic()
     torch.manual_seed(config.seed)
-    torch.set_num_threads(config.threads)
     rng = random.Random(config.seed)
     tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
     hf = json.loads((base / "config.json").read_text())

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from pydantic import ValidationError
 
@@ -83,7 +84,13 @@ def test_short_retrain_writes_a_loadable_peft_adapter(tmp_path: Path) -> None:
     config = LoraTrainConfig(steps=2, batch_size=4, rank=4, alpha=8, prefix_every=1, threads=1)
     lines: list[str] = []
     out = tmp_path / "packing-arm"
-    stats = train_adapter(default_planner_path(), "arm", data, out, config, log=lines.append)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        stats = train_adapter(default_planner_path(), "arm", data, out, config, log=lines.append)
+        assert torch.get_num_threads() == 3  # trained on config.threads=1, then restored
+    finally:
+        torch.set_num_threads(threads)
     assert stats["steps_done"] == 2 and any("step    1/2" in line for line in lines)
     assert {p.name for p in out.iterdir()} == {
         "adapter_config.json",
