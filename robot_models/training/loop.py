@@ -6,7 +6,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -126,6 +126,24 @@ def _warmup_cosine(step: int, total: int, peak: float, warmup: int) -> float:
     return peak * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
+def optimizer_step(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    parameters: Iterable[torch.nn.Parameter],
+) -> float:
+    """Cross-entropy of `logits` against `targets` (IGNORE masked), back-propagated,
+    gradients clipped to norm 1, one optimizer step; returns the loss."""
+    loss = F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE
+    )
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+    optimizer.step()
+    return float(loss.item())
+
+
 def train(
     config: TrainConfig, out_dir: Path, log: Callable[[str], None] = print
 ) -> dict[str, float]:
@@ -211,14 +229,7 @@ def _train(
         with torch.set_grad_enabled(config.prefix_grad):
             _, prefix_kv = model(prefix)  # once per batch, shared by all rows
         logits, _ = model(ids, past=prefix_kv)
-        loss = F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE
-        )
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        recent = [*recent[-19:], loss.item()]
+        recent = [*recent[-19:], optimizer_step(logits, targets, optimizer, model.parameters())]
         done = step + 1
         if config.save_every and done % config.save_every == 0 and done < config.steps:
             write_run(model, out_dir, tokenizer, config, run_stats(done), earlier)

@@ -18,12 +18,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from peft import LoraConfig, get_peft_model
 from tokenizers import Tokenizer
 
-from robot_models.training.batches import IGNORE, collate, encode_example, encode_prefix
+from robot_models.training.batches import collate, encode_example, encode_prefix
 from robot_models.training.hf_format import load_checkpoint
+from robot_models.training.loop import optimizer_step
 from robot_models.training.threads import torch_threads
 from robot_models.variants.data import VariantData
 
@@ -119,14 +119,8 @@ def _train_adapter(
             with torch.no_grad():
                 _, prefix_kv = model(prefix)  # through the adapter, as served
         logits, _ = model(ids, past=prefix_kv)
-        loss = F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE
-        )
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(peft_model.parameters(), 1.0)
-        optimizer.step()
-        recent = [*recent[-19:], loss.item()]
+        loss = optimizer_step(logits, targets, optimizer, peft_model.parameters())
+        recent = [*recent[-19:], loss]
         if step % 10 == 0 or step == config.steps - 1:
             log(
                 f"step {step:4d}/{config.steps} loss {sum(recent) / len(recent):.4f} "
