@@ -18,13 +18,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from rich.console import Console
 from rich.table import Table
 
 from robot_models.checkpoints import default_planner_path
 from robot_models.dataset import DEFAULT_SEED, Example, build_dataset
+from robot_models.dataset.build import Generator, check_generator
 from robot_models.natural_eval import NaturalEntry, natural_eval
 from robot_models.natural_score import NaturalTally, score_plan
 from robot_models.plan_check import check_plan
@@ -263,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         help="write the figures to eval.json and MODEL_CARD.md in the checkpoint directory",
     )
     args = parser.parse_args(argv)
-    data = build_dataset(args.seed)
+    data = build_dataset(args.seed, generator=trained_generator(args.checkpoint))
     heldout = data.heldout[: args.limit] if args.limit > 0 else data.heldout
     natural = [] if args.no_natural else natural_examples()
     report = evaluate(ReferencePlanner(args.checkpoint), heldout, data.lrtrace, natural)
@@ -284,6 +285,16 @@ def main(argv: list[str] | None = None) -> int:
         (args.checkpoint / "eval.json").write_text(json.dumps(figures, indent=2) + "\n")
         write_model_card(args.checkpoint, figures)
     return 0 if report.meets_goals() else 1
+
+
+def trained_generator(checkpoint: Path) -> Generator:
+    """The data generator the checkpoint was trained with (its held-out split is the
+    one to score); checkpoints from before the frames generator used the templates."""
+    stats = checkpoint / "train_stats.json"
+    config = json.loads(stats.read_text()).get("config", {}) if stats.exists() else {}
+    generator = config.get("data", "templates")
+    check_generator(generator)
+    return cast(Generator, generator)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,14 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 
 from robot_models.dataset import DEFAULT_SEED, DatasetSplit, build_dataset
+from robot_models.dataset.build import DEFAULT_PER_TYPE, Generator, check_generator
 from robot_models.prompts import format_request, prompt_prefix
 from robot_models.training.batches import (
     IGNORE,
@@ -78,21 +80,32 @@ class TrainConfig:
     # random stream (the held-out split is unchanged): more distinct numbers and
     # objects to copy, at the same number of steps.
     extra_examples: int = 0
+    examples: int = DEFAULT_PER_TYPE  # distinct generated examples per robot type
     # How numbers are tokenized (training/tokenizer.py): "place" (digits marked with
     # their place), "digits" (plain digits) or "whole" (one token per number 0..999;
     # the two runs with it and tied embeddings in robot_models/README.md planned more
     # held-out tasks exactly but not more of them validly).
     numbers: str = "place"
+    # Which data generator (dataset/build.py): "templates", the fixed request templates
+    # of the shipped checkpoint, or "frames", task frames realised by a grammar of
+    # requests over an open lexicon (issue #22).
+    data: str = "templates"
     # The output layer shares the input embeddings (saved as an equal untied copy).
     tie_embeddings: bool = False
 
     def __post_init__(self) -> None:
         check_number_format(self.numbers)
+        check_generator(self.data)
 
 
 def training_data(config: TrainConfig) -> DatasetSplit:
     """The examples a run with `config` trains on (and its held-out split)."""
-    return build_dataset(config.seed, extra_per_type=config.extra_examples)
+    return build_dataset(
+        config.seed,
+        per_type=config.examples,
+        extra_per_type=config.extra_examples,
+        generator=cast(Generator, config.data),
+    )
 
 
 def training_tokenizer(data: DatasetSplit, numbers: str) -> Tokenizer:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from robot_models.dataset import build_dataset, generate
+from robot_models.dataset.build import GENERATORS
 from robot_models.dataset import vocabulary as vocab
 from robot_models.natural_eval import MIN_PER_TYPE, NaturalEntry, alternatives, natural_eval
 from robot_models.ordinary_instructions import ordinary_instructions
@@ -29,13 +30,15 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 @cache
 def _generated() -> dict[str, list[tuple[str, str]]]:
     """(instruction, plan) per robot type: the data set and a second large sample."""
-    data = build_dataset()
     out: dict[str, list[tuple[str, str]]] = {r: [] for r in ROBOT_TYPES}
-    for e in (*data.train, *data.heldout, *data.lrtrace):
-        out[e.robot_type].append((e.instruction, e.plan))
-    rng = random.Random(7)
-    for robot in ROBOT_TYPES:
-        out[robot] += [(e.instruction, e.plan) for e in generate(robot, 4000, rng)]
+    for generator in GENERATORS:
+        data = build_dataset(generator=generator)
+        for e in (*data.train, *data.heldout, *data.lrtrace):
+            out[e.robot_type].append((e.instruction, e.plan))
+        rng = random.Random(7)
+        for robot in ROBOT_TYPES:
+            sample = generate(robot, 4000, rng, generator=generator)
+            out[robot] += [(e.instruction, e.plan) for e in sample]
     return out
 
 
