@@ -13,7 +13,7 @@ from pathlib import Path
 
 from robot_models.checkpoints import default_planner_path
 from robot_models.training.loop import TrainConfig, train
-from robot_models.training.tokenizer import NUMBER_FORMATS
+from robot_models.training.tokenizer import NUMBER_FORMATS, WORD_FORMATS
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> None:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
         elif field.name == "numbers":
             parser.add_argument(flag, choices=NUMBER_FORMATS, default=default)
+        elif field.name == "words":
+            parser.add_argument(flag, choices=WORD_FORMATS, default=default)
         else:
             parser.add_argument(flag, type=type(default), default=default)
     args = parser.parse_args(argv)

@@ -32,6 +32,8 @@ from robot_models.training.threads import torch_threads
 from robot_models.training.tokenizer import (
     VOCAB_SIZE,
     check_number_format,
+    check_vocab_size,
+    check_word_format,
     save_tokenizer,
     special_id,
     train_tokenizer,
@@ -90,12 +92,19 @@ class TrainConfig:
     # of the shipped checkpoint, or "frames", task frames realised by a grammar of
     # requests over an open lexicon (issue #22).
     data: str = "templates"
+    # How words meet spaces (training/tokenizer.py): "attached" (GPT-2's `Ġword`) or
+    # "spaced" (every space a token of its own, so an object name is the same ids in
+    # the instruction and in a quoted plan string).
+    words: str = "attached"
+    vocab_size: int = VOCAB_SIZE  # BPE tokens (the `whole` format's number tokens on top)
     # The output layer shares the input embeddings (saved as an equal untied copy).
     tie_embeddings: bool = False
 
     def __post_init__(self) -> None:
         check_number_format(self.numbers)
         check_generator(self.data)
+        check_word_format(self.words)
+        check_vocab_size(self.vocab_size)
 
 
 def training_data(config: TrainConfig) -> DatasetSplit:
@@ -108,13 +117,15 @@ def training_data(config: TrainConfig) -> DatasetSplit:
     )
 
 
-def training_tokenizer(data: DatasetSplit, numbers: str) -> Tokenizer:
+def training_tokenizer(
+    data: DatasetSplit, numbers: str, words: str = "attached", vocab_size: int = VOCAB_SIZE
+) -> Tokenizer:
     """The BPE tokenizer trained on the prefixes, requests and plans of `data`'s
     training examples and LRTrace tasks (the held-out split never reaches it)."""
     seen = (*data.train, *data.lrtrace)
     corpus = [prompt_prefix(t) for t in ("drone", "arm")] * PREFIX_WEIGHT_IN_TOKENIZER_CORPUS
     corpus += [format_request(e.scene, e.instruction) for e in seen] + [e.plan for e in seen]
-    return train_tokenizer(corpus, VOCAB_SIZE, numbers)
+    return train_tokenizer(corpus, vocab_size, numbers, words)
 
 
 def _lr_at(step: int, config: TrainConfig) -> float:
@@ -174,7 +185,7 @@ def _train(
     if config.init_from:
         tokenizer = Tokenizer.from_file(str(Path(config.init_from) / "tokenizer.json"))
     else:
-        tokenizer = training_tokenizer(data, config.numbers)
+        tokenizer = training_tokenizer(data, config.numbers, config.words, config.vocab_size)
     eos_id, pad_id = special_id(tokenizer, EOS_TOKEN), special_id(tokenizer, PAD_TOKEN)
     prefixes = {t: encode_prefix(tokenizer, t) for t in ("drone", "arm")}
     encoded = []

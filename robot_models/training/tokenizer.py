@@ -16,6 +16,20 @@ the instruction into the plan (distances, angles, coordinates). Three formats:
   digits, leftmost first); rarely seen numbers then get poorly learned tokens.
 
 In every format digits never merge with letters in BPE.
+
+How words meet spaces is a second choice, made for copying object names:
+
+- `attached` (the default): GPT-2's pre-tokenization, a space joins the word after
+  it (`Ġred Ġcup`). A quoted plan string starts without one (`('` then `red Ġcup`),
+  so a name copied from the instruction into a plan is another token sequence, and
+  an unseen word can split differently in the two places.
+- `spaced`: every single space is a pre-token of its own and words never hold one,
+  so "find the red cup" is `find ␣ the ␣ red ␣ cup` and `('red cup')` is `(' red ␣
+  cup ')`: a word is the same ids wherever it stands. Other whitespace (newlines,
+  tabs) stays in runs as before, a contraction (`'s`, `'t`, ...) is one pre-token
+  only right after a letter (so the quote opening `'sofa'` is not read as `'s`),
+  and numbers are as in the number format. Nothing is inserted or removed: the
+  decoder is the same as in `attached`.
 """
 
 from __future__ import annotations
@@ -41,6 +55,8 @@ from robot_models.training.hf_format import EOS_TOKEN, PAD_TOKEN
 VOCAB_SIZE = 1536  # BPE tokens; the `whole` format's number tokens come on top
 NUMBER_TOKENS = 1000  # `whole`: "0" .. "999"
 NUMBER_FORMATS = ("place", "digits", "whole")
+WORD_FORMATS = ("attached", "spaced")
+MIN_VOCAB_SIZE = 258  # the 256 byte tokens and the two special ones
 HUNDREDS_MARK = "\x1d"  # before the hundreds digit of a number (ASCII group separator)
 TENS_MARK = "\x1c"  # before the tens digit (ASCII file separator)
 # Seen by BPE in the place format, so every marked digit (hundreds 1-9, tens 0-9)
@@ -51,6 +67,9 @@ _ALL_NUMBERS = [" ".join(str(n) for n in range(NUMBER_TOKENS))] * 2
 _PLACE_SPLIT = (
     r"[\x1c\x1d]?\d|'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?[^\s\p{L}\p{N}\x1c\x1d]+|\s+(?!\S)|\s+"
 )
+# The `spaced` pattern after the digit part: a contraction only after a letter, letter
+# runs, punctuation runs, one space alone, runs of other whitespace.
+_SPACED_SPLIT = r"(?<=\p{L})(?:'s|'t|'re|'ve|'m|'ll|'d)|\p{L}+|[^\s\p{L}\p{N}\x1c\x1d]+| |[^\S ]+"
 
 
 def check_number_format(numbers: str) -> None:
@@ -61,21 +80,36 @@ def check_number_format(numbers: str) -> None:
         )
 
 
+def check_word_format(words: str) -> None:
+    """ValueError naming the allowed formats unless `words` is one of them."""
+    if words not in WORD_FORMATS:
+        raise ValueError(f"unknown word format {words!r} (allowed: {', '.join(WORD_FORMATS)})")
+
+
+def check_vocab_size(vocab_size: int) -> None:
+    """ValueError unless the BPE vocabulary holds at least every byte and the specials."""
+    if vocab_size < MIN_VOCAB_SIZE:
+        raise ValueError(
+            f"vocab_size {vocab_size} is below {MIN_VOCAB_SIZE} "
+            "(the 256 byte tokens and the two special tokens)"
+        )
+
+
 def train_tokenizer(
-    corpus: Iterable[str], vocab_size: int = VOCAB_SIZE, numbers: str = "place"
+    corpus: Iterable[str],
+    vocab_size: int = VOCAB_SIZE,
+    numbers: str = "place",
+    words: str = "attached",
 ) -> Tokenizer:
-    """BPE over bytes with numbers in the given format (see the module docstring);
-    `<eos>` is id 0 and `<pad>` id 1."""
+    """BPE over bytes with numbers and words in the given formats (see the module
+    docstring); `<eos>` is id 0 and `<pad>` id 1."""
     check_number_format(numbers)
+    check_word_format(words)
+    check_vocab_size(vocab_size)
     tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = _pre_tokenizer(numbers, words)
     if numbers == "place":
         tokenizer.normalizer = _place_marks()
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-            [
-                pre_tokenizers.Split(Regex(_PLACE_SPLIT), behavior="isolated"),
-                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-            ]
-        )
         tokenizer.decoder = decoders.Sequence(
             [
                 decoders.ByteLevel(),
@@ -84,12 +118,6 @@ def train_tokenizer(
             ]
         )
     else:
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-            [
-                pre_tokenizers.Digits(individual_digits=True),
-                pre_tokenizers.ByteLevel(add_prefix_space=False),
-            ]
-        )
         tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -107,6 +135,29 @@ def train_tokenizer(
         # already in the BPE vocabulary and keep their ids.
         tokenizer.add_tokens([AddedToken(str(n), normalized=False) for n in range(NUMBER_TOKENS)])
     return tokenizer
+
+
+def _pre_tokenizer(numbers: str, words: str) -> pre_tokenizers.PreTokenizer:
+    """Splits the text so that digits stand alone (with their place mark in the place
+    format) and words meet spaces as `words` says; then maps bytes to characters."""
+    if words == "attached" and numbers != "place":  # GPT-2's own pattern after Digits
+        return pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False),
+            ]
+        )
+    if words == "attached":
+        pattern = _PLACE_SPLIT
+    else:
+        digit = r"[\x1c\x1d]?\d" if numbers == "place" else r"\d"
+        pattern = f"{digit}|{_SPACED_SPLIT}"
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
 
 
 def _place_marks() -> normalizers.Normalizer:

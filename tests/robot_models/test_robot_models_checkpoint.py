@@ -140,6 +140,8 @@ def test_the_training_recipe_reproduces_the_shipped_tokenizer():
     from robot_models.training.loop import TrainConfig, training_data, training_tokenizer
 
     recipe = TrainConfig()
-    rebuilt = training_tokenizer(training_data(recipe), recipe.numbers)
+    rebuilt = training_tokenizer(
+        training_data(recipe), recipe.numbers, recipe.words, recipe.vocab_size
+    )
     shipped = Tokenizer.from_file(str(default_planner_path() / "tokenizer.json"))
     assert rebuilt.to_str() == shipped.to_str()

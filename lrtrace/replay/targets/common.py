@@ -44,7 +44,9 @@ def planner_tokenizer() -> tuple[Any, str]:
     from robot_models.training.loop import TrainConfig, training_data, training_tokenizer
 
     recipe = TrainConfig()
-    tokenizer = training_tokenizer(training_data(recipe), recipe.numbers)
+    tokenizer = training_tokenizer(
+        training_data(recipe), recipe.numbers, recipe.words, recipe.vocab_size
+    )
     return tokenizer, "rebuilt with robot_models' training recipe"
 
 
