@@ -111,6 +111,16 @@ _LARGE = (
     "explosive_device.n.01",
     "electrode.n.01",
     "roof.n.01",
+    # machine parts and plant: not things a person loses or a robot fetches
+    "tank.n.02",
+    "mechanism.n.05",
+    "engine.n.01",
+    "brake.n.01",
+    "gear.n.01",
+    "ammunition.n.01",
+    "radar.n.01",
+    "transmission.n.05",
+    "valve.n.03",
 )
 
 CATEGORIES = (
