@@ -36,6 +36,7 @@ class Synset:
     hypernyms: tuple[int, ...]  # "@" pointers (class hypernyms, not instances)
     is_instance: bool  # has an "@i" pointer: a named individual, not a kind
     usage: tuple[int, ...]  # ";u" pointers: usage domains (slang, ethnic slur, ...)
+    part_of: tuple[int, ...]  # "#p" pointers: the wholes this is a part of
     gloss: str
 
 
@@ -101,7 +102,7 @@ def _read_data(path: Path) -> Iterator[tuple[int, Synset]]:
             lemmas = tuple(fields[4 + 2 * i] for i in range(count))
             at = 4 + 2 * count
             pointers = int(fields[at])
-            hypernyms, usage, instance = [], [], False
+            hypernyms, usage, part_of, instance = [], [], [], False
             for i in range(pointers):
                 symbol, target, pos = fields[at + 1 + 4 * i : at + 4 + 4 * i]
                 if symbol == "@" and pos == "n":
@@ -110,12 +111,19 @@ def _read_data(path: Path) -> Iterator[tuple[int, Synset]]:
                     instance = True
                 elif symbol == ";u":
                     usage.append(int(target))
-            yield (
-                offset,
-                Synset(
-                    offset, lexfile, lemmas, tuple(hypernyms), instance, tuple(usage), gloss.strip()
-                ),
+                elif symbol == "#p":
+                    part_of.append(int(target))
+            synset = Synset(
+                offset=offset,
+                lexfile=lexfile,
+                lemmas=lemmas,
+                hypernyms=tuple(hypernyms),
+                is_instance=instance,
+                usage=tuple(usage),
+                part_of=tuple(part_of),
+                gloss=gloss.strip(),
             )
+            yield offset, synset
 
 
 def _read_index(path: Path) -> Iterator[tuple[str, tuple[int, ...], int]]:
