@@ -22,6 +22,8 @@ class Category:
     describes: bool = False  # a one-word entry must also be an adjective ("red", not "redness")
     parts_of: tuple[str, ...] = ()  # drop parts of these wholes' kinds: a car's accelerator
     parts_kept: tuple[str, ...] = ()  # parts of those wholes that stay: a container
+    headed: bool = False  # a phrase's last word must be in the list: "guide dog", not "large white"
+    unambiguous: bool = False  # no common sense outside `lexfiles`: "tiger", "trailer"
     keep: tuple[str, ...] = ()  # in despite `exclude`: a bicycle is a vehicle one can move
     attribute: bool = False  # describes an object: no stop-list, lighter decontamination
 
@@ -157,6 +159,8 @@ CATEGORIES = (
             "sink.n.01",
             "bathtub.n.01",
         ),
+        ("establishment.n.04",),
+        parts_of=("conveyance.n.03",),  # a car door is no furniture of a room
     ),
     Category(
         "fruits.txt",
@@ -189,9 +193,60 @@ CATEGORIES = (
         ("hominid.n.01",),
         min_zipf=3.5,
         top=1,
+        no_adjectives=True,  # "entire", "stray", "hind"
+        headed=True,
     ),
     Category(
-        "people.txt", ("noun.person",), ("person.n.01",), min_zipf=4.0, top=1, no_adjectives=True
+        "people.txt",
+        ("noun.person",),
+        (  # the people a robot meets at work or at home, by role or relation
+            "worker.n.01",
+            "professional.n.01",
+            "expert.n.01",
+            "official.n.01",
+            "leader.n.01",
+            "serviceman.n.01",
+            "performer.n.01",
+            "athlete.n.01",
+            "student.n.01",
+            "relative.n.01",
+            "spouse.n.01",
+            "parent.n.01",
+            "offspring.n.01",
+            "child.n.01",
+            "juvenile.n.01",
+            "adult.n.01",
+            "man.n.01",
+            "woman.n.01",
+            "friend.n.01",
+            "neighbor.n.01",
+            "guest.n.01",
+            "visitor.n.01",
+            "host.n.01",
+            "customer.n.01",
+            "patient.n.01",
+            "traveler.n.01",
+            "user.n.01",
+            "owner.n.01",
+            "messenger.n.01",
+        ),
+        (  # never a role to name someone by in training data
+            "bad_person.n.01",
+            "unpleasant_person.n.01",
+            "prostitute.n.01",
+            "simpleton.n.01",
+            "criminal.n.01",
+            "wrongdoer.n.01",
+            "white_person.n.01",
+            "black_person.n.01",
+            "slave.n.01",
+            "killer.n.01",
+        ),
+        min_zipf=4.0,
+        top=1,
+        no_adjectives=True,
+        unambiguous=True,
+        headed=True,
     ),
     Category(
         "tableware.txt",

@@ -120,6 +120,9 @@ def _senses(wordnet: WordNetNouns, lemma: str, category: Category) -> list[Synse
         senses = every[: category.top]
     else:
         senses = [wordnet.synsets[o] for o in wordnet.common_senses(lemma)]
+    common = [wordnet.synsets[o] for o in wordnet.common_senses(lemma)]
+    if category.unambiguous and any(s.lexfile not in category.lexfiles for s in common):
+        return None
     # a noun with any insulting sense is out; an attribute is judged by its senses of
     # the category's kind ("black" the colour stays)
     judged = [s for s in senses if s.lexfile in category.lexfiles] if category.attribute else every
@@ -150,16 +153,22 @@ def extract(wordnet: WordNetNouns, zipf: Callable[[str], float], category: Categ
     words: set[str] = set()
     for lemma in wordnet.senses:
         word = phrase(lemma)
-        if word is None or (word in STOP_WORDS and not category.attribute):
-            continue
-        senses = _senses(wordnet, lemma, category)
-        if (
-            senses
-            and any(fits(s, lemma) for s in senses)
-            and zipf(word) >= min_zipf(category, word)
-        ):
+        senses = None if word is None else _senses(wordnet, lemma, category)
+        if word and senses and any(fits(s, lemma) for s in senses):
             words.add(word)
-    return words
+    return {
+        word
+        for word in words
+        if zipf(word) >= min_zipf(category, word)
+        and (category.attribute or word not in STOP_WORDS)
+        and not (word.endswith("s") and word[:-1] in words)  # "cows" beside "cow"
+        and not (category.headed and _head(word) not in words)
+    }
+
+
+def _head(word: str) -> str:
+    """A phrase's last word, the one it names a kind of: "guide dog" -> "dog"."""
+    return re.split(r"[ -]", word)[-1]
 
 
 def evaluation_text() -> tuple[set[str], list[str]]:

@@ -29,6 +29,10 @@ DATA = """\
 00000013 06 n 01 very_rare_thing 0 001 @ 00000002 n 0000 | rare
 00000014 06 n 01 bike 0 002 @ 00000004 n 0000 @ 00000007 n 0000 | a device under an excluded kind
 00000015 06 n 01 jar 0 002 @ 00000002 n 0000 #p 00000005 n 0000 | a container, part of a shed
+00000016 05 n 01 dog 0 001 @ 00000001 n 0000 | an animal
+00000017 05 n 01 guide_dog 0 001 @ 00000016 n 0000 | a dog
+00000018 05 n 01 large_white 0 001 @ 00000001 n 0000 | a butterfly
+00000019 05 n 01 dogs 0 001 @ 00000001 n 0000 | a plural lemma
 """
 # lemma pos synset_cnt p_cnt [ptr...] sense_cnt tagsense_cnt offsets (most frequent first)
 INDEX = """\
@@ -48,6 +52,10 @@ tin_box n 1 1 @ 1 0 00000012
 very_rare_thing n 1 1 @ 1 0 00000013
 bike n 1 1 @ 1 0 00000014
 jar n 1 2 @ #p 1 1 00000015
+dog n 1 1 @ 1 1 00000016
+guide_dog n 1 1 @ 1 0 00000017
+large_white n 1 1 @ 1 0 00000018
+dogs n 1 1 @ 1 0 00000019
 """
 ZIPF = {"very rare thing": 4.0, "tin box": 3.0, "tape measure": 4.2}
 
@@ -128,3 +136,10 @@ def test_attributes_keep_words_with_other_insulting_senses(wordnet: WordNetNouns
     kinds = Category("kinds.txt", ("noun.artifact",), ("container.n.01",), top=2, attribute=True)
     assert "cup" in extract(wordnet, zipf, kinds)
     assert "left" in extract(wordnet, zipf, kinds)  # no stop-list for attributes
+
+
+def test_headed_phrases_and_no_plural_beside_its_singular(wordnet: WordNetNouns) -> None:
+    animals = Category("animals.txt", ("noun.animal",), ("entity.n.01",), headed=True)
+    assert extract(wordnet, zipf, animals) == {"dog", "guide dog"}
+    loose = Category("animals.txt", ("noun.animal",), ("entity.n.01",))
+    assert extract(wordnet, zipf, loose) == {"dog", "guide dog", "large white"}
