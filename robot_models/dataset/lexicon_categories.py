@@ -64,6 +64,15 @@ _LARGE = (
     "radar.n.01",
     "transmission.n.05",
     "valve.n.03",
+    "circuit.n.01",
+    "reactor.n.01",
+    "nuclear_reactor.n.01",
+    # not a thing at all, or not one to fetch
+    "plating.n.01",
+    "merchandise.n.01",
+    "instrument_of_execution.n.01",
+    "piano.n.01",
+    "bathtub.n.01",
 )
 
 # Wholes whose parts are not objects a robot fetches (a lamp's shade is; a car's
