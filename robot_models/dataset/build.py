@@ -15,7 +15,8 @@ from robot_models.dataset.decontaminate import contaminated
 from robot_models.dataset.drone_frames import DRONE_FRAMES
 from robot_models.dataset.drone_templates import DRONE_TEMPLATES
 from robot_models.dataset.example import Example
-from robot_models.dataset.lexicon import Lexicon, lexicon
+from robot_models.dataset.frames_lexicon import frames_lexicon
+from robot_models.dataset.lexicon import Lexicon
 from robot_models.dataset.lrtrace_tasks import LRTRACE_TASKS
 
 Generator = Literal["templates", "frames"]
@@ -45,7 +46,7 @@ def _all_words() -> frozenset[str]:
     """Every word list of the lexicon, both splits: blanked when decontaminating."""
     words: set[str] = set()
     for split in ("train", "heldout"):
-        lex = lexicon(split)
+        lex = frames_lexicon(split)
         for value in vars(lex).values():
             items = [w for ws in value.values() for w in ws] if isinstance(value, dict) else value
             words.update(w.lower() for w in items)
@@ -63,7 +64,7 @@ def _drawer(
         return lambda rng: rng.choices(functions, weights)[0](rng)
     frames = _FRAMES[robot_type]
     frame_functions, frame_weights = [f for f, _ in frames], [w for _, w in frames]
-    lex = lexicon(split)
+    lex = frames_lexicon(split)
 
     def draw(rng: random.Random) -> Example:
         while True:

@@ -13,7 +13,7 @@ import pytest
 from robot_models.dataset import Example, build_dataset, generate
 from robot_models.dataset.decontaminate import shape
 from robot_models.dataset.drone_frames import AWAY
-from robot_models.dataset.lexicon import lexicon
+from robot_models.dataset.frames_lexicon import frames_lexicon as lexicon
 from robot_models.language import load_language
 from robot_models.skills import ROBOT_TYPES
 
@@ -52,19 +52,21 @@ def test_object_names_are_copied_as_written(robot: str) -> None:
 
 
 def _heads(split: str) -> set[str]:
-    lex = lexicon(split)  # type: ignore[arg-type]
-    return {w for words in (lex.objects, lex.furniture) for w in words}
+    return set(lexicon(split).nouns())  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("robot", ROBOT_TYPES)
 def test_held_out_objects_are_never_in_training_plans(robot: str) -> None:
     heldout_heads = _heads("heldout")
     assert heldout_heads and not heldout_heads & _heads("train")
+    nouns = heldout_heads | _heads("train")
     for example in _sample(robot):
         for name in _QUOTED.findall(example.plan):
             words = name.lower().split()
-            tails = {" ".join(words[i:]) for i in range(len(words))}
-            assert not tails & heldout_heads, example
+            # the head noun: the longest lexicon noun the name ends with ("small red" cup)
+            tails = (" ".join(words[i:]) for i in range(len(words)))
+            head = next((t for t in tails if t in nouns), None)
+            assert head not in heldout_heads, example
     heldout_names = {n.lower() for e in _sample(robot, "heldout") for n in _QUOTED.findall(e.plan)}
     assert any(n.split()[-1] in heldout_heads for n in heldout_names if n)
 
@@ -98,8 +100,8 @@ def test_many_more_shapes_of_asking_than_templates(robot: str) -> None:
 
     templates = generate(robot, 3000, random.Random(11), generator="templates")
     frames = _sample(robot)
-    assert shapes(frames) > 5 * shapes(templates)
-    assert shapes(frames) > 1500
+    assert shapes(frames) > 4 * shapes(templates)
+    assert shapes(frames) > 0.75 * len(frames)  # most requests are worded their own way
 
 
 def test_the_frames_data_set_is_deterministic_and_keeps_lrtrace() -> None:
