@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from robot_models.dataset import build_dataset, generate
-from robot_models.dataset.build import GENERATORS
 from robot_models.dataset import vocabulary as vocab
+from robot_models.dataset.build import GENERATORS
 from robot_models.natural_eval import MIN_PER_TYPE, NaturalEntry, alternatives, natural_eval
 from robot_models.ordinary_instructions import ordinary_instructions
 from robot_models.prompts import _EXAMPLES
