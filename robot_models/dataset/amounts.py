@@ -378,9 +378,11 @@ DURATION_PHRASES = (
 )
 
 
-def _seconds_unit(rng: random.Random, n: float, abbreviate: float) -> str:
+def _seconds_unit(rng: random.Random, n: float, abbreviate: float, symbol: bool = True) -> str:
+    """ "s" only after digits (`symbol`): "3 s" reads, "three s" does not."""
     if rng.random() < abbreviate:
-        return rng.choice(("s", "sec", "secs")) if n != 1 else rng.choice(("s", "sec"))
+        short = ("s", "sec") if symbol else ("sec",)
+        return rng.choice(short if n == 1 else (*short, "secs"))
     return "second" if n == 1 else "seconds"
 
 
@@ -400,9 +402,10 @@ def _duration_numeral(rng: random.Random) -> Amount:
 def _duration_words(rng: random.Random) -> Amount:
     if rng.random() < 0.2:
         n = rng.randint(1, 3)
-        return Amount(f"{number_words(n)} and a half {_seconds_unit(rng, 2, 0.3)}", n + 0.5)
+        half = f"{number_words(n)} and a half"
+        return Amount(f"{half} {_seconds_unit(rng, 2, 0.3, symbol=False)}", n + 0.5)
     n = rng.randint(1, 10) if rng.random() < 0.75 else rng.choice((15, 20, 25, 30))
-    return Amount(f"{number_words(n)} {_seconds_unit(rng, n, 0.3)}", float(n))
+    return Amount(f"{number_words(n)} {_seconds_unit(rng, n, 0.3, symbol=False)}", float(n))
 
 
 def _duration_phrase(rng: random.Random) -> Amount:

@@ -373,6 +373,7 @@ def test_angle_and_duration_forms_are_all_common():
     assert 0 < sum(not 1 <= a.value <= 360 for a in angles) / len(angles) < 0.05
     waits = draws(duration)
     assert all(0.1 <= a.value <= 30 for a in waits)
+    assert not any(re.search(r"[a-z] s$", a.text) for a in waits), "a number word then 's'"
     forms = Counter(
         "phrase" if a.text in _WAITS else "numeral" if re.match(r"[\d.]", a.text) else "words"
         for a in waits
