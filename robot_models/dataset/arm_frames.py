@@ -175,8 +175,7 @@ def quick_stack(rng: random.Random, lex: Lexicon) -> Example:
 
 def move_to(rng: random.Random, lex: Lexicon) -> Example:
     text, (x, y, z) = amounts.arm_position(rng)
-    if not (150 <= x <= 750 and -500 <= y <= 500 and 0 <= z <= 600):
-        return move_to(rng, lex)
+    reachable = 150 <= x <= 750 and -500 <= y <= 500 and 0 <= z <= 600
     after = rng.choice(
         (
             ("", ""),
@@ -201,6 +200,8 @@ def move_to(rng: random.Random, lex: Lexicon) -> Example:
     )
     instruction, _ = write(rng, "arm", command(rng, vp + after[0]), {"p": text})
     scene = arm_scene(_table(rng, lex, [], extra=rng.randint(1, 3)))
+    if not reachable:  # outside the workspace: say so, do not move
+        return _example(scene, instruction, "lg('cannot reach that position');", "unreachable")
     return _example(scene, instruction, f"mt({x},{y},{z});{after[1]}", "move_to")
 
 

@@ -17,8 +17,18 @@ def _merged(words: tuple[str, ...], extra: tuple[str, ...]) -> tuple[str, ...]:
 
 @cache
 def _template_words() -> frozenset[str]:
-    lists = (v.HOUSEHOLD_OBJECTS, v.HANDOVER_OBJECTS, v.FURNITURE, v.SCENE_FILLERS, v.FRUITS)
-    lists += (v.VEGETABLES, v.ANIMALS, v.PEOPLE, v.OBSTACLES, *v.DESK_CATEGORIES.values())
+    lists: tuple[tuple[str, ...], ...] = (
+        v.HOUSEHOLD_OBJECTS,
+        v.HANDOVER_OBJECTS,
+        v.FURNITURE,
+        v.SCENE_FILLERS,
+        v.FRUITS,
+        v.VEGETABLES,
+        v.ANIMALS,
+        v.PEOPLE,
+        v.OBSTACLES,
+        *v.DESK_CATEGORIES.values(),
+    )
     return frozenset(w for words in lists for w in words)
 
 

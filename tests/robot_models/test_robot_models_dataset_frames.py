@@ -7,6 +7,7 @@ import random
 import re
 from collections import Counter
 from functools import cache
+from typing import Literal
 
 import pytest
 
@@ -51,8 +52,8 @@ def test_object_names_are_copied_as_written(robot: str) -> None:
     assert copied > 1000
 
 
-def _heads(split: str) -> set[str]:
-    return set(lexicon(split).nouns())  # type: ignore[arg-type]
+def _heads(split: Literal["train", "heldout"]) -> set[str]:
+    return set(lexicon(split).nouns())
 
 
 @pytest.mark.parametrize("robot", ROBOT_TYPES)
