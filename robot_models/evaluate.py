@@ -25,7 +25,7 @@ from rich.table import Table
 
 from robot_models.checkpoints import default_planner_path
 from robot_models.dataset import DEFAULT_SEED, Example, build_dataset
-from robot_models.dataset.build import Generator, check_generator
+from robot_models.dataset.build import GENERATORS, Generator, check_generator
 from robot_models.natural_eval import NaturalEntry, natural_eval
 from robot_models.natural_score import NaturalTally, score_plan
 from robot_models.plan_check import check_plan
@@ -248,6 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--limit", type=int, default=0, help="evaluate only the first N held-out examples"
     )
+    parser.add_argument(
+        "--heldout",
+        choices=GENERATORS,
+        default=None,
+        help="whose held-out split to score (default: the generator the checkpoint was trained on)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument(
         "--no-natural", action="store_true", help="skip the natural set (data/natural_eval.yaml)"
@@ -264,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         help="write the figures to eval.json and MODEL_CARD.md in the checkpoint directory",
     )
     args = parser.parse_args(argv)
-    data = build_dataset(args.seed, generator=trained_generator(args.checkpoint))
+    generator = args.heldout or trained_generator(args.checkpoint)
+    data = build_dataset(args.seed, generator=generator)
     heldout = data.heldout[: args.limit] if args.limit > 0 else data.heldout
     natural = [] if args.no_natural else natural_examples()
     report = evaluate(ReferencePlanner(args.checkpoint), heldout, data.lrtrace, natural)

@@ -21,16 +21,28 @@ _WORD = re.compile(r"[a-z0-9']+|[^\sa-z0-9']")
 _LONGEST_NAME = 6  # words
 
 
-def shape(text: str, names: Iterable[str]) -> tuple[str, ...]:
-    """`text`'s words, lower case, with numbers and any of `names` (whole words,
-    longest first) each replaced by one blank."""
-    blanks = {tuple(_WORD.findall(n.lower())) for n in names}
+def _blanks(names: Iterable[str]) -> frozenset[tuple[str, ...]]:
+    return frozenset(tuple(_WORD.findall(n.lower())) for n in names)
+
+
+@cache
+def _vocabulary_blanks(vocabulary: frozenset[str]) -> frozenset[tuple[str, ...]]:
+    return _blanks(vocabulary)
+
+
+def shape(
+    text: str, names: Iterable[str], vocabulary: frozenset[str] = frozenset()
+) -> tuple[str, ...]:
+    """`text`'s words, lower case, with numbers and any of `names` or `vocabulary`
+    (whole words, longest first) each replaced by one blank."""
+    named, known = _blanks(names), _vocabulary_blanks(vocabulary)
     words = _WORD.findall(_NUMBER.sub("<n>", text.lower()))
     out: list[str] = []
     i = 0
     while i < len(words):
         for length in range(min(_LONGEST_NAME, len(words) - i), 0, -1):
-            if tuple(words[i : i + length]) in blanks:
+            span = tuple(words[i : i + length])
+            if span in named or span in known:
                 out.append("<w>")
                 i += length
                 break
@@ -56,7 +68,7 @@ def _evaluation(robot_type: str) -> tuple[frozenset[str], tuple[tuple[str, froze
 @cache
 def _evaluation_shapes(robot_type: str, vocabulary: frozenset[str]) -> frozenset[tuple[str, ...]]:
     _, entries = _evaluation(robot_type)
-    return frozenset(shape(text, names | vocabulary) for text, names in entries)
+    return frozenset(shape(text, names, vocabulary) for text, names in entries)
 
 
 def contaminated(
@@ -69,4 +81,4 @@ def contaminated(
     said, _ = _evaluation(robot_type)
     if instruction.strip().lower() in said:
         return True
-    return shape(instruction, {*names, *vocabulary}) in _evaluation_shapes(robot_type, vocabulary)
+    return shape(instruction, names, vocabulary) in _evaluation_shapes(robot_type, vocabulary)

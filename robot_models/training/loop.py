@@ -28,7 +28,7 @@ from robot_models.training.batches import (
 from robot_models.training.hf_format import EOS_TOKEN, PAD_TOKEN, load_checkpoint, save_checkpoint
 from robot_models.training.model import LlamaShape, TinyLlama
 from robot_models.training.model_card import write_model_card
-from robot_models.training.threads import torch_threads
+from robot_models.training.threads import flushed_denormals, torch_threads
 from robot_models.training.tokenizer import (
     VOCAB_SIZE,
     check_number_format,
@@ -68,6 +68,9 @@ class TrainConfig:
     num_hidden_layers: int = 4
     num_attention_heads: int = 6
     num_key_value_heads: int = 2
+    # The longest prompt + plan the model takes (the spaced word format makes the
+    # prefix about 1.4 times longer).
+    max_positions: int = 2048
     threads: int = 2
     # Backpropagate through the shared prefix too. Off by default: the prefix K/V are
     # still computed with the current weights every step (so training sees exactly
@@ -172,7 +175,7 @@ def train(
     config: TrainConfig, out_dir: Path, log: Callable[[str], None] = print
 ) -> dict[str, float]:
     """Train from scratch and write the checkpoint to `out_dir`; returns run statistics."""
-    with torch_threads(config.threads):
+    with torch_threads(config.threads), flushed_denormals():
         return _train(config, out_dir, log)
 
 
@@ -204,6 +207,7 @@ def _train(
         num_hidden_layers=config.num_hidden_layers,
         num_attention_heads=config.num_attention_heads,
         num_key_value_heads=config.num_key_value_heads,
+        max_position_embeddings=config.max_positions,
     )
     model = TinyLlama(shape, config.tie_embeddings)
     earlier: list[dict[str, object]] = []
@@ -281,7 +285,7 @@ def write_run(
     model.eval()
     eos_id, pad_id = special_id(tokenizer, EOS_TOKEN), special_id(tokenizer, PAD_TOKEN)
     save_checkpoint(model, out_dir, eos_id, pad_id)
-    save_tokenizer(tokenizer, out_dir)
+    save_tokenizer(tokenizer, out_dir, model.shape.max_position_embeddings)
     record = {"config": asdict(config), **stats, "earlier_stages": earlier}
     (out_dir / "train_stats.json").write_text(json.dumps(record, indent=2) + "\n")
     write_model_card(out_dir)

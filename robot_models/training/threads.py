@@ -19,3 +19,18 @@ def torch_threads(count: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+@contextmanager
+def flushed_denormals() -> Iterator[None]:
+    """Denormal floats flushed to zero while training, then back to torch's default.
+
+    Late in training, attention over the long prefix yields many denormal values
+    (tiny softmax weights and their gradients), which x86 CPUs compute far more
+    slowly; the loss does not depend on them (docs/planner-data-rework.md has the
+    measured step times)."""
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)

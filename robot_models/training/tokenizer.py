@@ -173,7 +173,7 @@ def _place_marks() -> normalizers.Normalizer:
     return normalizers.Sequence(rules)
 
 
-def save_tokenizer(tokenizer: Tokenizer, out_dir: Path) -> None:
+def save_tokenizer(tokenizer: Tokenizer, out_dir: Path, max_length: int = 2048) -> None:
     """tokenizer.json plus the small files `transformers.AutoTokenizer` reads."""
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(out_dir / "tokenizer.json"))
@@ -184,7 +184,7 @@ def save_tokenizer(tokenizer: Tokenizer, out_dir: Path) -> None:
         "add_bos_token": False,
         "add_eos_token": False,
         "clean_up_tokenization_spaces": False,
-        "model_max_length": 2048,
+        "model_max_length": max_length,
     }
     (out_dir / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
     special = {"eos_token": EOS_TOKEN, "pad_token": PAD_TOKEN}
