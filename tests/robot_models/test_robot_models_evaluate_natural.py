@@ -4,12 +4,21 @@ plan and its problems, and the side-by-side table prints every set."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from robot_models.dataset import Example
-from robot_models.evaluate import evaluate, natural_examples, natural_total, print_sets
+from robot_models.evaluate import (
+    evaluate,
+    natural_examples,
+    natural_total,
+    print_sets,
+    trained_generator,
+)
 
 
 class GivenPlans:
@@ -54,3 +63,12 @@ def test_natural_plans_are_scored_against_their_annotations() -> None:
     for row in ("template held-out", "LRTrace tasks", "natural, drone", "natural, both"):
         assert row in text
     assert "1/174 (0.6%)" in text
+
+
+def test_the_heldout_split_scored_is_the_one_the_checkpoint_trained_on(tmp_path: Path) -> None:
+    assert trained_generator(tmp_path) == "templates"  # no statistics: the shipped recipe
+    (tmp_path / "train_stats.json").write_text(json.dumps({"config": {"data": "frames"}}))
+    assert trained_generator(tmp_path) == "frames"
+    (tmp_path / "train_stats.json").write_text(json.dumps({"config": {"data": "poems"}}))
+    with pytest.raises(ValueError, match="unknown data generator 'poems'"):
+        trained_generator(tmp_path)
