@@ -10,10 +10,9 @@ from collections.abc import Callable
 from robot_models.dataset import amounts
 from robot_models.dataset.example import Example
 from robot_models.dataset.lexicon import Lexicon
-from robot_models.dataset.phrasing import command, phrase, thing_name, write
+from robot_models.dataset.phrasing import command, phrase, refusal_request, thing_name, write
 from robot_models.dataset.scenes import arm_scene
 from robot_models.dataset.utterance import Phrase
-from robot_models.skills import MAX_STRING_ARG_CHARS
 
 Frame = Callable[[random.Random, Lexicon], Example]
 DESK_PLACES = ("tray", "holder", "bin", "shelf")
@@ -391,16 +390,10 @@ _ARM_CANNOT = (
 
 
 def refusal(rng: random.Random, lex: Lexicon) -> Example:
-    x = phrase(
-        rng, thing_name(rng, lex.objects, lex, nonce=0.0), (("the ", 3), ("my ", 2), ("this ", 1))
-    )
-    vp = rng.choice(_ARM_CANNOT)
-    instruction, names = write(rng, "arm", command(rng, vp), {"x": x})
-    what = vp.replace("{x}", names.get("x", ""))
-    if len(f"cannot {what}") > MAX_STRING_ARG_CHARS:
-        return refusal(rng, lex)
+    """A request outside the arm's skills: say so, do nothing else."""
+    instruction, plan = refusal_request(rng, "arm", lex, _ARM_CANNOT)
     scene = arm_scene(_table(rng, lex, [], extra=rng.randint(1, 3)))
-    return _example(scene, instruction, f"lg('cannot {what}');", "refusal")
+    return _example(scene, instruction, plan, "refusal")
 
 
 ARM_FRAMES: tuple[tuple[Frame, int], ...] = (

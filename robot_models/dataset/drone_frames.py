@@ -10,10 +10,9 @@ from collections.abc import Callable
 from robot_models.dataset import amounts
 from robot_models.dataset.example import Example
 from robot_models.dataset.lexicon import Lexicon
-from robot_models.dataset.phrasing import command, phrase, thing_name, write
+from robot_models.dataset.phrasing import command, phrase, refusal_request, thing_name, write
 from robot_models.dataset.scenes import drone_scene
 from robot_models.dataset.utterance import Phrase
-from robot_models.skills import MAX_STRING_ARG_CHARS
 
 # Moving away from a danger: the opposite side (the prompt's guidance).
 AWAY = {"front": "mb", "left": "mr", "right": "ml", "behind": "mf", "above": "md", "below": "mu"}
@@ -181,13 +180,19 @@ def check_either(rng: random.Random, lex: Lexicon) -> Example:
     )
 
 
-def check_on(rng: random.Random, lex: Lexicon) -> Example:
+def _small_and_big(rng: random.Random, lex: Lexicon) -> tuple[Phrase, Phrase]:
+    """An object, and the furniture it is on or under."""
     small = phrase(rng, thing_name(rng, lex.objects, lex))
     big = phrase(
         rng,
         thing_name(rng, lex.furniture, lex, nonce=0.03),
         (("the ", 8), ("my ", 1), ("that ", 1)),
     )
+    return small, big
+
+
+def check_on(rng: random.Random, lex: Lexicon) -> Example:
+    small, big = _small_and_big(rng, lex)
     pattern = rng.choice(
         (
             "is {x} on {y}?",
@@ -211,12 +216,7 @@ def check_on(rng: random.Random, lex: Lexicon) -> Example:
 
 
 def find_under(rng: random.Random, lex: Lexicon) -> Example:
-    small = phrase(rng, thing_name(rng, lex.objects, lex))
-    big = phrase(
-        rng,
-        thing_name(rng, lex.furniture, lex, nonce=0.03),
-        (("the ", 8), ("my ", 1), ("that ", 1)),
-    )
+    small, big = _small_and_big(rng, lex)
     pattern = rng.choice(
         (
             "is {x} under {y}?",
@@ -556,15 +556,8 @@ _DRONE_CANNOT = (
 
 def refusal(rng: random.Random, lex: Lexicon) -> Example:
     """A request outside the drone's skills: say so, do nothing else."""
-    x = phrase(
-        rng, thing_name(rng, lex.objects, lex, nonce=0.0), (("the ", 3), ("my ", 2), ("this ", 1))
-    )
-    vp = rng.choice(_DRONE_CANNOT)
-    instruction, names = write(rng, "drone", command(rng, vp), {"x": x})
-    what = vp.replace("{x}", names.get("x", ""))
-    if len(f"cannot {what}") > MAX_STRING_ARG_CHARS:
-        return refusal(rng, lex)
-    return _example(drone_scene(rng, lex), instruction, f"lg('cannot {what}');", "refusal")
+    instruction, plan = refusal_request(rng, "drone", lex, _DRONE_CANNOT)
+    return _example(drone_scene(rng, lex), instruction, plan, "refusal")
 
 
 def compound(rng: random.Random, lex: Lexicon) -> Example:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from robot_models.dataset.lexicon import Lexicon, nonce_name
 from robot_models.dataset.noise import type_out
 from robot_models.dataset.utterance import Phrase, Piece, fill, join
+from robot_models.skills import MAX_STRING_ARG_CHARS
 
 # {vp} is an imperative verb phrase ("find {x}")
 _WRAPS = (
@@ -175,3 +176,21 @@ def write(
     """The instruction as typed, and each named slot's name as it appears in it."""
     pieces: list[Piece] = fill(frame_text(rng, robot_type, pattern), slots)
     return join(type_out(pieces, rng))
+
+
+def refusal_request(
+    rng: random.Random, robot_type: str, lexicon: Lexicon, activities: Sequence[str]
+) -> tuple[str, str]:
+    """A request for one of `activities` (verb phrases, `{x}` an object) the robot
+    cannot do, and the plan that says so: `lg('cannot <activity>');` and nothing else."""
+    while True:
+        x = phrase(
+            rng,
+            thing_name(rng, lexicon.objects, lexicon, nonce=0.0),
+            (("the ", 3), ("my ", 2), ("this ", 1)),
+        )
+        vp = rng.choice(activities)
+        instruction, names = write(rng, robot_type, command(rng, vp), {"x": x})
+        message = "cannot " + vp.replace("{x}", names.get("x", ""))
+        if len(message) <= MAX_STRING_ARG_CHARS:
+            return instruction, f"lg('{message}');"
