@@ -8,6 +8,7 @@ import random
 from collections.abc import Callable
 
 from robot_models.dataset import amounts
+from robot_models.dataset.arm_templates import guarded_move
 from robot_models.dataset.example import Example
 from robot_models.dataset.lexicon import Lexicon
 from robot_models.dataset.phrasing import command, phrase, refusal_request, thing_name, write
@@ -39,11 +40,6 @@ def _example(scene: str, instruction: str, plan: str, family: str) -> Example:
 
 def _q(name: str) -> str:
     return f"'{name}'"
-
-
-def guarded_move(obj: str, target: str) -> str:
-    """Pick `obj` and place it on `target` only if `obj` is on the table."""
-    return f"?lk({_q(obj)})==True{{pk({_q(obj)});pl({_q(target)});}}"
 
 
 def _table(rng: random.Random, lex: Lexicon, include: list[str], extra: int = 2) -> list[str]:

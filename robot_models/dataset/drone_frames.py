@@ -8,6 +8,7 @@ import random
 from collections.abc import Callable
 
 from robot_models.dataset import amounts
+from robot_models.dataset.drone_templates import search_plan
 from robot_models.dataset.example import Example
 from robot_models.dataset.lexicon import Lexicon
 from robot_models.dataset.phrasing import command, phrase, refusal_request, thing_name, write
@@ -60,10 +61,6 @@ def _example(scene: str, instruction: str, plan: str, family: str) -> Example:
 
 def _q(name: str) -> str:
     return f"'{name}'"
-
-
-def search_plan(name: str) -> str:
-    return f"?sw({_q(name)})==True{{o({_q(name)});a({_q(name)});tp();}}"
 
 
 _FIND_VPS = (
