@@ -62,7 +62,7 @@ def save_checkpoint(model: TinyLlama, out_dir: Path, eos_id: int, pad_id: int) -
     # matrix, and safetensors refuses shared storage. Saved untied (an equal copy), the
     # checkpoint loads in every Llama loader whether or not it supports tying.
     tensors = {
-        name: t.detach().to(torch.float32).contiguous().clone()
+        name: t.detach().to(device="cpu", dtype=torch.float32).contiguous().clone()
         for name, t in model.state_dict().items()
     }
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})

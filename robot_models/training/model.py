@@ -51,7 +51,10 @@ class RMSNorm(nn.Module):
 def rope_tables(shape: LlamaShape, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin of shape [positions, head_dim] (HF default RoPE)."""
     dim = shape.head_dim
-    inv_freq = 1.0 / (shape.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    inv_freq = 1.0 / (
+        shape.rope_theta
+        ** (torch.arange(0, dim, 2, dtype=torch.float32, device=positions.device) / dim)
+    )
     freqs = positions.float()[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos(), emb.sin()

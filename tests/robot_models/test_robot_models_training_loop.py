@@ -1,0 +1,56 @@
+"""A whole (tiny) training run: data, tokenizer, both curriculum phases, checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from robot_models.training.hf_format import load_checkpoint
+from robot_models.training.loop import TrainConfig, train
+
+
+def _tiny(**overrides: object) -> TrainConfig:
+    settings: dict[str, object] = {
+        "examples": 40,
+        "steps": 3,
+        "tail_steps": 2,
+        "batch_size": 2,
+        "tail_batch_size": 2,
+        "warmup_steps": 1,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "vocab_size": 400,
+        "lrtrace_repeats": 1,
+        "max_positions": 4096,
+    }
+    settings.update(overrides)
+    return TrainConfig(**settings)  # type: ignore[arg-type]
+
+
+def test_a_run_writes_a_checkpoint_that_loads_with_its_shape(tmp_path: Path) -> None:
+    lines: list[str] = []
+    stats = train(_tiny(), tmp_path, log=lines.append)
+    assert stats["steps_done"] == 3
+    assert any(" tail " in line for line in lines) and any(" full " in line for line in lines)
+    model = load_checkpoint(tmp_path)
+    assert model.shape.hidden_size == 32 and model.shape.num_hidden_layers == 1
+    weights = dict(model.state_dict())
+    assert all(t.device.type == "cpu" and t.dtype == torch.float32 for t in weights.values())
+    for name in ("tokenizer.json", "train_stats.json", "MODEL_CARD.md"):
+        assert (tmp_path / name).is_file(), name
+
+
+def test_a_device_that_is_not_a_torch_device_is_refused() -> None:
+    with pytest.raises(ValueError, match="'gpu0' is not a torch device"):
+        _tiny(device="gpu0")
+
+
+def test_an_accelerator_the_machine_lacks_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="no cuda device is available"):
+        _tiny(device="cuda")
