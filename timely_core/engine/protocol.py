@@ -95,6 +95,10 @@ class UnknownVariant(EngineError):
     serve."""
 
 
+class AdapterError(ValueError):
+    """The folder is not a LoRA adapter this engine can apply to its base model."""
+
+
 @runtime_checkable
 class Engine(Protocol):
     """One iteration-level inference backend.

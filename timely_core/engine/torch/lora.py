@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from timely_core.engine.protocol import AdapterError
 from timely_core.engine.torch.model.config import ModelConfig
 
 _KEY = re.compile(
@@ -44,10 +45,6 @@ _UNSUPPORTED = {
     "layer_replication": None,
     "trainable_token_indices": None,
 }
-
-
-class AdapterError(ValueError):
-    """The folder is not a LoRA adapter this engine can apply to its base model."""
 
 
 @dataclass(frozen=True)

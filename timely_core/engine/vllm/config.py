@@ -10,6 +10,8 @@ from timely_core.engine.protocol import HandlingStrategy
 
 # vLLM's CPU attention needs blocks of a multiple of 32 tokens
 VLLM_CPU_BLOCK_SIZE = 32
+# the LoRA ranks vLLM can hold in its slots (vllm.config.lora)
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 class VllmConfig(BaseModel):
@@ -36,6 +38,11 @@ class VllmConfig(BaseModel):
     seed: int = 0
     # vLLM's attention backend by name (FLASHINFER on GPU hosts); None: vLLM's choice
     attention_backend: str | None = None
+    # Fleet variants (LoRA adapters): how many vLLM batches at once, each in a slot of
+    # `max_lora_rank` it preallocates; 0 builds vLLM without its LoRA layers, and then
+    # no adapter can be loaded.
+    max_loras: int = Field(default=0, ge=0, le=64)
+    max_lora_rank: int = 16
     suspend_strategies: frozenset[HandlingStrategy] = frozenset(
         {HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD}
     )
@@ -47,6 +54,17 @@ class VllmConfig(BaseModel):
             raise ValueError(
                 f"block_size={value}: vLLM's CPU attention needs a multiple of "
                 f"{VLLM_CPU_BLOCK_SIZE}"
+            )
+        return value
+
+    @field_validator("max_lora_rank")
+    @classmethod
+    def _lora_rank(cls, value: int) -> int:
+        if value not in VLLM_LORA_RANKS:
+            raise ValueError(
+                f"max_lora_rank={value}: vLLM holds LoRA ranks "
+                f"{', '.join(map(str, VLLM_LORA_RANKS))}; give the smallest at least as "
+                "large as the adapters' r"
             )
         return value
 

