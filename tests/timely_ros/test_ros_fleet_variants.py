@@ -1,0 +1,151 @@
+"""Fleet variants in the planner config (no DDS here): adapters loaded by name, each
+robot's variant checked against them and against the engine, bad folders named, and
+/timely/status reporting the resident variants and the weights' memory."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from builtin_interfaces.msg import Time
+from safetensors.torch import load_file, save_file
+from timely_ros.config import (
+    ConfigError,
+    PlannerParams,
+    parse_bringup,
+    planner_params,
+    planner_to_parameters,
+    unflatten,
+)
+from timely_ros.service_factory import build_service
+from timely_ros.status import GoalCounts, RobotState, status_msg
+
+from robot_models.checkpoints import default_planner_path
+
+VARIANTS = default_planner_path().parent / "variants"
+HEAVY = "robot_models/checkpoints/variants/heavy-drone"  # relative: from the repo root
+
+
+def _planner(**params: object) -> dict[str, object]:
+    body: dict[str, object] = {
+        "robots": ["drone1", "drone2"],
+        "drone1": {"type": "drone", "variant": "heavy-drone"},
+        "drone2": {"type": "drone"},
+        "adapters": {"heavy-drone": HEAVY},
+        "kv_budget_mb": 8.0,
+    }
+    body.update(params)
+    return {"timely_planner": {"ros__parameters": body}}
+
+
+def _params(**params: object) -> PlannerParams:
+    planner = parse_bringup(_planner(**params)).planner
+    assert planner is not None
+    return planner
+
+
+def test_variants_round_trip_through_ros_names() -> None:
+    params = _params()
+    flat = planner_to_parameters(params)
+    assert flat["adapters.heavy-drone"] == HEAVY and flat["drone1.variant"] == "heavy-drone"
+    assert flat["drone2.variant"] == ""  # the base model
+    assert planner_params(unflatten(flat)) == params
+    assert "adapters" not in unflatten(
+        planner_to_parameters(_params(adapters={}, drone1={"type": "drone"}))
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"adapters": {}},
+            r"robot 'drone1': variant 'heavy-drone' is not loaded \(adapters: none\)",
+        ),
+        (
+            {"adapters": {"warehouse-drone": "x"}},
+            r"robot 'drone1': variant 'heavy-drone' is not loaded \(adapters: warehouse-drone\)",
+        ),
+        (
+            {"engine": "simulated"},
+            r"adapters: engine 'simulated' cannot serve fleet variants",
+        ),
+        (
+            {"engine": "vllm", "grammar": False},
+            r"adapters: engine 'vllm' does not serve fleet variants yet \(vLLM's multi-LoRA",
+        ),
+        (
+            {"engine": "vllm-server", "grammar": False, "adapters": {}},
+            r"robot 'drone1' \(variant 'heavy-drone'\): engine 'vllm-server' does not serve "
+            "fleet variants yet",
+        ),
+        ({"adapters": {"heavy drone": HEAVY}}, r"adapters: variant name 'heavy drone'"),
+        ({"adapters": {"heavy-drone": " "}}, r"adapters\.heavy-drone: give the adapter's folder"),
+        (
+            {"drone2": {"type": "drone", "variant": "a b"}},
+            r"robots\.1\.variant: String should match pattern",
+        ),
+    ],
+)
+def test_bad_variant_configs_name_what_is_wrong(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_bringup(_planner(**changes))
+
+
+def test_adapter_folders_that_do_not_fit_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"adapters\.heavy-drone: no adapter folder at 'nowhere'"):
+        build_service(_params(adapters={"heavy-drone": "nowhere"}))
+    planner = str(default_planner_path())  # a folder, but a model's, not an adapter's
+    with pytest.raises(ConfigError, match=r"adapters\.heavy-drone: .*no adapter_config\.json"):
+        build_service(_params(adapters={"heavy-drone": planner}))
+    # an adapter of another base: q_proj's input wider than this planner's hidden size
+    other = tmp_path / "other-base"
+    shutil.copytree(VARIANTS / "heavy-drone", other)
+    tensors = load_file(str(other / "adapter_model.safetensors"))
+    key = "base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight"
+    rank, hidden = tensors[key].shape
+    tensors[key] = torch.zeros(rank, 2 * hidden)
+    save_file(tensors, str(other / "adapter_model.safetensors"))
+    with pytest.raises(
+        ConfigError,
+        match=rf"adapters\.heavy-drone: adapter 'heavy-drone' .*layers\.1\.self_attn\.q_proj"
+        rf"\.lora_A is \[{rank}, {2 * hidden}\], the base model needs \[{rank}, {hidden}\]",
+    ):
+        build_service(_params(adapters={"heavy-drone": str(other)}))
+
+
+def test_status_reports_resident_variants_and_memory() -> None:
+    base_service = build_service(_params(adapters={}, drone1={"type": "drone"}))
+    base = base_service.resident_weights()
+    assert base is not None and base.variants == ()
+    params = _params(
+        adapters={"heavy-drone": HEAVY, "warehouse-drone": str(VARIANTS / "warehouse-drone")}
+    )
+    service = build_service(params)
+    assert service.robot_variants() == {"drone1": "heavy-drone", "drone2": None}
+    weights = service.resident_weights()
+    assert weights is not None
+    adapter_bytes = {
+        name: sum(
+            t.nbytes for t in load_file(str(VARIANTS / name / "adapter_model.safetensors")).values()
+        )
+        for name in ("heavy-drone", "warehouse-drone")
+    }
+    robots = [RobotState("drone1", "idle"), RobotState("drone2", "planning")]
+    stats = service.stats()
+    msg = status_msg(stats, None, params, GoalCounts(0, 0), Time(), robots=robots, weights=weights)
+    assert list(msg.variant_names) == ["heavy-drone", "warehouse-drone"]
+    assert list(msg.variant_kinds) == ["lora", "lora"]
+    assert list(msg.variant_bytes) == [
+        adapter_bytes["heavy-drone"],
+        adapter_bytes["warehouse-drone"],
+    ]
+    assert msg.base_weight_bytes == base.base_bytes  # the base counted once
+    assert msg.weight_bytes_total == base.total_bytes + sum(adapter_bytes.values())
+    assert list(msg.robot_ids) == ["drone1", "drone2"]
+    assert list(msg.robot_variants) == ["heavy-drone", ""]
+    on_sim = status_msg(stats, None, params, GoalCounts(0, 0), Time(), robots=robots)
+    assert (on_sim.base_weight_bytes, on_sim.weight_bytes_total) == (0, 0)
+    assert list(on_sim.variant_names) == []
