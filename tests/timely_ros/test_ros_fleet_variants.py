@@ -23,6 +23,7 @@ from timely_ros.service_factory import build_service
 from timely_ros.status import GoalCounts, RobotState, status_msg
 
 from robot_models.checkpoints import default_planner_path
+from tests.timely_ros.ros_support import RosClient, StartNodes, planner_entry, wait_until
 
 VARIANTS = default_planner_path().parent / "variants"
 HEAVY = "robot_models/checkpoints/variants/heavy-drone"  # relative: from the repo root
@@ -149,3 +150,93 @@ def test_status_reports_resident_variants_and_memory() -> None:
     on_sim = status_msg(stats, None, params, GoalCounts(0, 0), Time(), robots=robots)
     assert (on_sim.base_weight_bytes, on_sim.weight_bytes_total) == (0, 0)
     assert list(on_sim.variant_names) == []
+
+
+def _direct_plan(instruction: str, scene: str, variant: str | None) -> str:
+    """The greedy plan of the torch engine driven straight through with `variant`,
+    under the drone's grammar, as the planner decodes it."""
+    from tokenizers import Tokenizer
+
+    from robot_models.language import load_language
+    from timely_core.engine.protocol import SamplingParams
+    from timely_core.engine.torch.engine import TorchEngine
+    from timely_core.language.grammar import language_grammar
+    from timely_core.serving.robots import encode_prefix, encode_request
+
+    path = default_planner_path()
+    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    drone = load_language("drone")
+    engine = TorchEngine(path)
+    engine.load_adapter("heavy-drone", VARIANTS / "heavy-drone")
+    prompt = encode_prefix(tokenizer, drone.prompt_prefix()) + encode_request(
+        tokenizer, drone.format_request(scene, instruction)
+    )
+    engine.add(
+        0,
+        prompt,
+        SamplingParams(temperature=0.0, max_tokens=256, grammar=language_grammar(drone)),
+        variant=variant,
+    )
+    ids: list[int] = []
+    finished = False
+    while not finished:
+        for out in engine.step([0]):
+            finished = out.finished
+            ids.append(out.token_id)
+    return str(tokenizer.decode([i for i in ids if i != engine.eos_token_id]))
+
+
+@pytest.mark.ros
+def test_planner_node_serves_each_robot_its_variant_and_reports_it(
+    node_processes: StartNodes, ros_client: RosClient
+) -> None:
+    """PlanTask is unchanged: the robot's variant comes from the planner config."""
+    from action_msgs.msg import GoalStatus
+    from timely_interfaces.msg import ServiceStatus
+    from timely_ros.plan_client import PlanClient, make_goal
+    from timely_ros.qos import TOPIC
+
+    instruction, scene = "Fly forward 200 cm", "visible: door, lamp"
+    expected = {v: _direct_plan(instruction, scene, v) for v in ("heavy-drone", None)}
+    assert expected["heavy-drone"] != expected[None]
+    planner = planner_entry(
+        {"drone1": "drone", "drone2": "drone"},
+        engine="torch",
+        kv_budget_mb=8.0,
+        status_period_s=0.2,
+        adapters={"heavy-drone": HEAVY},
+    )
+    body = planner["/**/timely_planner"]["ros__parameters"]
+    body["drone1"] = {"type": "drone", "variant": "heavy-drone", "dispatch": False}
+    body["drone2"] = {"type": "drone", "dispatch": False}
+    planner_proc = node_processes(planner, "planner", "planner")
+    statuses: list[ServiceStatus] = []
+    ros_client.node.create_subscription(ServiceStatus, "/timely/status", statuses.append, TOPIC)
+    client = PlanClient(ros_client.node)
+    assert client.wait_for_server(120), planner_proc.output()
+    calls = {
+        robot: client.send(make_goal(robot, instruction, scene=scene, dispatch=False))
+        for robot in ("drone1", "drone2")
+    }
+    for robot, call in calls.items():
+        assert call.done.wait(120), f"{robot}: no result\n{planner_proc.output()[-3000:]}"
+        result = call.final_result()
+        assert call.status == GoalStatus.STATUS_SUCCEEDED, (robot, result.error)
+    assert calls["drone1"].final_result().plan == expected["heavy-drone"]
+    assert calls["drone2"].final_result().plan == expected[None]
+
+    wait_until(lambda: bool(statuses), 30, "a status")
+    status = statuses[-1]
+    adapter_bytes = sum(
+        t.nbytes
+        for t in load_file(str(VARIANTS / "heavy-drone" / "adapter_model.safetensors")).values()
+    )
+    assert list(status.variant_names) == ["heavy-drone"]
+    assert list(status.variant_kinds) == ["lora"]
+    assert list(status.variant_bytes) == [adapter_bytes]
+    assert status.weight_bytes_total == status.base_weight_bytes + adapter_bytes
+    assert status.base_weight_bytes > 0
+    assert dict(zip(status.robot_ids, status.robot_variants, strict=True)) == {
+        "drone1": "heavy-drone",
+        "drone2": "",
+    }
