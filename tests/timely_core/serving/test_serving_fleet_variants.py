@@ -179,3 +179,32 @@ def test_a_variant_the_engine_cannot_serve_is_refused_by_name() -> None:
     assert on_sim.resident_weights() is None
     on_sim.register_robot("d1", robot_type="drone")  # the base is served as before
     assert on_sim.robot_variants() == {"d1": None}
+
+
+def test_a_robot_re_registered_on_another_variant_plans_with_it() -> None:
+    """The stored prefix is per variant: re-registering a robot on the base unpins its
+    variant's prefix, and its next plan is the base's."""
+    tokenizer = Tokenizer.from_file(str(PLANNER / "tokenizer.json"))
+    drone = load_language("drone")
+    text = INSTRUCTIONS[0]
+    direct = _engine(HEAVY)
+    expected = {v: _direct_plan(direct, tokenizer, drone, text, v) for v in (HEAVY, None)}
+    engine = _engine(HEAVY)
+    service = PlanningService(
+        engine,
+        tokenizer,
+        clock=VirtualClock(),
+        config=ServiceConfig(max_tokens=MAX_TOKENS),
+        languages={"drone": drone},
+    )
+    got = []
+    for variant in (HEAVY, None, HEAVY):
+        service.register_robot("d1", robot_type="drone", variant=variant)
+        pinned = set(engine.blocks.prefixes)
+        assert len(pinned) == 1 and (f"drone@{HEAVY}:" in next(iter(pinned))) == bool(variant)
+        handle = service.submit(TaskRequest(robot_id="d1", instruction=text, scene=SCENE))
+        service.run_until_idle()
+        result = handle.result(timeout_s=0)
+        assert result.success, result.error
+        got.append(result.plan_text)
+    assert got == [expected[HEAVY], expected[None], expected[HEAVY]]
