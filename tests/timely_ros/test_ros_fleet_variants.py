@@ -240,3 +240,33 @@ def test_planner_node_serves_each_robot_its_variant_and_reports_it(
         "drone1": "heavy-drone",
         "drone2": "",
     }
+
+
+def test_timely_status_shows_each_robot_variant_and_the_weights() -> None:
+    from rich.console import Console
+    from timely_interfaces.msg import ServiceStatus
+    from timely_ros.status_cli import render
+
+    msg = ServiceStatus(
+        engine="torch",
+        robot_ids=["drone1", "drone2"],
+        robot_states=["idle", "idle"],
+        robot_goal_ids=["", ""],
+        robot_variants=["heavy-drone", ""],
+        base_weight_bytes=8 * 2**20,
+        variant_names=["heavy-drone"],
+        variant_kinds=["lora"],
+        variant_bytes=[2**19],
+        weight_bytes_total=8 * 2**20 + 2**19,
+    )
+    console = Console(record=True, width=200)
+    console.print(render(msg))
+    text = console.export_text()
+    assert "model weights: 8.50 MiB" in text
+    lines = text.splitlines()
+    assert any("drone1" in line and "heavy-drone" in line for line in lines)
+    assert any("drone2" in line and "base" in line for line in lines)
+    assert any("heavy-drone" in line and "lora" in line and "0.50" in line for line in lines)
+    console = Console(record=True, width=200)
+    console.print(render(ServiceStatus(engine="simulated")))
+    assert "model weights" not in console.export_text()  # not reported: not shown
