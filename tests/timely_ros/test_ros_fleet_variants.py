@@ -14,6 +14,7 @@ from safetensors.torch import load_file, save_file
 from timely_ros.config import (
     ConfigError,
     PlannerParams,
+    load_bringup,
     parse_bringup,
     planner_params,
     planner_to_parameters,
@@ -56,6 +57,22 @@ def test_variants_round_trip_through_ros_names() -> None:
     assert "adapters" not in unflatten(
         planner_to_parameters(_params(adapters={}, drone1={"type": "drone"}))
     )
+
+
+def test_the_shipped_fleet_variants_config_serves_three_variants_on_one_base() -> None:
+    config_dir = Path(__file__).resolve().parents[2] / "ros2_ws/src/timely_ros/config"
+    params = load_bringup(config_dir / "fleet_variants.yaml").planner
+    assert params is not None
+    service = build_service(params)
+    weights = service.resident_weights()
+    assert weights is not None
+    assert weights.names() == ["warehouse-drone", "heavy-drone", "packing-arm"]
+    assert service.robot_variants() == {
+        "drone1": "warehouse-drone",
+        "drone2": "heavy-drone",
+        "drone3": None,
+        "arm1": "packing-arm",
+    }
 
 
 @pytest.mark.parametrize(
