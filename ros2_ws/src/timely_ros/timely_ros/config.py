@@ -298,7 +298,7 @@ class PlannerParams(BaseModel):
                     f"adapters: variant name {name!r}: use a letter, then letters, digits, "
                     "'_' or '-' (at most 64)"
                 )
-            if not isinstance(path, str) or not path.strip():
+            if not path.strip():
                 raise ValueError(f"adapters.{name}: give the adapter's folder")
         named = [r for r in self.robots if r.variant]
         if (self.adapters or named) and self.engine != "torch":
