@@ -45,3 +45,8 @@ class ServiceStopped(ServiceError):
 
 class DuplicateTask(ServiceError):
     """A request reused the task id of an earlier request."""
+
+
+class VariantUnavailable(ServiceError):
+    """A robot named a fleet variant (LoRA adapter) the engine has not loaded, or the
+    engine serves no variants at all."""

@@ -24,6 +24,7 @@ from typing import Any
 
 from timely_core.clock import Clock, MonotonicClock
 from timely_core.engine.protocol import Engine
+from timely_core.engine.variants import ResidentWeights
 from timely_core.errors import TaskFinished, UnknownRobot, UnknownTask
 from timely_core.events import Rollback
 from timely_core.language.plan_language import PlanLanguage
@@ -46,6 +47,7 @@ from timely_core.serving.robots import (
     validate_robot_id,
 )
 from timely_core.serving.state import ServiceState
+from timely_core.serving.variants import check_variant, register_variant_prefix, resident_weights
 from timely_core.stats import ServiceStats
 from timely_core.task_handle import TaskHandle
 from timely_core.tools.process import ToolInfo
@@ -96,13 +98,18 @@ class PlanningService:
         robot_type: str | None = None,
         max_segment_tokens: int | None = None,
         guard: GuardFactory | None = None,
+        variant: str | None = None,
     ) -> None:
         """Register (or re-register) a robot with its plan language, given directly or
         by `robot_type` from the service's `languages`. The prompt prefix (default: the
         language's) and the fixed opening of the language's request part are prefilled in
-        the engine once per robot type and text. `guard` makes a `StatementGuard` per
-        task: the robot's safety limits, checked on each statement before delivery."""
+        the engine once per robot type, text and variant. `guard` makes a
+        `StatementGuard` per task: the robot's safety limits, checked on each statement
+        before delivery. `variant`: the fleet variant (a LoRA adapter the engine loaded)
+        every plan of the robot runs with; None: the base model (VariantUnavailable if
+        the engine does not serve it)."""
         validate_robot_id(robot_id)
+        check_variant(self._state.engine, robot_id, variant)
         language = resolve_language(robot_id, language, robot_type, self._languages)
         limit = max_segment_tokens or self.config.max_segment_tokens
         if limit < 1:
@@ -110,18 +117,18 @@ class PlanningService:
         text = language.prompt_prefix() if prompt_prefix is None else prompt_prefix
         state = self._state
         header = request_header_ids(state.tokenizer, language) if text else []
-        key = prefix_key(language.robot_type, text, header)
+        key = prefix_key(language.robot_type, text, header, variant)
         with state.engine_gate.caller(), state.lock:
             prefix = state.prefixes.get(key)
             if prefix is None:
                 ids = encode_prefix(state.tokenizer, text)
                 cached = bool(ids) and state.config.prefix_cache
-                prefix = StoredPrefix(key if cached else None, tuple(ids), tuple(header))
+                prefix = StoredPrefix(key if cached else None, tuple(ids), tuple(header), variant)
                 if cached:
-                    state.engine.register_prefix(key, list(prefix.shared_ids))
+                    register_variant_prefix(state.engine, key, list(prefix.shared_ids), variant)
                 state.prefixes[key] = prefix
             previous = state.robots.get(robot_id)
-            state.robots[robot_id] = Robot(robot_id, language, prefix, limit, guard)
+            state.robots[robot_id] = Robot(robot_id, language, prefix, limit, guard, variant)
             if previous is not None and previous.prefix is not prefix:
                 state.release_prefix(previous.prefix)
                 orphan = state.scenes.detach(robot_id)  # prefilled on the old prefix
@@ -154,6 +161,19 @@ class PlanningService:
         """Registered robot ids and their robot types."""
         with self._state.lock:
             return {rid: r.language.robot_type for rid, r in self._state.robots.items()}
+
+    def robot_variants(self) -> dict[str, str | None]:
+        """Registered robot ids and the fleet variant each plans with (None: the base)."""
+        with self._state.lock:
+            return {rid: r.variant for rid, r in self._state.robots.items()}
+
+    def resident_weights(self) -> ResidentWeights | None:
+        """The engine's model weights: the base once, each loaded fleet variant's own
+        bytes (`timely_core.engine.variants`); None when the engine does not report
+        them (the simulator, vLLM)."""
+        state = self._state
+        with state.engine_gate.caller():
+            return resident_weights(state.engine)
 
     # ---------------------------------------------------------------- tools
 

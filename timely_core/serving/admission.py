@@ -71,6 +71,7 @@ def admit(
                 robot.max_segment_tokens,
             ),
             guard=robot.guard() if robot.guard is not None else None,
+            variant=robot.variant,
         )
         handle = TaskHandle(control, task_id, request.robot_id)
         state.generations[task_id] = generation

@@ -65,6 +65,7 @@ class Generation:
     # the plan ended, its result held until the robot reports every segment, so
     # that a failure can still be replanned (`TaskRequest.replan_on_failure`)
     awaiting_reports: bool = False
+    variant: str | None = None  # the robot's fleet variant at admission (None: the base)
 
     @property
     def robot_id(self) -> str:

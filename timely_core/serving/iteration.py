@@ -29,6 +29,7 @@ from timely_core.scheduling.policies.base import SlotOrder
 from timely_core.serving.generation import GenerationState
 from timely_core.serving.segment_dispatch import SegmentDispatch
 from timely_core.serving.state import ServiceState
+from timely_core.serving.variants import add_generation
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,8 @@ class ServiceIteration:
                     prefix_id = state.engine_prefix(generation)
                     params = state.sampling_params(generation)
                     prompt = generation.engine_prompt_ids()
-                    state.engine.add(gen_id, prompt, params, prefix_id)
+                    variant = generation.variant
+                    add_generation(state.engine, gen_id, prompt, params, prefix_id, variant)
                     generation.engine_base = len(generation.written_ids)
                     generation.in_engine = True
                     if prefix_id is not None and state.scenes.prefixes.get(prefix_id):

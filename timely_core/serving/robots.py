@@ -33,6 +33,7 @@ class StoredPrefix:
     prefix_id: str | None  # None for an empty prefix: nothing to pin
     token_ids: tuple[int, ...]
     header_ids: tuple[int, ...] = ()
+    variant: str | None = None  # whose KV the engine holds for it (None: the base model)
 
     @property
     def shared_ids(self) -> tuple[int, ...]:
@@ -47,6 +48,7 @@ class Robot:
     prefix: StoredPrefix
     max_segment_tokens: int
     guard: GuardFactory | None = None  # a fresh StatementGuard per task
+    variant: str | None = None  # the fleet variant its plans run with (None: the base)
 
 
 def validate_robot_id(robot_id: str) -> None:
@@ -54,12 +56,14 @@ def validate_robot_id(robot_id: str) -> None:
         raise ValueError(f"invalid robot id {robot_id!r}: use 1-64 letters, digits or underscores")
 
 
-def prefix_key(robot_type: str, prefix_text: str, header_ids: Sequence[int] = ()) -> str:
+def prefix_key(
+    robot_type: str, prefix_text: str, header_ids: Sequence[int] = (), variant: str | None = None
+) -> str:
     """Engine prefix id: robots of one type with the same prefix text and request
-    header share it."""
+    header share it, per fleet variant (a variant computes other KV for the same ids)."""
     material = prefix_text + "\x00" + ",".join(map(str, header_ids))
     digest = hashlib.sha256(material.encode()).hexdigest()[:16]
-    return f"{robot_type}:{digest}"
+    return f"{robot_type}:{digest}" if variant is None else f"{robot_type}@{variant}:{digest}"
 
 
 def encode_prefix(encoder: Any, prefix_text: str) -> list[int]:

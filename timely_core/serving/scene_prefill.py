@@ -17,6 +17,7 @@ from timely_core.engine.protocol import OutOfKvMemory
 from timely_core.serving.robots import scene_request_ids
 from timely_core.serving.scenes import ScenePrefix, scene_prefix_id
 from timely_core.serving.state import ServiceState
+from timely_core.serving.variants import register_variant_prefix
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class ScenePrefill:
         if tuple(ids[: len(robot.prefix.shared_ids)]) != robot.prefix.shared_ids:
             log.warning("robot %s: its scene's request part does not open as stored", robot_id)
             return False
-        prefix_id = scene_prefix_id(ids)
+        prefix_id = scene_prefix_id(ids, robot.variant)
         size = state.block_size
         blocks = blocks_for(len(ids), size) - len(robot.prefix.shared_ids) // size
         with state.lock:
@@ -70,13 +71,16 @@ class ScenePrefill:
             for victim_id in state.scenes.take_unpins():
                 state.engine.unregister_prefix(victim_id)
         try:
-            state.engine.register_prefix(prefix_id, ids)  # not under the lock: it computes
+            # not under the lock: it computes
+            register_variant_prefix(state.engine, prefix_id, ids, robot.variant)
         except OutOfKvMemory:
             with state.lock:
                 self._later(robot_id, text)
             return False
         with state.lock:
-            prefix = ScenePrefix(prefix_id, tuple(ids), blocks, state.clock.now())
+            prefix = ScenePrefix(
+                prefix_id, tuple(ids), blocks, state.clock.now(), variant=robot.variant
+            )
             state.counters["scene_prefills"] += 1
             if not state.scenes.attach(robot_id, text, prefix, state.clock.now()):
                 state.engine.unregister_prefix(prefix_id)  # republished meanwhile

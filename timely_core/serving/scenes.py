@@ -27,6 +27,7 @@ class ScenePrefix:
     blocks: int  # device blocks it holds beyond the robot prefix's full blocks
     last_used_s: float
     robots: set[str] = field(default_factory=set)
+    variant: str | None = None  # the robots' fleet variant, whose KV it holds
 
 
 @dataclass
@@ -36,9 +37,10 @@ class PublishedScene:
     prefix: ScenePrefix | None = None  # the prefill of `text`, once done
 
 
-def scene_prefix_id(token_ids: Sequence[int]) -> str:
+def scene_prefix_id(token_ids: Sequence[int], variant: str | None = None) -> str:
+    """Robots that see the same scene share its prefill, within one fleet variant."""
     digest = hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
-    return f"scene:{digest}"
+    return f"scene:{digest}" if variant is None else f"scene@{variant}:{digest}"
 
 
 class SceneBook:

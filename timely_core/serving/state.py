@@ -149,6 +149,8 @@ class ServiceState:
         (the engine's prefix cache then finds the longest run it holds); else the
         stored prefix, if the engine still holds it."""
         scene = self.scenes.prefix_for(generation.request.robot_id)
+        if scene is not None and scene.variant != generation.variant:
+            scene = None  # the robot changed variant since this generation's admission
         stored = generation.prefix_id
         if scene is not None and stored:
             prompt = generation.prompt_ids

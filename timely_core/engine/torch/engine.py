@@ -27,6 +27,7 @@ from timely_core.engine.torch.loader import load_model
 from timely_core.engine.torch.lora import AdapterError, LoraAdapter, load_adapter
 from timely_core.engine.torch.model_runner import ModelRunner
 from timely_core.engine.torch.sampler import make_generator, sample, validate_params
+from timely_core.engine.variants import ResidentVariant, ResidentWeights
 
 
 @dataclass
@@ -133,6 +134,17 @@ class TorchEngine(PagedEngine):
         return {BASE_VARIANT: self.model.weights_nbytes} | {
             name: adapter.nbytes for name, adapter in self.adapters.items()
         }
+
+    def resident_weights(self) -> ResidentWeights:
+        """`VariantEngine`: the base's weight bytes once, each LoRA variant's factor
+        bytes, in load order."""
+        return ResidentWeights(
+            self.model.weights_nbytes,
+            tuple(
+                ResidentVariant(name, "lora", adapter.nbytes, str(adapter.path))
+                for name, adapter in self.adapters.items()
+            ),
+        )
 
     def _check_variant(self, variant: str | None, what: str) -> None:
         if variant is not None and variant not in self.adapters:

@@ -69,11 +69,23 @@ def planner_names(namespace: str = DEFAULT_NAMESPACE) -> PlannerNames:
 
 
 ROBOT_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
+VARIANT_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"  # a fleet variant's name (adapters key)
 _EXECUTOR_KEY = re.compile(r"^/?([A-Za-z][A-Za-z0-9_]*)/" + EXECUTOR_NODE + r"$")
 
 
 class ConfigError(ValueError):
     """A configuration file or parameter set is invalid; the message names what."""
+
+
+# Why each engine but torch refuses fleet variants (at configuration, never ignored).
+_NO_VARIANTS = {
+    "simulated": "engine 'simulated' cannot serve fleet variants (it replays the data "
+    "set's plans: there is no model to adapt); use engine torch",
+    "vllm": "engine 'vllm' does not serve fleet variants yet (vLLM's multi-LoRA path is "
+    "not built); use engine torch",
+    "vllm-server": "engine 'vllm-server' does not serve fleet variants yet (vLLM's "
+    "multi-LoRA path is not built); use engine torch",
+}
 
 
 class RobotSpec(BaseModel):
@@ -100,6 +112,12 @@ class RobotSpec(BaseModel):
     limits: SafetyLimits | None = Field(
         default=None,
         description="checked on every statement before it is sent (robot_models.safety_limits)",
+    )
+    variant: str = Field(
+        default="",
+        pattern=r"^(?:[A-Za-z][A-Za-z0-9_-]{0,63})?$",  # VARIANT_PATTERN or empty
+        description="fleet variant its plans run with: a name in the planner's adapters; "
+        "empty: the base model",
     )
 
     @model_validator(mode="after")
@@ -261,9 +279,43 @@ class PlannerParams(BaseModel):
     vllm_attention_backend: str = Field(
         default="", description="engine vllm: e.g. FLASHINFER (the GPU image); empty: vLLM's"
     )
+    adapters: dict[str, str] = Field(
+        default_factory=dict,
+        description="engine torch: fleet variants to load, name -> peft LoRA adapter folder "
+        "(relative paths from the repository root); robots name one in their variant",
+    )
     robots: list[RobotSpec] = Field(
         min_length=1, description="ids of the robots served; each has its settings under its id"
     )
+
+    @model_validator(mode="after")
+    def _variants(self) -> PlannerParams:
+        """Variants need an engine that serves them, and every robot's must be loaded:
+        a robot never plans silently with the base model in its variant's place."""
+        for name, path in self.adapters.items():
+            if not re.match(VARIANT_PATTERN, name):
+                raise ValueError(
+                    f"adapters: variant name {name!r}: use a letter, then letters, digits, "
+                    "'_' or '-' (at most 64)"
+                )
+            if not path.strip():
+                raise ValueError(f"adapters.{name}: give the adapter's folder")
+        named = [r for r in self.robots if r.variant]
+        if (self.adapters or named) and self.engine != "torch":
+            what = (
+                "adapters"
+                if self.adapters
+                else f"robot {named[0].id!r} (variant {named[0].variant!r})"
+            )
+            raise ValueError(f"{what}: {_NO_VARIANTS[self.engine]}")
+        for robot in named:
+            if robot.variant not in self.adapters:
+                loaded = ", ".join(sorted(self.adapters)) or "none"
+                raise ValueError(
+                    f"robot {robot.id!r}: variant {robot.variant!r} is not loaded "
+                    f"(adapters: {loaded}); add it under adapters or clear the robot's variant"
+                )
+        return self
 
     @model_validator(mode="after")
     def _unique_ids(self) -> PlannerParams:

@@ -208,6 +208,7 @@ def declare_planner_parameters(node: Node) -> None:
     defaults, each listed robot's settings under its id, and the robot's limits
     (only where set: an unset limit is not checked)."""
     declare_described(node, list(described_fields(PlannerParams)), defaults=True)
+    declare_described(node, list(_adapter_fields(node)), defaults=False)
     ids = node.get_parameter("robots").value if node.has_parameter("robots") else None
     if not isinstance(ids, list):
         return  # planner_params names the problem
@@ -218,6 +219,17 @@ def declare_planner_parameters(node: Node) -> None:
         declare_described(node, list(own), defaults=True)
         limits = described_fields(SafetyLimits, f"{robot_id}.limits.")
         declare_described(node, list(limits), defaults=False)
+
+
+def _adapter_fields(node: Node) -> Iterator[DescribedField]:
+    """`adapters` is a map: one string parameter per fleet variant, adapters.<name>."""
+    description = PlannerParams.model_fields["adapters"].description or ""
+    for name in node.get_parameters_by_prefix("adapters"):
+        full = f"adapters.{name}"
+        descriptor = ParameterDescriptor(
+            name=full, type=ParameterType.PARAMETER_STRING, description=description
+        )
+        yield DescribedField(full, descriptor, None)
 
 
 def declare_executor_parameters(node: Node) -> None:

@@ -434,6 +434,7 @@ class PlannerNode(LifecycleNode):
             )
             return
         memory = getattr(service.engine, "memory", None)
+        weights = getattr(service, "resident_weights", None)  # fleet variants' memory
         status = status_msg(
             service.stats(),
             memory() if memory is not None else None,
@@ -443,6 +444,7 @@ class PlannerNode(LifecycleNode):
             self.incarnation,
             self._watch.liveness.not_responding(),
             robots,
+            weights() if weights is not None else None,
         )
         self._status_pub.publish(status)
         self._diagnostics_pub.publish(

@@ -15,6 +15,7 @@ from timely_core.language.plan_language import PlanLanguage
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
 from timely_ros.config import ConfigError, PlannerParams
+from timely_ros.fleet_variants import load_adapters
 
 # The engine thread shares the GIL with the executor threads of every node in the
 # process. A forward pass releases and retakes the GIL at each of its torch ops; with
@@ -52,7 +53,9 @@ def build_engine(
         from timely_core.engine.torch.config import EngineConfig
         from timely_core.engine.torch.engine import TorchEngine
 
-        return TorchEngine(path, EngineConfig(device_kv_bytes=kv_bytes, host_kv_bytes=kv_bytes))
+        engine = TorchEngine(path, EngineConfig(device_kv_bytes=kv_bytes, host_kv_bytes=kv_bytes))
+        load_adapters(engine, params)  # fleet variants, served beside the base
+        return engine
     if params.engine in ("vllm", "vllm-server"):
         return build_vllm_engine(params, path)
     from timely_core.engine.sim.engine import SimulatedEngineConfig
@@ -129,7 +132,9 @@ def build_service(params: PlannerParams) -> PlanningService:
                 if robot.limits is not None
                 else None
             )
-            service.register_robot(robot.id, robot_type=robot.type, guard=guard)
+            service.register_robot(
+                robot.id, robot_type=robot.type, guard=guard, variant=robot.variant or None
+            )
         except OutOfKvMemory as err:
             raise ConfigError(
                 f"kv_budget_mb={params.kv_budget_mb:g} cannot hold robot {robot.id!r}'s "

@@ -34,10 +34,13 @@ def status_msg(
     incarnation: str = "",
     not_responding: list[str] | None = None,
     robots: list[RobotState] | None = None,
+    weights: Any = None,
 ) -> ServiceStatus:
     """`memory` is the engine's MemoryReport (for the host swap pool), or None.
     `queue_length` counts tasks waiting for their first admission, not generations
-    suspended between segments (those are `suspended_generations`)."""
+    suspended between segments (those are `suspended_generations`). `weights`: the
+    engine's ResidentWeights (`PlanningService.resident_weights()`), or None."""
+    variants = list(weights.variants) if weights is not None else []
     used = _used(int(stats.kv_device_blocks_free), int(stats.kv_device_blocks_total))
     host = 0.0
     if memory is not None:
@@ -63,7 +66,18 @@ def status_msg(
         robot_ids=[r.robot_id for r in robots or []],
         robot_states=[r.state for r in robots or []],
         robot_goal_ids=[r.goal_id for r in robots or []],
+        base_weight_bytes=int(weights.base_bytes) if weights is not None else 0,
+        variant_names=[v.name for v in variants],
+        variant_kinds=[v.kind for v in variants],
+        variant_bytes=[int(v.nbytes) for v in variants],
+        weight_bytes_total=int(weights.total_bytes) if weights is not None else 0,
+        robot_variants=[_variant(params, r.robot_id) for r in robots or []],
     )
+
+
+def _variant(params: PlannerParams, robot_id: str) -> str:
+    robot = params.robot(robot_id)
+    return robot.variant if robot is not None else ""
 
 
 @dataclass(frozen=True)

@@ -39,13 +39,30 @@ def render(msg: ServiceStatus) -> Group:
         str(msg.segments_emitted),
     )
     robots = Table(title="robots")
-    for column in ("robot", "state", "goal"):
+    for column in ("robot", "state", "goal", "variant"):
         robots.add_column(column)
-    for robot_id, state, goal in zip(
-        msg.robot_ids, msg.robot_states, msg.robot_goal_ids, strict=False
+    variants = list(msg.robot_variants) or [""] * len(msg.robot_ids)
+    for robot_id, state, goal, variant in zip(
+        msg.robot_ids, msg.robot_states, msg.robot_goal_ids, variants, strict=False
     ):
-        robots.add_row(robot_id, state, goal or "-")
-    return Group(planner, robots)
+        robots.add_row(robot_id, state, goal or "-", variant or "base")
+    if not msg.weight_bytes_total:  # the engine does not report its weights
+        return Group(planner, robots)
+    return Group(planner, robots, _weights(msg))
+
+
+def _weights(msg: ServiceStatus) -> Table:
+    """Resident model weights: the base once, each fleet variant's own bytes."""
+    table = Table(title=f"model weights: {msg.weight_bytes_total / 2**20:.2f} MiB")
+    table.add_column("variant")
+    table.add_column("kind")
+    table.add_column("MiB", justify="right")
+    table.add_row("base", "base", f"{msg.base_weight_bytes / 2**20:.2f}")
+    for name, kind, nbytes in zip(
+        msg.variant_names, msg.variant_kinds, msg.variant_bytes, strict=False
+    ):
+        table.add_row(name, kind, f"{nbytes / 2**20:.2f}")
+    return table
 
 
 def run_status(watch: bool, wait_s: float, namespace: str) -> int:

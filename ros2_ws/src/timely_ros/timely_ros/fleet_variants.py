@@ -1,0 +1,36 @@
+"""The planner config's fleet variants: each adapter folder found and loaded into the
+torch engine, what does not fit named as a configuration error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from timely_ros.config import ConfigError, PlannerParams
+
+
+def resolve_adapter(name: str, path: str) -> Path:
+    """An adapter folder; relative paths are taken from the repository root when they
+    do not exist relative to the working directory (as model_path)."""
+    folder = Path(path)
+    if not folder.is_absolute() and not folder.exists():
+        from robot_models.checkpoints import CHECKPOINT_DIR
+
+        folder = CHECKPOINT_DIR.parents[1] / folder
+    if not folder.is_dir():
+        raise ConfigError(f"adapters.{name}: no adapter folder at {path!r} (looked in {folder})")
+    return folder
+
+
+def load_adapters(engine: Any, params: PlannerParams) -> None:
+    """Load every configured adapter into `engine` (a TorchEngine). A folder that is
+    not a peft LoRA adapter of this base model is a ConfigError naming the adapter
+    and what does not fit (a tensor, its shape and the shape the base needs)."""
+    from timely_core.engine.torch.lora import AdapterError
+
+    for name, path in params.adapters.items():
+        folder = resolve_adapter(name, path)
+        try:
+            engine.load_adapter(name, folder)
+        except AdapterError as err:
+            raise ConfigError(f"adapters.{name}: {err}") from None

@@ -1,0 +1,69 @@
+"""Fleet variants of one base model served by one engine (BlockLLM, S-LoRA): what an
+engine that serves them offers the service, and its report of resident weights.
+
+An engine serves variants when it implements `VariantEngine`: its generations and
+registered prefixes name the variant they run with (None: the base model), and it
+reports the weights it holds. Engines without it (the simulator, vLLM until its
+multi-LoRA path lands) serve the base only, and the service refuses a robot that
+names a variant on them rather than plan with the base model in its place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from timely_core.engine.protocol import SamplingParams
+
+
+@dataclass(frozen=True)
+class ResidentVariant:
+    """One variant's own weights: a LoRA adapter holds only its factors."""
+
+    name: str
+    kind: str  # "lora": low-rank factors applied over the shared base weights
+    nbytes: int
+    source: str  # where it was loaded from (an adapter folder)
+
+
+@dataclass(frozen=True)
+class ResidentWeights:
+    """Model weights an engine holds: the base model once, and each variant's own
+    bytes on top (KV memory is `Engine.memory()`)."""
+
+    base_bytes: int
+    variants: tuple[ResidentVariant, ...] = ()
+
+    @property
+    def variant_bytes(self) -> int:
+        return sum(v.nbytes for v in self.variants)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.base_bytes + self.variant_bytes
+
+    def names(self) -> list[str]:
+        return [v.name for v in self.variants]
+
+
+@runtime_checkable
+class VariantEngine(Protocol):
+    """An `Engine` that serves fleet variants of its base model in mixed batches."""
+
+    def resident_weights(self) -> ResidentWeights:
+        """The base model's bytes and each loaded variant's (its kind and bytes)."""
+
+    def register_prefix(
+        self, prefix_id: str, token_ids: list[int], variant: str | None = None
+    ) -> None:
+        """As `Engine.register_prefix`, holding `variant`'s KV (a LoRA changes it)."""
+
+    def add(
+        self,
+        gen_id: int,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        prefix_id: str | None = None,
+        variant: str | None = None,
+    ) -> None:
+        """As `Engine.add`, run with `variant` (None: the base model)."""
