@@ -91,10 +91,6 @@ def test_the_shipped_fleet_variants_config_serves_three_variants_on_one_base() -
             r"adapters: engine 'simulated' cannot serve fleet variants",
         ),
         (
-            {"engine": "vllm", "grammar": False},
-            r"adapters: engine 'vllm' does not serve fleet variants yet \(vLLM's multi-LoRA",
-        ),
-        (
             {"engine": "vllm-server", "grammar": False, "adapters": {}},
             r"robot 'drone1' \(variant 'heavy-drone'\): engine 'vllm-server' does not serve "
             "fleet variants yet",

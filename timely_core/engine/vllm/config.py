@@ -38,9 +38,9 @@ class VllmConfig(BaseModel):
     seed: int = 0
     # vLLM's attention backend by name (FLASHINFER on GPU hosts); None: vLLM's choice
     attention_backend: str | None = None
-    # Fleet variants (LoRA adapters): how many vLLM batches at once, each in a slot of
-    # `max_lora_rank` it preallocates; 0 builds vLLM without its LoRA layers, and then
-    # no adapter can be loaded.
+    # Fleet variants (LoRA adapters): how many the engine loads, all batched together
+    # in slots of `max_lora_rank` that vLLM preallocates (one spare: variants.py says
+    # why); 0 builds vLLM without its LoRA layers, and then no adapter can be loaded.
     max_loras: int = Field(default=0, ge=0, le=64)
     max_lora_rank: int = 16
     suspend_strategies: frozenset[HandlingStrategy] = frozenset(

@@ -42,6 +42,7 @@ from timely_core.engine.protocol import (
     StepOutput,
     UnknownGeneration,
 )
+from timely_core.engine.variants import ResidentWeights
 from timely_core.engine.vllm.config import VllmConfig
 from timely_core.engine.vllm.generation import (
     VllmGeneration,
@@ -128,9 +129,10 @@ class VllmEngine:
         name it in `add(variant=...)`."""
         self.variants.load(name, path)
 
-    def resident_bytes(self) -> dict[str, int]:
-        """Bytes of weights held per variant (see variants.py; KV memory is `memory()`)."""
-        return self.variants.resident_bytes(self._model())
+    def resident_weights(self) -> ResidentWeights:
+        """`VariantEngine`: weights held, base and per variant (see variants.py; KV
+        memory is `memory()`)."""
+        return self.variants.resident_weights(self._model())
 
     # ---- protocol: prefixes and admission ------------------------------------
     def set_ranking(self, gen_ids: list[int]) -> None:

@@ -53,7 +53,11 @@ def build_llm_engine(model_path: str | Path, config: VllmConfig) -> Any:
         seed=config.seed,
         attention_backend=config.attention_backend,
         enable_lora=config.max_loras > 0,
-        max_loras=max(1, config.max_loras),
+        # one slot more than variants are ever loaded (VllmVariants refuses more): the
+        # CPU build's LoRA ops index the slots with -1 for base-model rows, which wraps
+        # to the last slot, so that slot must stay empty (zeros) for base rows to be
+        # the base model's
+        max_loras=config.max_loras + 1,
         max_lora_rank=config.max_lora_rank,
     )
     try:

@@ -6,9 +6,14 @@ Punica-derived kernels) and keys the prefix cache by adapter. An adapter is chec
 against the base model by the same reader the torch engine uses, so both engines
 refuse the same folders with the same messages, before vLLM sees them.
 
-Memory: vLLM preallocates `max_loras` slots of `max_lora_rank` in every LoRA'd
-layer when it is built with LoRA, whatever is loaded; `resident_bytes` counts those
-slots with the base model and each adapter as the factors it holds for it.
+At most `max_loras` adapters are loaded, and vLLM is built with one slot more that
+stays empty: vLLM's CPU LoRA ops (`lora/ops/torch_ops`) select a row's slot with
+index -1 for base-model rows, which wraps to the last slot; with that slot all
+zeros, base rows batched with variant rows stay the base model's.
+
+Memory: vLLM preallocates its slots of `max_lora_rank` in every LoRA'd layer when it
+is built with LoRA, whatever is loaded; `resident_weights` counts those slots with
+the base model's weights, and each adapter as the factors it holds.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ from timely_core.engine.protocol import AdapterError, UnknownVariant
 from timely_core.engine.torch.config import DTYPES
 from timely_core.engine.torch.lora import load_adapter
 from timely_core.engine.torch.model.config import ModelConfig
+from timely_core.engine.variants import ResidentVariant, ResidentWeights
 from timely_core.engine.vllm.config import VllmConfig
 
-BASE_VARIANT = "base"  # how resident_bytes names the base model (as the torch engine)
+BASE_VARIANT = "base"  # a name no adapter may take (as on the torch engine)
 
 
 class VllmVariants:
@@ -41,7 +47,7 @@ class VllmVariants:
         self._dtype = DTYPES[config.dtype]
         self._ids = itertools.count(1)  # vLLM's lora_int_id: positive, unique
         self.requests: dict[str, Any] = {}
-        self.adapter_bytes: dict[str, int] = {}
+        self.loaded: list[ResidentVariant] = []
 
     def load(self, name: str, path: str | Path) -> None:
         """Load `path` into vLLM as variant `name`; AdapterError naming what is wrong."""
@@ -60,6 +66,11 @@ class VllmVariants:
                 f"adapter {name!r} has rank r={adapter.rank}, above this engine's "
                 f"max_lora_rank={self._config.max_lora_rank}"
             )
+        if len(self.requests) >= self._config.max_loras:
+            raise AdapterError(
+                f"adapter {name!r}: this vLLM engine serves at most max_loras="
+                f"{self._config.max_loras} variants ({', '.join(self.requests)} loaded)"
+            )
         from vllm.lora.request import LoRARequest
 
         request = LoRARequest(name, next(self._ids), str(Path(path).resolve()))
@@ -70,7 +81,7 @@ class VllmVariants:
         if not loaded:
             raise AdapterError(f"vLLM refused adapter {name!r} ({path})")
         self.requests[name] = request
-        self.adapter_bytes[name] = adapter.nbytes
+        self.loaded.append(ResidentVariant(name, "lora", adapter.nbytes, str(path)))
 
     def request(self, variant: str | None, what: str) -> Any:
         """The LoRARequest of `variant` (None for the base model), or UnknownVariant."""
@@ -85,13 +96,13 @@ class VllmVariants:
             )
         return request
 
-    def resident_bytes(self, model: torch.nn.Module | None) -> dict[str, int]:
-        """Bytes of weights per variant: the base model once (with vLLM's LoRA slots,
-        counted from `model` when it is reachable), each adapter its factors."""
+    def resident_weights(self, model: torch.nn.Module | None) -> ResidentWeights:
+        """The base model once (with vLLM's LoRA slots, counted from `model` when it is
+        reachable), each adapter its factors, in load order."""
         base = self._checkpoint_bytes()
         if model is not None and self._config.max_loras:
             base += _lora_slot_bytes(model)
-        return {BASE_VARIANT: base} | dict(self.adapter_bytes)
+        return ResidentWeights(base, tuple(self.loaded))
 
     def _checkpoint_bytes(self) -> int:
         """The checkpoint's weights at the engine's dtype (what vLLM loads)."""

@@ -77,15 +77,16 @@ class ConfigError(ValueError):
     """A configuration file or parameter set is invalid; the message names what."""
 
 
-# Why each engine but torch refuses fleet variants (at configuration, never ignored).
+# Why the engines other than torch and vllm refuse fleet variants (at configuration,
+# never ignored).
 _NO_VARIANTS = {
     "simulated": "engine 'simulated' cannot serve fleet variants (it replays the data "
-    "set's plans: there is no model to adapt); use engine torch",
-    "vllm": "engine 'vllm' does not serve fleet variants yet (vLLM's multi-LoRA path is "
-    "not built); use engine torch",
-    "vllm-server": "engine 'vllm-server' does not serve fleet variants yet (vLLM's "
-    "multi-LoRA path is not built); use engine torch",
+    "set's plans: there is no model to adapt); use engine torch or vllm",
+    "vllm-server": "engine 'vllm-server' does not serve fleet variants yet (the servers "
+    "would each need the adapters loaded and a LoRA request per robot); use engine "
+    "torch or vllm",
 }
+_VARIANT_ENGINES = ("torch", "vllm")
 
 
 class RobotSpec(BaseModel):
@@ -281,8 +282,8 @@ class PlannerParams(BaseModel):
     )
     adapters: dict[str, str] = Field(
         default_factory=dict,
-        description="engine torch: fleet variants to load, name -> peft LoRA adapter folder "
-        "(relative paths from the repository root); robots name one in their variant",
+        description="engine torch or vllm: fleet variants to load, name -> peft LoRA adapter "
+        "folder (relative paths from the repository root); robots name one in their variant",
     )
     robots: list[RobotSpec] = Field(
         min_length=1, description="ids of the robots served; each has its settings under its id"
@@ -301,7 +302,7 @@ class PlannerParams(BaseModel):
             if not path.strip():
                 raise ValueError(f"adapters.{name}: give the adapter's folder")
         named = [r for r in self.robots if r.variant]
-        if (self.adapters or named) and self.engine != "torch":
+        if (self.adapters or named) and self.engine not in _VARIANT_ENGINES:
             what = (
                 "adapters"
                 if self.adapters

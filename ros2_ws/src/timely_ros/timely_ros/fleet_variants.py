@@ -1,8 +1,10 @@
 """The planner config's fleet variants: each adapter folder found and loaded into the
-torch engine, what does not fit named as a configuration error."""
+engine (torch, or vLLM's multi-LoRA), what does not fit named as a configuration
+error."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +25,10 @@ def resolve_adapter(name: str, path: str) -> Path:
 
 
 def load_adapters(engine: Any, params: PlannerParams) -> None:
-    """Load every configured adapter into `engine` (a TorchEngine). A folder that is
+    """Load every configured adapter into `engine` (TorchEngine or VllmEngine). A folder that is
     not a peft LoRA adapter of this base model is a ConfigError naming the adapter
     and what does not fit (a tensor, its shape and the shape the base needs)."""
-    from timely_core.engine.torch.lora import AdapterError
+    from timely_core.engine.protocol import AdapterError
 
     for name, path in params.adapters.items():
         folder = resolve_adapter(name, path)
@@ -34,3 +36,18 @@ def load_adapters(engine: Any, params: PlannerParams) -> None:
             engine.load_adapter(name, folder)
         except AdapterError as err:
             raise ConfigError(f"adapters.{name}: {err}") from None
+
+
+def lora_rank(params: PlannerParams) -> int:
+    """The largest rank `r` among the configured adapters (1 when none says): vLLM
+    preallocates its LoRA slots at a rank at least this large."""
+    ranks = [1]
+    for name, path in params.adapters.items():
+        config = resolve_adapter(name, path) / "adapter_config.json"
+        try:
+            rank = json.loads(config.read_text()).get("r")
+        except (OSError, ValueError):
+            continue  # loading the adapter names what is wrong with it
+        if isinstance(rank, int) and rank > 0:
+            ranks.append(rank)
+    return max(ranks)

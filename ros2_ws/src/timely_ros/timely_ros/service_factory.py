@@ -15,7 +15,7 @@ from timely_core.language.plan_language import PlanLanguage
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
 from timely_ros.config import ConfigError, PlannerParams
-from timely_ros.fleet_variants import load_adapters
+from timely_ros.fleet_variants import load_adapters, lora_rank
 
 # The engine thread shares the GIL with the executor threads of every node in the
 # process. A forward pass releases and retakes the GIL at each of its torch ops; with
@@ -57,7 +57,9 @@ def build_engine(
         load_adapters(engine, params)  # fleet variants, served beside the base
         return engine
     if params.engine in ("vllm", "vllm-server"):
-        return build_vllm_engine(params, path)
+        engine = build_vllm_engine(params, path)
+        load_adapters(engine, params)  # vllm: its multi-LoRA (none on vllm-server)
+        return engine
     from timely_core.engine.sim.engine import SimulatedEngineConfig
     from timely_core.engine.sim.latency import PAPER_KV_BYTES_PER_BLOCK, PAPER_LLAMA3_8B_RTX4090
     from timely_ros.known_plans import KnownPlans
@@ -75,7 +77,7 @@ def build_engine(
 def build_vllm_engine(params: PlannerParams, path: Path) -> Any:
     """engine: vllm or vllm-server; what vLLM refuses becomes a ConfigError naming it."""
     from timely_core.engine.protocol import EngineError
-    from timely_core.engine.vllm.config import VllmConfig
+    from timely_core.engine.vllm.config import VLLM_LORA_RANKS, VllmConfig
     from timely_core.engine.vllm.engine import VllmEngine
     from timely_core.engine.vllm.server_config import VllmServerConfig
     from timely_core.engine.vllm.server_engine import VllmServerEngine
@@ -86,12 +88,16 @@ def build_vllm_engine(params: PlannerParams, path: Path) -> Any:
                 urls=params.vllm_server_urls, max_generations=params.vllm_max_num_seqs
             )
             return VllmServerEngine(path, servers)
+        rank = lora_rank(params)
         config = VllmConfig(
             dtype=params.vllm_dtype,
             kv_cache_space_gib=params.vllm_kv_space_gib,
             max_num_seqs=params.vllm_max_num_seqs,
             seed=params.seed,
             attention_backend=params.vllm_attention_backend or None,
+            # every variant in one batch, in slots as small as the adapters allow
+            max_loras=len(params.adapters),
+            max_lora_rank=next((r for r in VLLM_LORA_RANKS if r >= rank), rank),
         )
         return VllmEngine(path, config)
     except (EngineError, ValueError) as err:

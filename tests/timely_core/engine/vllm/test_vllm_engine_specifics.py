@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from vllm_testkit import robot_prompts
+from vllm_testkit import PLANNER, robot_prompts
 
 from timely_core.engine.protocol import (
+    AdapterError,
     EngineError,
     HandlingStrategy,
     SamplingParams,
@@ -150,3 +151,11 @@ def test_a_model_vllm_cannot_load_is_named(planner: Path, tmp_path: Path) -> Non
     (tmp_path / "bad" / "config.json").write_text(json.dumps(config))
     with pytest.raises(EngineError, match=r"vLLM cannot load the model at .*bad"):
         VllmEngine(tmp_path / "bad")
+
+
+def test_an_engine_built_without_lora_slots_refuses_adapters(vllm_engine: Any) -> None:
+    variants = PLANNER.parent / "variants"
+    with pytest.raises(AdapterError, match="built without LoRA; set max_loras"):
+        vllm_engine.load_adapter("heavy-drone", variants / "heavy-drone")
+    with pytest.raises(ValidationError, match="max_lora_rank=12: vLLM holds LoRA ranks"):
+        VllmConfig(max_loras=1, max_lora_rank=12)
