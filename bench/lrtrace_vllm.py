@@ -28,6 +28,12 @@ timely against both baselines. Each figure is the median of `--repeats` runs (ea
 ratio the median of the per-repeat ratios); every repeat is kept in the JSON with
 its load average before and after.
 
+`--diagnostic` adds two configurations that keep the queue in the service at
+`--max-batch`, as timely does, without timely's ranking: `fcfs-service-queue`
+(whole plans, FCFS) and `segmented-fcfs` (segments with suspend / resume, FCFS),
+to tell apart what the service's queue and what segmentation cost on vLLM (the
+table's "engine s": time inside the engine's steps).
+
 The loads are bench/lrtrace_paper.py's CPU drone loads (the paper's WID 1 / WID 2
 relation: up to 8 tasks per event on 25 agents vs up to 16 on 42) at `--eps`
 events/s for `--duration` s: see bench/README.md for the rate chosen.
