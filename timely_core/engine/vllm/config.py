@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from timely_core.engine.protocol import HandlingStrategy
 
@@ -30,6 +30,12 @@ class VllmConfig(BaseModel):
     block_size: int = Field(default=VLLM_CPU_BLOCK_SIZE, ge=16, le=1024)
     max_model_len: int = Field(default=2048, ge=16)
     max_num_seqs: int = Field(default=64, ge=1)
+    # generations one step may list (vLLM queues those beyond max_num_seqs in its own
+    # scheduler, by scheduling_policy); None: max_num_seqs, so vLLM never queues
+    max_requests: int | None = Field(default=None, ge=1)
+    # vLLM's own order for its waiting queue and preemption: "priority" takes each
+    # request's priority (the policy's ranking); "fcfs" is vLLM's default, arrival order
+    scheduling_policy: Literal["priority", "fcfs"] = "priority"
     max_num_batched_tokens: int = Field(default=2048, ge=16)
     enable_prefix_caching: bool = True
     # no torch.compile warm-up (about 25 s per start on the CPU build)
@@ -67,6 +73,15 @@ class VllmConfig(BaseModel):
                 "large as the adapters' r"
             )
         return value
+
+    @model_validator(mode="after")
+    def _requests_cover_seqs(self) -> VllmConfig:
+        if self.max_requests is not None and self.max_requests < self.max_num_seqs:
+            raise ValueError(
+                f"max_requests={self.max_requests} is less than max_num_seqs="
+                f"{self.max_num_seqs}: vLLM could never fill its batch"
+            )
+        return self
 
     @field_validator("suspend_strategies")
     @classmethod

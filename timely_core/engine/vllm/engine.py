@@ -2,8 +2,10 @@
 
 The service loop steps vLLM's `LLMEngine` once per scheduling point. Requests are
 token ids (`TokensPrompt`), with prefix caching on and vLLM's priority scheduling
-(the policy's ranking at submission). vLLM batches, chunks prefills and pages KV
-itself; this class maps the protocol onto it:
+(the policy's ranking at submission; `scheduling_policy="fcfs"` for vLLM's default
+order). vLLM batches, chunks prefills and pages KV itself, and with `max_requests`
+above `max_num_seqs` it also queues what a step lists beyond its batch (plain vLLM,
+every request submitted on arrival); this class maps the protocol onto it:
 
 - a generation is runnable while it has a vLLM request; `step` runs only the
   generations it lists, so one runnable but not listed is *parked* first (its
@@ -101,7 +103,9 @@ class VllmEngine:
 
     @property
     def max_generations(self) -> int:
-        return self.config.max_num_seqs
+        """Generations one step may list: vLLM runs up to `max_num_seqs` of them and
+        queues the rest by its `scheduling_policy` (`max_requests`)."""
+        return self.config.max_requests or self.config.max_num_seqs
 
     def generation(self, gen_id: int) -> VllmGeneration:
         return self._state(gen_id)
@@ -299,7 +303,11 @@ class VllmEngine:
         """A new vLLM request: prompt + generated so far, the tokens still to make."""
         params = state.params
         request_id = state.next_request_id(next(self._serial))
-        state.priority = priority_of(self._ranking, state.gen_id)
+        state.priority = (
+            priority_of(self._ranking, state.gen_id)
+            if self.config.scheduling_policy == "priority"
+            else 0  # vLLM's fcfs ignores priorities: arrival order only
+        )
         vllm_params = self._vllm_params(
             temperature=params.temperature,
             top_p=params.top_p,

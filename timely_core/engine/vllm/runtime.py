@@ -49,7 +49,7 @@ def build_llm_engine(model_path: str | Path, config: VllmConfig) -> Any:
         enforce_eager=config.enforce_eager,
         max_num_seqs=config.max_num_seqs,
         max_num_batched_tokens=config.max_num_batched_tokens,
-        scheduling_policy="priority",
+        scheduling_policy=config.scheduling_policy,
         seed=config.seed,
         attention_backend=config.attention_backend,
         enable_lora=config.max_loras > 0,
