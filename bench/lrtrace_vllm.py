@@ -38,7 +38,7 @@ The loads are bench/lrtrace_paper.py's CPU drone loads (the paper's WID 1 / WID 
 relation: up to 8 tasks per event on 25 agents vs up to 16 on 42) at `--eps`
 events/s for `--duration` s: see bench/README.md for the rate chosen.
 
-    PYTHONPATH=. /work/main/.venv/bin/python bench/lrtrace_vllm.py [--quick]
+    PYTHONPATH=. .venv/bin/python bench/lrtrace_vllm.py [--quick]
 """
 
 from __future__ import annotations
