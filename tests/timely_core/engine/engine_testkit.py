@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from timely_core.engine.protocol import Engine, SamplingParams
 from timely_core.engine.torch.engine import TorchEngine
+from timely_core.engine.variants import VariantEngine
 
 VOCAB = 512
 EOS = 3
@@ -100,9 +101,11 @@ def drive(
     arrivals: list[int] | None = None,
     prefix_id: str | None = None,
     max_steps: int = 100_000,
+    variants: list[str | None] | None = None,
 ) -> list[list[int]]:
-    """Add prompt i at iteration arrivals[i] and step everything live until all
-    finish; returns prompt + generated ids per prompt (what HF generate returns)."""
+    """Add prompt i at iteration arrivals[i] (with fleet variant variants[i], if
+    given) and step everything live until all finish; returns prompt + generated ids
+    per prompt (what HF generate returns)."""
     arrivals = arrivals or [0] * len(prompts)
     out = {i: list(p) for i, p in enumerate(prompts)}
     live: list[int] = []
@@ -110,7 +113,11 @@ def drive(
     for iteration in range(max_steps):
         while pending and arrivals[pending[0]] <= iteration:
             i = pending.pop(0)
-            engine.add(i, prompts[i], params, prefix_id=prefix_id)
+            variant = None if variants is None else variants[i]
+            if variant is None:
+                engine.add(i, prompts[i], params, prefix_id=prefix_id)
+            else:
+                cast(VariantEngine, engine).add(i, prompts[i], params, prefix_id, variant=variant)
             live.append(i)
         if not live and not pending:
             return [out[i] for i in range(len(prompts))]

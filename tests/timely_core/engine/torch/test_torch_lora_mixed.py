@@ -6,38 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from engine_testkit import check_memory, random_prompts, save_checkpoint
+from engine_testkit import check_memory, drive, random_prompts, save_checkpoint
 from lora_testkit import PLANNER, VARIANTS, hf_merged_greedy, random_adapter
 from tokenizers import Tokenizer
 
-from timely_core.engine.protocol import Engine, SamplingParams
+from timely_core.engine.protocol import SamplingParams
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 
 NEW_TOKENS = 12
+PARAMS = SamplingParams(max_tokens=NEW_TOKENS)
 PLAN_TOKENS = 64
 SHIPPED = ("warehouse-drone", "heavy-drone", "packing-arm")
-
-
-def _drive(
-    engine: Engine, jobs: list[tuple[list[int], str | None]], arrivals: list[int]
-) -> list[list[int]]:
-    """Add job i (prompt, variant) at iteration arrivals[i]; step all live ones together."""
-    out = {i: list(p) for i, (p, _) in enumerate(jobs)}
-    live: list[int] = []
-    params = SamplingParams(max_tokens=NEW_TOKENS)
-    for iteration in range(10_000):
-        for i, (prompt, variant) in enumerate(jobs):
-            if arrivals[i] == iteration:
-                engine.add(i, prompt, params, variant=variant)  # type: ignore[call-arg]
-                live.append(i)
-        if not live and iteration > max(arrivals):
-            return [out[i] for i in range(len(jobs))]
-        for o in engine.step(live):
-            out[o.gen_id].append(o.token_id)
-            if o.finished:
-                live.remove(o.gen_id)
-    raise AssertionError("generations did not finish")
 
 
 def test_random_adapters_in_one_batch_match_hf_merged(tmp_path: Path) -> None:
@@ -50,13 +30,13 @@ def test_random_adapters_in_one_batch_match_hf_merged(tmp_path: Path) -> None:
         engine.load_adapter(name, path)
     prompts = random_prompts(3, 8, 60)
     variants: list[str | None] = [None, "v0", "v1", "v2", "v0", None, "v2", "v1"]
-    got = _drive(engine, list(zip(prompts, variants, strict=True)), [0, 0, 0, 0, 1, 1, 3, 3])
+    got = drive(engine, prompts, PARAMS, [0, 0, 0, 0, 1, 1, 3, 3], variants=list(variants))
     for prompt, variant, output in zip(prompts, variants, got, strict=True):
         adapter = adapters[variant] if variant else None
         assert output == hf_merged_greedy(base, adapter, prompt, NEW_TOKENS), variant
     # the adapters matter: the same prompt decodes differently under each
     same = prompts[0]
-    outs = _drive(engine, [(same, v) for v in (None, "v0", "v1", "v2")], [0, 0, 0, 0])
+    outs = drive(engine, [same] * 4, PARAMS, variants=[None, "v0", "v1", "v2"])
     assert len({tuple(o) for o in outs}) == 4
     check_memory(engine)
 

@@ -9,10 +9,10 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
+from engine_testkit import drive
 from safetensors.torch import load_file, save_file
 from vllm_testkit import robot_prompts
 
@@ -37,26 +37,6 @@ def lora_engine(planner: Path) -> Iterator[VllmEngine]:
     engine.close()  # before the next module builds its own (see VllmEngine.close)
 
 
-def _drive(engine: Any, jobs: list[tuple[list[int], str | None]]) -> list[list[int]]:
-    """Each job added one iteration after the previous one, all stepped together until
-    done; the generated ids per job."""
-    out: dict[int, list[int]] = {}
-    live: list[int] = []
-    for iteration in range(10_000):
-        if iteration < len(jobs):
-            prompt, variant = jobs[iteration]
-            engine.add(iteration, prompt, GREEDY, variant=variant)
-            out[iteration] = []
-            live.append(iteration)
-        if not live and iteration >= len(jobs):
-            return [out[g] for g in range(len(jobs))]
-        for o in engine.step(live):
-            out[o.gen_id].append(o.token_id)
-            if o.finished:
-                live.remove(o.gen_id)
-    raise AssertionError("generations did not finish")
-
-
 def test_variants_and_base_in_one_batch_equal_the_torch_engine(
     planner: Path, lora_engine: VllmEngine
 ) -> None:
@@ -64,18 +44,14 @@ def test_variants_and_base_in_one_batch_equal_the_torch_engine(
     start = prefixes["drone"]
     drone = [p for p in prompts if p[: len(start)] == start][:3]
     assert len(drone) == 3
-    jobs: list[tuple[list[int], str | None]] = [
-        (drone[0], None),
-        (drone[0], "heavy-drone"),
-        (drone[1], "warehouse-drone"),
-        (drone[2], "heavy-drone"),
-        (drone[1], None),
-    ]
+    prompts = [drone[0], drone[0], drone[1], drone[2], drone[1]]
+    variants: list[str | None] = [None, "heavy-drone", "warehouse-drone", "heavy-drone", None]
+    arrivals = [0, 1, 2, 3, 4]  # each joins the batch the others are running in
     torch_engine = TorchEngine(planner, EngineConfig(num_threads=1))
     for name in SERVED:
         torch_engine.load_adapter(name, VARIANTS / name)
-    expected = _drive(torch_engine, jobs)
-    got = _drive(lora_engine, jobs)
+    expected = drive(torch_engine, prompts, GREEDY, arrivals, variants=variants)
+    got = drive(lora_engine, prompts, GREEDY, arrivals, variants=variants)
     assert got == expected
     assert got[0] != got[1]  # the adapter changes the plan: the variant really ran
 
