@@ -170,7 +170,7 @@ class PlanningService:
     def resident_weights(self) -> ResidentWeights | None:
         """The engine's model weights: the base once, each loaded fleet variant's own
         bytes (`timely_core.engine.variants`); None when the engine does not report
-        them (the simulator, vLLM servers)."""
+        them (the simulator)."""
         state = self._state
         with state.engine_gate.caller():
             return resident_weights(state.engine)

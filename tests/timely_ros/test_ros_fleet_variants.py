@@ -91,9 +91,8 @@ def test_the_shipped_fleet_variants_config_serves_three_variants_on_one_base() -
             r"adapters: engine 'simulated' cannot serve fleet variants",
         ),
         (
-            {"engine": "vllm-server", "grammar": False, "adapters": {}},
-            r"robot 'drone1' \(variant 'heavy-drone'\): engine 'vllm-server' does not serve "
-            "fleet variants yet",
+            {"engine": "simulated", "adapters": {}},
+            r"robot 'drone1' \(variant 'heavy-drone'\): engine 'simulated' cannot serve",
         ),
         ({"adapters": {"heavy drone": HEAVY}}, r"adapters: variant name 'heavy drone'"),
         ({"adapters": {"heavy-drone": " "}}, r"adapters\.heavy-drone: give the adapter's folder"),

@@ -3,8 +3,8 @@ engine that serves them offers the service, and its report of resident weights.
 
 An engine serves variants when it implements `VariantEngine`: its generations and
 registered prefixes name the variant they run with (None: the base model), and it
-reports the weights it holds (the torch engine, and vLLM in process through its
-multi-LoRA). Engines without it (the simulator, vLLM servers) serve the base only,
+reports the weights it holds (the torch engine, and vLLM in process or its servers
+through vLLM's multi-LoRA). Engines without it (the simulator) serve the base only,
 and the service refuses a robot that names a variant on them rather than plan with
 the base model in its place.
 """

@@ -22,7 +22,7 @@ def check_variant(engine: Any, robot_id: str, variant: str | None) -> None:
         raise VariantUnavailable(
             f"robot {robot_id!r}: variant {variant!r} cannot be served: the "
             f"{type(engine).__name__} engine serves the base model only (fleet variants "
-            "run on the torch and vllm engines)"
+            "run on the torch, vllm and vllm-server engines)"
         )
     loaded = engine.resident_weights().names()
     if variant not in loaded:

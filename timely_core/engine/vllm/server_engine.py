@@ -21,6 +21,11 @@ for `retry_after_s` and the generation resumes on another from the token ids it 
 received, so no task is lost while any server answers. Swap is refused as in process
 (the servers offload KV only on GPU hosts, and only they could); grammars are refused
 (generation.GRAMMAR_REFUSED).
+
+Fleet variants: each server serves the LoRA adapters it was started with
+(`--enable-lora --lora-modules name=folder`, listed in its /v1/models);
+`load_adapter` checks the folder against the base model and that every answering
+server lists it, and a variant's requests name the adapter as their `model`.
 """
 
 from __future__ import annotations
@@ -36,7 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from timely_core.engine.protocol import (
+    AdapterError,
     EngineError,
     HandlingStrategy,
     MemoryReport,
@@ -44,6 +52,7 @@ from timely_core.engine.protocol import (
     StepOutput,
     UnknownGeneration,
 )
+from timely_core.engine.variants import ResidentVariant, ResidentWeights
 from timely_core.engine.vllm.config import VLLM_CPU_BLOCK_SIZE
 from timely_core.engine.vllm.generation import (
     VllmGeneration,
@@ -53,6 +62,7 @@ from timely_core.engine.vllm.generation import (
 )
 from timely_core.engine.vllm.server_config import VllmServerConfig
 from timely_core.engine.vllm.server_router import Router, ServerState
+from timely_core.engine.vllm.variants import check_adapter, checkpoint_bytes, unknown_variant
 
 MAX_CACHE_REPORTS = 4096
 SUSPEND_STRATEGIES = frozenset({HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD})
@@ -92,6 +102,9 @@ class VllmServerEngine:
         self.router = Router(
             [ServerState(u) for u in config.urls], config.affinity_slack, config.retry_after_s
         )
+        self._model_path = Path(model_path)
+        self._adapters: dict[str, ResidentVariant] = {}  # loaded variants, in load order
+        self._prefix_variants: dict[str, str | None] = {}
         self.max_model_len = self._discover()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -121,8 +134,10 @@ class VllmServerEngine:
             try:
                 reply = self._control.get(f"{server.url}/v1/models")
                 reply.raise_for_status()
-                card = reply.json()["data"][0]
+                cards = reply.json()["data"]
+                card = next(c for c in cards if not c.get("parent"))  # LoRAs name a parent
                 server.model = str(card["id"])
+                server.loras = {str(c["id"]) for c in cards if c.get("parent")}
                 lengths.append(int(card.get("max_model_len") or 2048))
             except Exception as exc:
                 self.router.mark_down(server, f"does not answer: {exc!r}")
@@ -184,19 +199,52 @@ class VllmServerEngine:
         self._memory = (now, report)
         return report
 
+    # ---- LoRA variants ---------------------------------------------------------
+    def load_adapter(self, name: str, path: str | Path) -> None:
+        """Serve variant `name`, the peft LoRA adapter in `path`, which every answering
+        server must list (AdapterError naming the server and the flags it needs)."""
+        if name in self._adapters:
+            raise AdapterError(f"variant {name!r} is already loaded")
+        adapter = check_adapter(name, path, self._model_path, torch.float32)
+        for server in self.router.up():
+            if name not in server.loras:
+                raise AdapterError(
+                    f"vLLM server {server.url} does not serve LoRA {name!r} (it serves: "
+                    f"{', '.join(sorted(server.loras)) or 'none'}): start every server with "
+                    f"--enable-lora --lora-modules {name}={path} and --max-loras one more "
+                    "than the adapters (docs/fleet-variants.md)"
+                )
+        self._adapters[name] = ResidentVariant(name, "lora", adapter.nbytes, str(path))
+
+    def resident_weights(self) -> ResidentWeights:
+        """`VariantEngine`: the checkpoint's weights (fp32) and each adapter's factors,
+        as one server holds them (its LoRA slots are the server's to report)."""
+        base = checkpoint_bytes(self._model_path, torch.float32)
+        return ResidentWeights(base, tuple(self._adapters.values()))
+
+    def _check_variant(self, variant: str | None, what: str) -> None:
+        if variant is not None and variant not in self._adapters:
+            raise unknown_variant(variant, self._adapters, what)
+
     # ---- protocol: prefixes and admission --------------------------------------
     def set_ranking(self, gen_ids: list[int]) -> None:
         self._ranking = {g: i for i, g in enumerate(gen_ids)}
 
-    def register_prefix(self, prefix_id: str, token_ids: list[int]) -> None:
-        """Prefill the prefix once on the server that will hold it (one-token request)."""
+    def register_prefix(
+        self, prefix_id: str, token_ids: list[int], variant: str | None = None
+    ) -> None:
+        """Prefill the prefix once on the server that will hold it (one-token request),
+        with `variant`'s adapter (only generations of that variant may use it)."""
         check_prompt(-1, token_ids, self.vocab_size, self.max_model_len)
+        self._check_variant(variant, f"prefix {prefix_id!r}")
         for _ in range(len(self.router.servers)):
             server = self.router.pick(prefix_id)
             if server is None:
                 break
             try:
-                body = self._body(server, list(token_ids), 1, SamplingParams(), -1, False)
+                body = self._body(
+                    server, list(token_ids), 1, SamplingParams(), -1, False, variant=variant
+                )
                 reply = self._control.post(f"{server.url}/v1/completions", json=body)
                 if reply.status_code >= 500:
                     raise ServerDown(f"HTTP {reply.status_code}")
@@ -204,6 +252,7 @@ class VllmServerEngine:
                 details = reply.json().get("usage", {}).get("prompt_tokens_details") or {}
                 self.prefix_cached_tokens[prefix_id] = int(details.get("cached_tokens") or 0)
                 self._prefixes[prefix_id] = list(token_ids)
+                self._prefix_variants[prefix_id] = variant
                 return
             except (ServerDown, self._httpx.TransportError) as exc:
                 self.router.mark_down(server, f"prefix prefill failed: {exc!r}")
@@ -215,6 +264,7 @@ class VllmServerEngine:
 
     def unregister_prefix(self, prefix_id: str) -> None:
         self._prefixes.pop(prefix_id, None)
+        self._prefix_variants.pop(prefix_id, None)
 
     def can_admit(self, num_tokens: int, prefix_id: str | None = None) -> bool:
         return num_tokens < self.max_model_len and bool(self.router.up())
@@ -225,11 +275,14 @@ class VllmServerEngine:
         prompt_token_ids: list[int],
         params: SamplingParams,
         prefix_id: str | None = None,
+        variant: str | None = None,
     ) -> None:
+        """`variant`: the LoRA adapter it runs with (None: the base model)."""
         if gen_id in self._gens:
             raise EngineError(f"generation {gen_id} is already live")
         check_prompt(gen_id, prompt_token_ids, self.vocab_size, self.max_model_len)
         check_params(gen_id, params)
+        self._check_variant(variant, f"generation {gen_id}")
         if prefix_id is not None:
             prefix = self._prefixes.get(prefix_id)
             if prefix is None:
@@ -238,9 +291,16 @@ class VllmServerEngine:
                 raise EngineError(
                     f"prompt of generation {gen_id} does not start with prefix {prefix_id!r}"
                 )
+            held = self._prefix_variants.get(prefix_id)
+            if held != variant:
+                raise EngineError(
+                    f"generation {gen_id} runs variant {variant or 'base'!r} but prefix "
+                    f"{prefix_id!r} holds the KV of variant {held or 'base'!r}"
+                )
         self._gens[gen_id] = VllmGeneration(
             gen_id, list(prompt_token_ids), len(prompt_token_ids), params
         )
+        self._gens[gen_id].variant = variant
         self._keys[gen_id] = prefix_id
         self._open_stream(self._gens[gen_id])
 
@@ -397,7 +457,14 @@ class VllmServerEngine:
         remaining = state.params.max_tokens - (len(kept) - state.prompt_len)
         seed_state = VllmGeneration(state.gen_id, kept, state.prompt_len, state.params)
         body = self._body(
-            server, kept, remaining, state.params, state.priority, True, seed_state.request_seed()
+            server,
+            kept,
+            remaining,
+            state.params,
+            state.priority,
+            True,
+            seed_state.request_seed(),
+            state.variant,
         )
         state.submissions += 1
         url = f"{server.url}/v1/completions"
@@ -471,9 +538,10 @@ class VllmServerEngine:
         priority: int,
         stream: bool,
         seed: int | None = None,
+        variant: str | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "model": server.model,
+            "model": variant or server.model,  # a LoRA is served under its own name
             "prompt": prompt,
             "max_tokens": max_tokens,
             "temperature": params.temperature,

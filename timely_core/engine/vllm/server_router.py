@@ -17,6 +17,7 @@ class ServerState:
     last_error: str = ""
     failures: int = 0
     homes: set[str] = field(default_factory=set)  # affinity keys it holds
+    loras: set[str] = field(default_factory=set)  # LoRA adapters it serves (/v1/models)
 
 
 class Router:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,6 @@ class VllmVariants:
         self._llm = llm
         self._config = config
         self._model_path = model_path
-        self._base = ModelConfig.from_hf(json.loads((model_path / "config.json").read_text()))
         self._dtype = DTYPES[config.dtype]
         self._ids = itertools.count(1)  # vLLM's lora_int_id: positive, unique
         self.requests: dict[str, Any] = {}
@@ -56,11 +56,9 @@ class VllmVariants:
                 f"adapter {name!r}: this vLLM engine was built without LoRA; set max_loras "
                 "(how many variants vLLM batches at once) in the vllm engine's config"
             )
-        if not name or name == BASE_VARIANT:
-            raise AdapterError(f"adapter name {name!r}: give a name other than '' and 'base'")
         if name in self.requests:
             raise AdapterError(f"variant {name!r} is already loaded")
-        adapter = load_adapter(name, path, self._base, self._dtype)
+        adapter = check_adapter(name, path, self._model_path, self._dtype)
         if adapter.rank > self._config.max_lora_rank:
             raise AdapterError(
                 f"adapter {name!r} has rank r={adapter.rank}, above this engine's "
@@ -89,11 +87,7 @@ class VllmVariants:
             return None
         request = self.requests.get(variant)
         if request is None:
-            served = ", ".join(sorted(self.requests)) or "none"
-            raise UnknownVariant(
-                f"{what}: unknown variant {variant!r}; loaded variants: {served} "
-                "(the base model is variant None)"
-            )
+            raise unknown_variant(variant, self.requests, what)
         return request
 
     def resident_weights(self, model: torch.nn.Module | None) -> ResidentWeights:
@@ -105,14 +99,35 @@ class VllmVariants:
         return ResidentWeights(base, tuple(self.loaded))
 
     def _checkpoint_bytes(self) -> int:
-        """The checkpoint's weights at the engine's dtype (what vLLM loads)."""
-        element = torch.empty(0, dtype=self._dtype).element_size()
-        total = 0
-        for file in sorted(self._model_path.glob("*.safetensors")):
-            with safe_open(str(file), framework="pt") as tensors:
-                for key in tensors.keys():  # noqa: SIM118 (safe_open is not a mapping)
-                    total += _numel(tensors.get_slice(key).get_shape()) * element
-        return total
+        return checkpoint_bytes(self._model_path, self._dtype)
+
+
+def unknown_variant(variant: str, loaded: Iterable[str], what: str) -> UnknownVariant:
+    served = ", ".join(sorted(loaded)) or "none"
+    return UnknownVariant(
+        f"{what}: unknown variant {variant!r}; loaded variants: {served} "
+        "(the base model is variant None)"
+    )
+
+
+def checkpoint_bytes(model_path: Path, dtype: torch.dtype) -> int:
+    """The checkpoint's weights at `dtype` (what vLLM loads)."""
+    element = torch.empty(0, dtype=dtype).element_size()
+    total = 0
+    for file in sorted(model_path.glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as tensors:
+            for key in tensors.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                total += _numel(tensors.get_slice(key).get_shape()) * element
+    return total
+
+
+def check_adapter(name: str, path: str | Path, model_path: Path, dtype: torch.dtype) -> Any:
+    """The adapter in `path` read and checked against the base at `model_path` by the
+    torch engine's reader (AdapterError naming what does not fit); its `LoraAdapter`."""
+    if not name or name == BASE_VARIANT:
+        raise AdapterError(f"adapter name {name!r}: give a name other than '' and 'base'")
+    base = ModelConfig.from_hf(json.loads((model_path / "config.json").read_text()))
+    return load_adapter(name, path, base, dtype)
 
 
 def _numel(shape: list[int]) -> int:

@@ -77,16 +77,12 @@ class ConfigError(ValueError):
     """A configuration file or parameter set is invalid; the message names what."""
 
 
-# Why the engines other than torch and vllm refuse fleet variants (at configuration,
-# never ignored).
+# Why the engines that serve no fleet variants refuse them (at configuration, never
+# ignored).
 _NO_VARIANTS = {
     "simulated": "engine 'simulated' cannot serve fleet variants (it replays the data "
-    "set's plans: there is no model to adapt); use engine torch or vllm",
-    "vllm-server": "engine 'vllm-server' does not serve fleet variants yet (the servers "
-    "would each need the adapters loaded and a LoRA request per robot); use engine "
-    "torch or vllm",
+    "set's plans: there is no model to adapt); use engine torch, vllm or vllm-server",
 }
-_VARIANT_ENGINES = ("torch", "vllm")
 
 
 class RobotSpec(BaseModel):
@@ -282,8 +278,9 @@ class PlannerParams(BaseModel):
     )
     adapters: dict[str, str] = Field(
         default_factory=dict,
-        description="engine torch or vllm: fleet variants to load, name -> peft LoRA adapter "
-        "folder (relative paths from the repository root); robots name one in their variant",
+        description="fleet variants to load, name -> peft LoRA adapter folder (relative "
+        "paths from the repository root; vllm-server: each server started with them); "
+        "robots name one in their variant",
     )
     robots: list[RobotSpec] = Field(
         min_length=1, description="ids of the robots served; each has its settings under its id"
@@ -302,7 +299,7 @@ class PlannerParams(BaseModel):
             if not path.strip():
                 raise ValueError(f"adapters.{name}: give the adapter's folder")
         named = [r for r in self.robots if r.variant]
-        if (self.adapters or named) and self.engine not in _VARIANT_ENGINES:
+        if (self.adapters or named) and self.engine in _NO_VARIANTS:
             what = (
                 "adapters"
                 if self.adapters

@@ -88,7 +88,9 @@ class VllmServer:
     process group: `kill` ends the group, its EngineCore child included (a SIGKILL to
     the API server alone leaves that child running)."""
 
-    def __init__(self, model: Path, log: Path, max_num_seqs: int = 8) -> None:
+    def __init__(
+        self, model: Path, log: Path, max_num_seqs: int = 8, extra_args: tuple[str, ...] = ()
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1")
@@ -98,7 +100,7 @@ class VllmServer:
             "--dtype", "float32", "--max-model-len", "2048", "--block-size", "32",
             "--enable-prefix-caching", "--scheduling-policy", "priority",
             "--enable-prompt-tokens-details", "--enforce-eager",
-            "--max-num-seqs", str(max_num_seqs),
+            "--max-num-seqs", str(max_num_seqs), *extra_args,
         ]  # fmt: skip
         self.log = log
         with log.open("wb") as out:
