@@ -18,10 +18,16 @@ before the request goes out, so no early feedback is missed.
 
 `cancel_goal_id_async` cancels a goal by its id, before (or without) any answer to
 its request: a goal whose answer never came may still be running on the server.
+
+rclpy's constructor adds the client to its node before it creates the client's
+lock, so an executor already spinning that node can meet the client without one
+(`AttributeError: 'ActionClient' object has no attribute '_lock'`, which ends the
+executor's spin thread); this subclass creates the lock first and keeps it.
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +39,12 @@ from unique_identifier_msgs.msg import UUID
 
 
 class ActionClient(RclpyActionClient[Any, Any, Any]):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        lock = threading.Lock()
+        self._lock = lock  # before rclpy hands the client to a spinning executor
+        super().__init__(*args, **kwargs)
+        self._lock = lock  # rclpy made another; an executor may already hold this one
+
     def send_goal_async(
         self,
         goal: Any,
