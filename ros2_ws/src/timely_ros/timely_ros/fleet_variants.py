@@ -1,6 +1,6 @@
 """The planner config's fleet variants: each adapter folder found and loaded into the
-engine (torch, or vLLM's multi-LoRA), what does not fit named as a configuration
-error."""
+engine (torch, or vLLM's multi-LoRA in process or on its servers), what does not fit
+named as a configuration error."""
 
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ def resolve_adapter(name: str, path: str) -> Path:
 
 
 def load_adapters(engine: Any, params: PlannerParams) -> None:
-    """Load every configured adapter into `engine` (TorchEngine or VllmEngine). A folder that is
-    not a peft LoRA adapter of this base model is a ConfigError naming the adapter
-    and what does not fit (a tensor, its shape and the shape the base needs)."""
+    """Load every configured adapter into `engine` (any engine with `load_adapter`). A
+    folder that is not a peft LoRA adapter of this base model, or one a vLLM server
+    was not started with, is a ConfigError naming the adapter and what does not fit."""
     from timely_core.engine.protocol import AdapterError
 
     for name, path in params.adapters.items():

@@ -58,7 +58,7 @@ def build_engine(
         return engine
     if params.engine in ("vllm", "vllm-server"):
         engine = build_vllm_engine(params, path)
-        load_adapters(engine, params)  # vllm: its multi-LoRA (none on vllm-server)
+        load_adapters(engine, params)  # vLLM's multi-LoRA (servers: started with them)
         return engine
     from timely_core.engine.sim.engine import SimulatedEngineConfig
     from timely_core.engine.sim.latency import PAPER_KV_BYTES_PER_BLOCK, PAPER_LLAMA3_8B_RTX4090
