@@ -16,6 +16,8 @@ from typing import Protocol, runtime_checkable
 
 from timely_core.engine.protocol import SamplingParams
 
+BASE_VARIANT = "base"  # how weight reports name the base model; no adapter may take it
+
 
 @dataclass(frozen=True)
 class ResidentVariant:

@@ -27,7 +27,7 @@ from timely_core.engine.torch.loader import load_model
 from timely_core.engine.torch.lora import AdapterError, LoraAdapter, load_adapter
 from timely_core.engine.torch.model_runner import ModelRunner
 from timely_core.engine.torch.sampler import make_generator, sample, validate_params
-from timely_core.engine.variants import ResidentVariant, ResidentWeights
+from timely_core.engine.variants import BASE_VARIANT, ResidentVariant, ResidentWeights
 
 
 @dataclass
@@ -51,9 +51,6 @@ def _eos_ids(model_path: Path, from_config: tuple[int, ...]) -> tuple[int, ...]:
         extra = eos if isinstance(eos, list) else [] if eos is None else [eos]
         ids.extend(i for i in extra if i not in ids)
     return tuple(ids)
-
-
-BASE_VARIANT = "base"  # how resident_bytes names the base model
 
 
 class TorchEngine(PagedEngine):
@@ -120,8 +117,6 @@ class TorchEngine(PagedEngine):
     def load_adapter(self, name: str, path: str | Path) -> LoraAdapter:
         """Serve the peft LoRA adapter in `path` as variant `name` (AdapterError if it
         does not fit this base model); generations name it in `add(variant=...)`."""
-        if not name or name == BASE_VARIANT:
-            raise AdapterError(f"adapter name {name!r}: give a name other than '' and 'base'")
         if name in self.adapters:
             raise AdapterError(f"variant {name!r} is already loaded")
         adapter = load_adapter(name, path, self.model.config, self.config.torch_dtype)

@@ -21,6 +21,7 @@ from safetensors.torch import load_file
 
 from timely_core.engine.protocol import AdapterError
 from timely_core.engine.torch.model.config import ModelConfig
+from timely_core.engine.variants import BASE_VARIANT
 
 _KEY = re.compile(
     r"^(?:base_model\.model\.)?model\.layers\.(\d+)\.(self_attn|mlp)\.(\w+)\.lora_([AB])\.weight$"
@@ -122,6 +123,8 @@ def _read_config(folder: Path, where: str) -> dict[str, object]:
 def load_adapter(name: str, path: str | Path, cfg: ModelConfig, dtype: torch.dtype) -> LoraAdapter:
     """Read and check a peft LoRA folder against the base model's shapes (AdapterError
     naming the tensor and both shapes on any mismatch)."""
+    if not name or name == BASE_VARIANT:
+        raise AdapterError(f"adapter name {name!r}: give a name other than '' and 'base'")
     folder = Path(path)
     where = f"adapter {name!r} ({folder})"
     if not folder.is_dir():

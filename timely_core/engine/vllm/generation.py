@@ -62,6 +62,28 @@ class VllmGeneration:
         return self.params.seed + self.num_generated
 
 
+def check_prefix_use(
+    gen_id: int,
+    prompt_token_ids: list[int],
+    prefix_id: str,
+    prefix: list[int] | None,
+    prefix_variant: str | None,
+    variant: str | None,
+) -> None:
+    """EngineError unless generation `gen_id` (of `variant`) may use registered prefix
+    `prefix_id` (`prefix`: its ids, None if unregistered; `prefix_variant`: whose KV
+    it holds)."""
+    if prefix is None:
+        raise EngineError(f"no registered prefix {prefix_id!r}")
+    if list(prompt_token_ids[: len(prefix)]) != prefix:
+        raise EngineError(f"prompt of generation {gen_id} does not start with prefix {prefix_id!r}")
+    if prefix_variant != variant:
+        raise EngineError(
+            f"generation {gen_id} runs variant {variant or 'base'!r} but prefix "
+            f"{prefix_id!r} holds the KV of variant {prefix_variant or 'base'!r}"
+        )
+
+
 def check_prompt(gen_id: int, token_ids: list[int], vocab_size: int, max_model_len: int) -> None:
     """Bad input, named, before vLLM sees it."""
     if not token_ids:

@@ -57,6 +57,7 @@ from timely_core.engine.vllm.config import VLLM_CPU_BLOCK_SIZE
 from timely_core.engine.vllm.generation import (
     VllmGeneration,
     check_params,
+    check_prefix_use,
     check_prompt,
     priority_of,
 )
@@ -284,19 +285,14 @@ class VllmServerEngine:
         check_params(gen_id, params)
         self._check_variant(variant, f"generation {gen_id}")
         if prefix_id is not None:
-            prefix = self._prefixes.get(prefix_id)
-            if prefix is None:
-                raise EngineError(f"no registered prefix {prefix_id!r}")
-            if list(prompt_token_ids[: len(prefix)]) != prefix:
-                raise EngineError(
-                    f"prompt of generation {gen_id} does not start with prefix {prefix_id!r}"
-                )
-            held = self._prefix_variants.get(prefix_id)
-            if held != variant:
-                raise EngineError(
-                    f"generation {gen_id} runs variant {variant or 'base'!r} but prefix "
-                    f"{prefix_id!r} holds the KV of variant {held or 'base'!r}"
-                )
+            check_prefix_use(
+                gen_id,
+                prompt_token_ids,
+                prefix_id,
+                self._prefixes.get(prefix_id),
+                self._prefix_variants.get(prefix_id),
+                variant,
+            )
         self._gens[gen_id] = VllmGeneration(
             gen_id, list(prompt_token_ids), len(prompt_token_ids), params
         )

@@ -34,8 +34,6 @@ from timely_core.engine.torch.model.config import ModelConfig
 from timely_core.engine.variants import ResidentVariant, ResidentWeights
 from timely_core.engine.vllm.config import VllmConfig
 
-BASE_VARIANT = "base"  # a name no adapter may take (as on the torch engine)
-
 
 class VllmVariants:
     """The adapters one in-process vLLM engine serves, by variant name."""
@@ -124,8 +122,6 @@ def checkpoint_bytes(model_path: Path, dtype: torch.dtype) -> int:
 def check_adapter(name: str, path: str | Path, model_path: Path, dtype: torch.dtype) -> Any:
     """The adapter in `path` read and checked against the base at `model_path` by the
     torch engine's reader (AdapterError naming what does not fit); its `LoraAdapter`."""
-    if not name or name == BASE_VARIANT:
-        raise AdapterError(f"adapter name {name!r}: give a name other than '' and 'base'")
     base = ModelConfig.from_hf(json.loads((model_path / "config.json").read_text()))
     return load_adapter(name, path, base, dtype)
 
