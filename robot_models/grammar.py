@@ -18,6 +18,16 @@ It is the parser's language written canonically, with these deliberate limits
 - numbers without leading zeros or `-0`, at most MAX_FRACTION_DIGITS decimals;
   unbounded ones at most MAX_INT_DIGITS digits (`grammar_numbers.py`);
 - variables are `_1` to `_9` (the parser takes any `_name`);
+- a quoted string holds none of the plan's punctuation `;(){}` and no line
+  break, and an object name (a typed `str` argument) none of `,=<>|?` either
+  and no space at either end:
+  plan text never hides inside a string, and a block's end `}` is allowed only
+  where a block may end (where a plan near its token limit closes it:
+  `PlanLanguage.grammar_closers`);
+- a condition tests something the plan cannot know when it is written: each
+  comparison's left side is a skill call or a variable (`?'cup'{` or `?0==_1{`
+  would be a constant);
+- a block (`?cond{...}`, `n{...}`) holds at least one statement;
 - an argument of a typed parameter (int, float, str, bool) is a literal, checked
   here; only `any` parameters (`lg`) take variables and skill calls, whose
   values the parser cannot know either.
@@ -39,6 +49,9 @@ DEPTH_BITS = "[0:4]"  # block depth 0..MAX_NESTING + 1
 _VAR_BIT = {name: 4 + i for i, name in enumerate(VARIABLES)}
 # A string anywhere but a typed argument: the lexer's token limit, quotes included.
 _FREE_STRING_CHARS = MAX_TOKEN_CHARS - 1
+_FREE_CHAR = r"[^'\n\r;(){}]"
+_NAME_END = r"[^'\s;(){},=<>|?]"  # an object name's first and last character
+_NAME_CHAR = r"[^'\n\r\t;(){},=<>|?]"
 
 
 @dataclass
@@ -69,14 +82,15 @@ def plan_grammar(skill_set: SkillSet) -> str:
     call = "call::_" if any(map(_takes_values, skill_set.skills)) else "call"
     value_call = "value_call::_" if any(map(_takes_values, value_skills)) else "value_call"
     allowed = f"%if le({DEPTH_BITS}, {MAX_NESTING})"
+    opens = f"%if lt({DEPTH_BITS}, {MAX_NESTING})"  # its block holds a statement
     statements = [
         f'{call} ";" seq::_ {allowed}',
         *(
             f'"{var}" "=" value::_ ";" seq::set_bit({bit}) {allowed}'
             for var, bit in _VAR_BIT.items()
         ),
-        f'"?" cond::_ "{{" seq::incr({DEPTH_BITS}) {allowed}',
-        f'LOOP_COUNT "{{" seq::incr({DEPTH_BITS}) {allowed}',
+        f'"?" cond::_ "{{" first::incr({DEPTH_BITS}) {opens}',
+        f'LOOP_COUNT "{{" first::incr({DEPTH_BITS}) {opens}',
         f'"->" value::_ ";" seq::_ {allowed}',
     ]
     lines = [
@@ -92,7 +106,8 @@ def plan_grammar(skill_set: SkillSet) -> str:
         "cond::_ : compare::_ | compare::_ and_more::_ | compare::_ or_more::_",
         'and_more::_ : "&" compare::_ | and_more::_ "&" compare::_',
         'or_more::_ : "|" compare::_ | or_more::_ "|" compare::_',
-        "compare::_ : value::_ | value::_ COMPARE value::_",
+        "compare::_ : tested::_ | tested::_ COMPARE value::_",
+        "tested::_ : variable::_" + (f" | {value_call}" if value_calls else ""),
         'value::_ : NUMBER | STRING | "True" | "False" | variable::_'
         + (f" | {value_call}" if value_calls else ""),
         "variable::_ : "
@@ -106,7 +121,7 @@ def plan_grammar(skill_set: SkillSet) -> str:
         f"LOOP_COUNT: /{int_range_regex(1, MAX_LOOP_COUNT)}/",
         "COMPARE: /==|!=|<=?|>=?/",
         f"NUMBER: /{decimal_range_regex(None, None)}/",
-        f"STRING: /'[^'\\n]{{0,{_FREE_STRING_CHARS}}}'/",
+        f"STRING: /'{_FREE_CHAR}{{0,{_FREE_STRING_CHARS}}}'/",
         *terminals.lines,
     ]
     return "\n".join(lines) + "\n"
@@ -136,8 +151,10 @@ def _argument(skill: Skill, arg: ArgSpec, terminals: _Terminals) -> str:
     if arg.type == "bool":
         return '("True" | "False")'
     if arg.type == "str":
-        pattern = f"'[^'\\n]{{1,{MAX_STRING_ARG_CHARS}}}'"
-        return terminals.name("QUOTED", pattern, f"1 to {MAX_STRING_ARG_CHARS} characters")
+        inner = MAX_STRING_ARG_CHARS - 2
+        pattern = f"'{_NAME_END}({_NAME_CHAR}{{0,{inner}}}{_NAME_END})?'"
+        note = f"a name of 1 to {MAX_STRING_ARG_CHARS} characters"
+        return terminals.name("QUOTED", pattern, note)
     low = None if arg.min is None else arg.min
     high = None if arg.max is None else arg.max
     note = f"{skill.short} {arg.name}: {arg.allowed()}"

@@ -62,6 +62,11 @@ class RobotPlanLanguage:
             self._grammar = plan_grammar(self._skills)
         return self._grammar
 
+    def grammar_closers(self) -> tuple[str, ...]:
+        """A block's end: what a plan near its token limit writes to close an open
+        loop or condition before it ends."""
+        return ("}",)
+
     def new_parser(self) -> PlanParser:
         return PlanParser(self._skills)
 

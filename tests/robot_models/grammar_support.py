@@ -17,7 +17,17 @@ from robot_models.grammar import VARIABLES
 from robot_models.grammar_numbers import MAX_FRACTION_DIGITS, MAX_INT_DIGITS
 from robot_models.language import load_language
 from robot_models.lexer import Lexer, Token
-from robot_models.plan_ast import Assign, Literal, SkillCall, calls_in
+from robot_models.plan_ast import (
+    Assign,
+    BoolOp,
+    Compare,
+    If,
+    Literal,
+    Loop,
+    SkillCall,
+    Stmt,
+    calls_in,
+)
 from robot_models.skills import SkillSet
 
 EOS = 256
@@ -116,9 +126,13 @@ def is_canonical(robot_type: str, text: str) -> bool:
             return False
         if t.kind == "VAR" and t.text not in VARIABLES:
             return False
+        if t.kind == "STRING" and any(c in t.text for c in ";(){}\r"):
+            return False
     skills = SkillSet.load(robot_type)
     for statement in load_language(robot_type).parse(text):
         if isinstance(statement.node, Assign) and statement.node.var not in VARIABLES:
+            return False
+        if not _canonical_blocks(statement.node):
             return False
         for call in calls_in(statement.node):
             if not _literal_typed_args(skills, call):
@@ -128,6 +142,26 @@ def is_canonical(robot_type: str, text: str) -> bool:
 
 def _literal_typed_args(skills: SkillSet, call: SkillCall) -> bool:
     spec = skills.get(call.name)
-    return all(
-        a.type == "any" or isinstance(v, Literal) for a, v in zip(spec.args, call.args, strict=True)
-    )
+    pairs = list(zip(spec.args, call.args, strict=True))
+    if not all(a.type == "any" or isinstance(v, Literal) for a, v in pairs):
+        return False
+    names = [v.value for a, v in pairs if a.type == "str" and isinstance(v, Literal)]
+    return all(_is_name(str(n)) for n in names)
+
+
+def _canonical_blocks(node: Stmt) -> bool:
+    """Blocks hold a statement; each comparison tests a call or a variable."""
+    if isinstance(node, If | Loop) and not (node.body and all(map(_canonical_blocks, node.body))):
+        return False
+    if isinstance(node, If):
+        cond = node.cond
+        items = cond.items if isinstance(cond, BoolOp) else (cond,)
+        lefts = [c.left if isinstance(c, Compare) else c for c in items]
+        return not any(isinstance(left, Literal) for left in lefts)
+    return True
+
+
+def _is_name(text: str) -> bool:
+    """An object name as the grammar writes it: none of the plan's punctuation, no
+    tab or line break, no space at either end."""
+    return text == text.strip() and not any(c in text for c in ";(){},=<>|?\t\n\r")

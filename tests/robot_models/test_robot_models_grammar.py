@@ -120,7 +120,7 @@ def test_every_limit_sits_where_the_parser_puts_it(robot_type: str) -> None:
 
 def test_language_limits_sit_where_the_parser_puts_them() -> None:
     def nested(depth: int) -> str:
-        return "?True{" * depth + "tp();" + "}" * depth
+        return "?iv('a'){" * depth + "tp();" + "}" * depth
 
     free = 126  # the lexer's 128-character token limit, two of them quotes
     cases = [
@@ -128,7 +128,22 @@ def test_language_limits_sit_where_the_parser_puts_them() -> None:
         ("1{tp();}", True),
         (nested(MAX_NESTING), True),
         (nested(MAX_NESTING + 1), False),
-        ("?True{" * (MAX_NESTING + 1) + "}" * (MAX_NESTING + 1), True),  # empty innermost
+        # the parser takes these; the grammar never writes them (robot_models/grammar.py)
+        ("?iv('a'){" * (MAX_NESTING + 1) + "}" * (MAX_NESTING + 1), False),  # empty blocks
+        ("3{}tp();", False),
+        ("?iv('a'){}", False),
+        ("?True{tp();}", False),  # a constant condition
+        ("?'cup'{tp();}", False),
+        ("_1=iv('a');?0==_1{tp();}", False),
+        ("_1=iv('a');?_1==0&iv('b')!='x'{tp();}", True),
+        ("lg('a;b');", False),  # plan punctuation inside a string
+        ("lg('(a)');", False),
+        ("lg(' a ');", True),  # a message may have spaces at its ends, a name not
+        ("iv(' a');", False),
+        ("iv('a b');", True),
+        ("iv('a,b');", False),
+        ("lg('a, b');", True),
+        ("iv('box #2 - blue');", True),
         (f"lg('{'a' * (free + 1)}');", True),
         (f"lg('{'a' * (free + 2)}');", False),
         ("lg('');", True),
