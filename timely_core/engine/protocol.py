@@ -46,7 +46,14 @@ class SamplingParams:
     `grammar`: an llguidance (Lark) grammar the generated tokens must follow, the
     prompt not included; the model's EOS is allowed only where the grammar may end,
     and stop tokens only where it allows them. Engines that cannot constrain
-    decoding (the simulator, whose output is scripted) accept and ignore it."""
+    decoding (the simulator, whose output is scripted) accept and ignore it.
+
+    `close_within` (with a grammar): in a generation's last `close_within` tokens
+    of `max_tokens`, it ends as soon as its grammar can end (EOS), and otherwise
+    takes the first of `closing_ids` its grammar allows where it stands (a plan
+    language's block end), so it finishes where the grammar may end instead of
+    being cut off mid-statement at `max_tokens`. Other tokens are chosen as always.
+    0 turns it off."""
 
     temperature: float = 0.0
     top_p: float = 1.0
@@ -54,6 +61,8 @@ class SamplingParams:
     max_tokens: int = 256
     stop_token_ids: tuple[int, ...] = ()  # in addition to the model's EOS
     grammar: str | None = None
+    close_within: int = 0
+    closing_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -177,6 +186,19 @@ class RewritableEngine(Protocol):
         count towards `max_tokens`). It then samples after them. Raises EngineError
         if it is not suspended, or its grammar refuses the appended ids; ValueError
         for a `keep_generated` outside [0, generated] or ids outside the vocabulary."""
+
+
+@runtime_checkable
+class ClosingEngine(Protocol):
+    """Optional for an `Engine` that constrains decoding by grammars: the service may
+    ask a generation to close now, as in its last `close_within` tokens (a plan
+    statement about to outgrow the service's segment limit)."""
+
+    def set_closing(self, gen_id: int, closing: bool) -> None:
+        """While `closing`, the generation's next tokens end its grammar, or take its
+        `closing_ids`, as soon as the grammar allows them; False lifts it (the
+        token limit's window still applies). Nothing changes for a generation
+        without a grammar. Raises UnknownGeneration."""
 
 
 @runtime_checkable

@@ -43,6 +43,7 @@ class Sequence:
     # where the generated tokens stand in `params.grammar` (torch engine); moved only
     # by kept tokens, so it outlives suspension, swap, discard and preemption
     grammar: GrammarMatcher | None = None
+    closing: bool = False  # asked to close its grammar now (`ClosingEngine`)
     block_table: list[int] = field(default_factory=list)
     block_hashes: list[int] = field(default_factory=list)  # chained hash per full block
     host_blocks: dict[int, int] = field(default_factory=dict)  # table index -> host block

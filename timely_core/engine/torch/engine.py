@@ -141,6 +141,10 @@ class TorchEngine(PagedEngine):
             ),
         )
 
+    def set_closing(self, gen_id: int, closing: bool) -> None:
+        """`ClosingEngine`: close its grammar at the next chance (masker)."""
+        self._state(gen_id).closing = closing
+
     def _check_variant(self, variant: str | None, what: str) -> None:
         if variant is not None and variant not in self.adapters:
             served = ", ".join(sorted(self.adapters)) or "none"
@@ -166,7 +170,8 @@ class TorchEngine(PagedEngine):
             generators = [c.state.generator for c in sampled]
             grammars = [c.state.grammar for c in sampled]
             if any(g is not None for g in grammars):
-                tokens = self.masker.sample(logits, params, generators, grammars)
+                closing = [_closing(c.state) for c in sampled]
+                tokens = self.masker.sample(logits, params, generators, grammars, closing)
             else:
                 tokens = sample(logits, params, generators)
         self.timings.forward_s += time.perf_counter() - started
@@ -195,6 +200,8 @@ class TorchEngine(PagedEngine):
     def _prepare(self, state: Sequence) -> None:
         """A generation with a grammar gets its own matcher (the grammar compiled once)."""
         if state.params.grammar is not None:
+            if state.params.closing_ids:
+                self._check_tokens(list(state.params.closing_ids), "closing_ids")
             state.grammar = self.grammars.matcher(state.params.grammar)
 
     def _rewritten(self, state: Sequence, token_ids: list[int], appended: int) -> None:
@@ -211,6 +218,7 @@ class TorchEngine(PagedEngine):
             self._grammars = GrammarCompiler.from_checkpoint(
                 self.model_path, self.model.config.vocab_size, self._eos
             )
+            self.masker.set_vocabulary(self._grammars.vocab)
         return self._grammars
 
     @contextmanager
@@ -232,3 +240,10 @@ class TorchEngine(PagedEngine):
             yield
         finally:
             torch.set_num_threads(previous)
+
+
+def _closing(state: Sequence) -> bool:
+    """Whether its next token closes its grammar: asked to, or in the last
+    `close_within` tokens of its limit."""
+    left = state.params.max_tokens - state.num_generated  # this token included
+    return state.closing or left <= state.params.close_within

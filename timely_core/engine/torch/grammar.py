@@ -45,6 +45,15 @@ class GrammarMatcher:
         matcher is then in error and its masks allow only EOS."""
         return self._matcher.consume_token(token_id)
 
+    def allows(self, token_id: int) -> bool:
+        """Whether `token_id` may come next (nothing moves)."""
+        return self._matcher.validate_tokens([token_id]) == 1
+
+    @property
+    def accepting(self) -> bool:
+        """The grammar may end here: EOS may come next."""
+        return self._matcher.is_accepting()
+
     @property
     def failed(self) -> bool:
         """In error: nothing but EOS can follow."""

@@ -11,6 +11,14 @@ p(x) + (1 - p(A)) p(x) / p(A) = p(x) / p(A), the masked distribution. With top-p
 below 1 the nucleus of the masked distribution differs, so those rows always take
 the mask first.
 
+In a closing row (its last `close_within` tokens of `SamplingParams`, or asked to
+by the service) the grammar's end is taken as soon as it is allowed, else the
+first allowed closing id, before the logits are consulted: the plan then ends, or
+its open blocks close, at a statement boundary. Inside a statement the model's
+own (masked) choice goes on, so no argument is cut short; only a chosen token that
+runs past a statement's end into the next (`;}?`) is cut back to its part that
+stops there (`;}`), when the vocabulary spells that part as one token.
+
 A matcher in an error state (never expected: a grammar past llguidance's limits,
 or a token the mask did not allow) allows only EOS, as does a mask that allows
 nothing: the plan then ends where it is, and the service reports the unfinished
@@ -28,6 +36,7 @@ import torch
 
 from timely_core.engine.protocol import SamplingParams
 from timely_core.engine.torch.grammar import GrammarMatcher
+from timely_core.engine.torch.grammar_vocab import TokenBytes
 from timely_core.engine.torch.sampler import sample_row
 
 log = logging.getLogger(__name__)
@@ -48,6 +57,18 @@ class GrammarMasker:
         self.masked_rows = 0  # rows whose mask was computed
         self.shortcut_rows = 0  # rows whose unmasked choice the grammar allowed as is
         self.dead_ends = 0  # masks that allowed nothing (EOS forced)
+        self.closed_rows = 0  # tokens taken to end a generation within its limit
+        self._ids_by_bytes: dict[bytes, int] | None = None
+        self.vocab: TokenBytes | None = None
+
+    def set_vocabulary(self, vocab: TokenBytes) -> None:
+        """What each id spells (the grammar compiler's): closing cuts a token that
+        runs past a statement's end back to one that stops there."""
+        self.vocab = vocab
+        self._ids_by_bytes = {}
+        for token_id, spelled in enumerate(vocab.tokens):
+            if token_id not in vocab.special:
+                self._ids_by_bytes.setdefault(spelled, token_id)
 
     def sample(
         self,
@@ -55,9 +76,11 @@ class GrammarMasker:
         params: Sequence[SamplingParams],
         generators: Sequence[torch.Generator | None],
         grammars: Sequence[GrammarMatcher | None],
+        closing: Sequence[bool] | None = None,
     ) -> list[int]:
         """One token per row of `logits` ([rows, vocab] float32, masked in place),
-        each accepted by its row's grammar."""
+        each accepted by its row's grammar. `closing`: per row, whether to close its
+        grammar at the first chance (None: no row)."""
         tokens = logits.argmax(dim=-1).tolist()
         clock = time.perf_counter
         spent = 0.0  # grammar work only: what plain sampling would not do
@@ -67,6 +90,16 @@ class GrammarMasker:
             if grammar is None:
                 if p.temperature > 0 and generator is not None:
                     tokens[row] = sample_row(logits[row], p, generator)
+                continue
+            if closing is not None and closing[row]:
+                started = clock()
+                closer = self._closing(grammar, p.closing_ids)
+                spent += clock() - started
+                if closer is not None:
+                    tokens[row] = closer
+                    self.closed_rows += 1
+                    continue
+                masked.append(row)  # its choice is checked for a boundary inside it
                 continue
             if self.unmasked_first and (p.temperature == 0 or p.top_p == 1):
                 if p.temperature > 0 and generator is not None:
@@ -90,12 +123,43 @@ class GrammarMasker:
                 else:
                     token = int(logits[row].argmax())
                 started = clock()
+                if closing is not None and closing[row]:
+                    token = self._to_boundary(grammar, token, p.closing_ids)
                 if not grammar.accept(token) and token != self._eos:
                     log.warning("grammar refused token %d: %s", token, grammar.error)
                 spent += clock() - started
                 tokens[row] = token
         self.seconds += spent
         return tokens
+
+    def _closing(self, grammar: GrammarMatcher, closing_ids: Sequence[int]) -> int | None:
+        """The token that ends the grammar, or closes what is open, if one may come
+        next (the matcher advanced by it); None when neither may."""
+        if grammar.accepting and grammar.accept(self._eos):
+            return self._eos
+        for token_id in closing_ids:
+            if grammar.allows(token_id) and grammar.accept(token_id):
+                return token_id
+        return None
+
+    def _to_boundary(self, grammar: GrammarMatcher, token: int, closing_ids: Sequence[int]) -> int:
+        """`token`, or the token spelling its shortest start that reaches a point
+        where the grammar may end or close (a token such as `;}?` runs past the end
+        of a statement into the next one; closing stops at `;}`)."""
+        if self._ids_by_bytes is None or self.vocab is None:
+            return token
+        spelled = self.vocab.tokens[token]
+        for end in range(1, len(spelled)):
+            shorter = self._ids_by_bytes.get(spelled[:end])
+            if shorter is None:
+                continue
+            probe = grammar.copy()
+            if probe.try_accept(shorter) and (
+                probe.accepting or any(probe.allows(c) for c in closing_ids)
+            ):
+                self.closed_rows += 1
+                return shorter
+        return token
 
     def _apply(
         self, logits: torch.Tensor, rows: list[int], grammars: Sequence[GrammarMatcher | None]

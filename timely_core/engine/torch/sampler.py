@@ -19,6 +19,8 @@ def validate_params(params: SamplingParams) -> None:
         raise ValueError(f"max_tokens must be >= 1, got {params.max_tokens}")
     if params.grammar is not None and not (isinstance(params.grammar, str) and params.grammar):
         raise ValueError("grammar must be None or a non-empty grammar text")
+    if params.close_within < 0:
+        raise ValueError(f"close_within must be >= 0, got {params.close_within}")
 
 
 def make_generator(params: SamplingParams) -> torch.Generator | None:

@@ -254,3 +254,48 @@ def test_each_grammar_text_is_compiled_once_and_bad_ones_are_refused(planner: Pl
         planner.engine.add(901, planner.prompt(ADVERSARIAL[0]), SamplingParams(grammar="start: ("))
     assert planner.engine.memory().device_blocks_free == free
     assert len([g for g in compiled if g.startswith("start: (")]) == 0
+
+
+def closing(planner: Planner, within: int) -> dict[str, object]:
+    """Sampling overrides that close plans in their last `within` tokens."""
+    block_end = planner.encode("}")
+    assert len(block_end) == 1
+    return {"close_within": within, "closing_ids": tuple(block_end)}
+
+
+def test_plans_near_their_token_limit_end_at_a_statement_boundary(planner: Planner) -> None:
+    cases = ADVERSARIAL + heldout_sample()
+    limit, within = 64, 32
+    cut = planner.run(cases, grammar=True, max_tokens=limit)
+    closed = planner.run(cases, grammar=True, max_tokens=limit, **closing(planner, within))
+    assert sum(not planner.text(ids)[1] for ids in cut) >= 3  # these ran past the limit
+    for case, before, after in zip(cases, cut, closed, strict=True):
+        text, ended = planner.text(after)
+        check = check_plan(case[0], text, ended)
+        assert ended and check.valid and check.right_skills, (case, text, check.error)
+        if planner.text(before)[1] and len(before) <= limit - within:
+            assert after == before  # ended before its window: closing changed nothing
+        else:  # what was decoded before the window is kept
+            assert after[: limit - within] == before[: limit - within]
+    assert planner.engine.masker.closed_rows > 0
+
+
+@pytest.mark.parametrize("temperature", [1.0, 1.6])
+def test_sampled_plans_close_within_their_limit(planner: Planner, temperature: float) -> None:
+    cases = ADVERSARIAL + heldout_sample()[:8]
+    for i, case in enumerate(cases):
+        ids = planner.run(
+            [case], grammar=True, seed=i, temperature=temperature, **closing(planner, 48)
+        )[0]
+        text, ended = planner.text(ids)
+        assert ended and check_plan(case[0], text).valid, (case, text)
+
+
+def test_closing_ids_outside_the_vocabulary_are_refused(planner: Planner) -> None:
+    free = planner.engine.memory().device_blocks_free
+    params = planner.params("drone", True, close_within=8, closing_ids=(10**7,))
+    with pytest.raises(ValueError, match="closing_ids"):
+        planner.engine.add(902, planner.prompt(ADVERSARIAL[0]), params, prefix_id="drone")
+    with pytest.raises(ValueError, match="close_within"):
+        planner.engine.add(903, planner.prompt(ADVERSARIAL[0]), replace(params, close_within=-1))
+    assert planner.engine.memory().device_blocks_free == free
