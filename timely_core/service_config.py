@@ -38,6 +38,10 @@ class ServiceConfig(BaseModel):
     # every statement decoded parses and keeps its skills' limits. False decodes
     # unconstrained (the parser still rejects, and the task then fails).
     grammar: bool = True
+    # With the grammar, a plan's last this-many tokens of `max_tokens` end it at the
+    # first statement boundary (its blocks closed), so a plan that runs long still
+    # ends valid instead of cut off mid-statement. 0: off.
+    grammar_close_within: int = Field(default=32, ge=0)
     # Rollbacks after failed segments per task (requests with replan_on_failure);
     # the next failure ends the task with the robot's error (docs/closed-loop.md).
     max_recoveries: int = Field(default=3, ge=0, le=100)

@@ -17,8 +17,25 @@ class GrammarLanguage(Protocol):
         llguidance's Lark syntax (`SamplingParams.grammar`); None for no grammar."""
 
 
+@runtime_checkable
+class ClosingGrammarLanguage(Protocol):
+    """Optional: a grammar language with texts that close what a plan has open."""
+
+    def grammar_closers(self) -> tuple[str, ...]:
+        """Texts (each one token) that end an open construct where its grammar
+        allows them, most preferred first: a plan near its token limit takes them
+        to finish (`SamplingParams.closing_ids`)."""
+
+
 def language_grammar(language: object) -> str | None:
     """The grammar of `language`, or None when it has none."""
     if isinstance(language, GrammarLanguage):
         return language.grammar()
     return None
+
+
+def language_closers(language: object) -> tuple[str, ...]:
+    """The closing texts of `language`'s grammar (none when it declares none)."""
+    if isinstance(language, ClosingGrammarLanguage):
+        return language.grammar_closers()
+    return ()

@@ -91,6 +91,10 @@ class Segmenter:
         return None
 
     @property
+    def max_segment_tokens(self) -> int:
+        return self._max_segment_tokens
+
+    @property
     def pending_tokens(self) -> int:
         """Ids decoded since the last cut (the segment being generated)."""
         return len(self._pending_ids)

@@ -39,6 +39,7 @@ from timely_core.language.detokenizer import IncrementalDetokenizer
 from timely_core.language.plan_language import FailureObservation
 from timely_core.language.segmenter import SegmentationError, Segmenter
 from timely_core.serving.generation import Generation, GenerationState, SegmentRecord
+from timely_core.serving.plan_closing import lift_closing, update_closing
 from timely_core.serving.state import ServiceState
 from timely_core.tools.router import OBSERVATION_FORMAT
 
@@ -151,6 +152,8 @@ class FailureRecovery:
         generation.awaiting_next_token = None  # never delivered
         generation.segmenter = segmenter
         generation.segment_tokens = segmenter.pending_tokens
+        lift_closing(engine, generation)  # it goes on from the failed segment's end
+        update_closing(engine, generation, state.sampling_params(generation))
         generation.recoveries += 1
         state.tools.rolled_back(generation.task_id, segmenter.text)
         if gen_id in state.scheduler:  # its entry was for the withdrawn segment

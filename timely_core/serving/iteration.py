@@ -27,6 +27,7 @@ from timely_core.engine.protocol import OutOfKvMemory, StepOutput
 from timely_core.scheduling.batch_control import RunningBudget
 from timely_core.scheduling.policies.base import SlotOrder
 from timely_core.serving.generation import GenerationState
+from timely_core.serving.plan_closing import update_closing
 from timely_core.serving.segment_dispatch import SegmentDispatch
 from timely_core.serving.state import ServiceState
 from timely_core.serving.variants import add_generation
@@ -135,6 +136,8 @@ class ServiceIteration:
                     add_generation(state.engine, gen_id, prompt, params, prefix_id, variant)
                     generation.engine_base = len(generation.written_ids)
                     generation.in_engine = True
+                    generation.closing = False  # as the engine's new generation
+                    update_closing(state.engine, generation, params)
                     if prefix_id is not None and state.scenes.prefixes.get(prefix_id):
                         state.counters["scene_hits"] += 1
                 elif generation.suspended:

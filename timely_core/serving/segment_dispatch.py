@@ -30,6 +30,7 @@ from timely_core.language.segmenter import SegmentationError, SegmentCut
 from timely_core.language.statement_guard import GUARD_APPROVAL, GUARD_OK
 from timely_core.scheduling.policies import DispatchMode
 from timely_core.serving.generation import Generation, SegmentRecord
+from timely_core.serving.plan_closing import update_closing
 from timely_core.serving.state import ServiceState
 
 
@@ -57,6 +58,8 @@ class SegmentDispatch:
             self._on_cuts(generation, held, now, plan_ended=False)  # it was valid
             state.fail(generation, str(exc))
             return
+        if not output.finished:
+            update_closing(state.engine, generation, state.sampling_params(generation))
         if new and not output.finished and self._may_wait_for_next_token(generation, now):
             generation.awaiting_next_token = new.pop()
         cuts = held + new

@@ -21,7 +21,7 @@ from typing import Any
 
 from timely_core.clock import Clock
 from timely_core.engine.protocol import Engine, SamplingParams
-from timely_core.language.grammar import language_grammar
+from timely_core.language.grammar import language_closers, language_grammar
 from timely_core.scheduling.batch_control import LatencyGuidedBatch
 from timely_core.scheduling.policies import Policy
 from timely_core.scheduling.queue_table import QueueEntry
@@ -127,9 +127,26 @@ class ServiceState:
             return self.params
         params = self._grammar_params.get(grammar)
         if params is None:
-            params = dataclasses.replace(self.params, grammar=grammar)
+            params = dataclasses.replace(
+                self.params,
+                grammar=grammar,
+                close_within=self.config.grammar_close_within,
+                closing_ids=self._closing_ids(generation.language),
+            )
             self._grammar_params[grammar] = params
         return params
+
+    def _closing_ids(self, language: object) -> tuple[int, ...]:
+        """The token ids of the language's closing texts; a text the tokenizer
+        does not write as one token cannot be forced as one, and is left out."""
+        ids = []
+        for text in language_closers(language):
+            encoded = list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+            if len(encoded) == 1:
+                ids.append(encoded[0])
+            else:
+                log.warning("closing text %r is %d tokens, not one: not forced", text, len(encoded))
+        return tuple(ids)
 
     def release_prefix(self, prefix: StoredPrefix) -> None:
         """Unpin a stored prefix no robot uses any more (a robot re-registered with

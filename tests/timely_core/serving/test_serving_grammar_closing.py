@@ -1,0 +1,91 @@
+"""Under the grammar the service closes plans before its limits end them: a plan
+whose statement nears the robot's segment limit has its blocks closed at the next
+statement boundary and ends there, as a plan nearing `max_tokens` does. Without closing (`grammar_close_within=0`) the same tasks fail on
+those limits. Greedy, on the shipped planner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from robot_models.checkpoints import default_planner_path
+from robot_models.language import load_language
+from timely_core.clock import MonotonicClock
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
+from timely_core.events import TaskResult
+from timely_core.language.plan_language import PlanLanguage
+from timely_core.request import TaskRequest
+from timely_core.service import PlanningService
+from timely_core.service_config import ServiceConfig
+
+# (scene, instruction): the planner writes each as a block of several statements
+BLOCKS = [
+    ("visible: plant, person, shelf, window", "Where is the box?"),
+    ("visible: sofa, lamp, rug", "find the cat and take a picture of it"),
+]
+SEGMENT_LIMIT = 16
+
+pytestmark = pytest.mark.slow
+
+
+def plan(config: ServiceConfig, max_segment_tokens: int | None = None) -> list[TaskResult]:
+    path = default_planner_path()
+    if not (path / "model.safetensors").is_file():
+        pytest.fail(f"the planner checkpoint is missing at {path}: python -m robot_models.train")
+    languages: dict[str, PlanLanguage] = {"drone": load_language("drone")}
+    service = PlanningService(
+        TorchEngine(Path(path), EngineConfig()),
+        Tokenizer.from_file(str(path / "tokenizer.json")),
+        policy="timely",
+        clock=MonotonicClock(),
+        config=config,
+        languages=languages,
+    )
+    for i in range(len(BLOCKS)):
+        service.register_robot(
+            f"drone{i}", robot_type="drone", max_segment_tokens=max_segment_tokens
+        )
+    service.start()
+    try:
+        handles = [
+            service.submit(TaskRequest(robot_id=f"drone{i}", scene=scene, instruction=text))
+            for i, (scene, text) in enumerate(BLOCKS)
+        ]
+        results = []
+        for handle in handles:
+            for segment in handle.segments(timeout_s=300):
+                handle.segment_done(segment.index)
+            results.append(handle.result(timeout_s=300))
+        return results
+    finally:
+        service.stop()
+
+
+def test_a_block_nearing_the_segment_limit_is_closed_and_the_plan_ends() -> None:
+    unclosed = plan(ServiceConfig(grammar_close_within=0), SEGMENT_LIMIT)
+    assert all(not r.success and "no complete statement" in r.error for r in unclosed)
+    closed = plan(ServiceConfig(grammar_close_within=8), SEGMENT_LIMIT)
+    drone = load_language("drone")
+    for result in closed:
+        assert result.success, (result.plan_text, result.error)
+        statements = drone.parse(result.plan_text)  # every block closed, the plan valid
+        assert any("{" in s.text for s in statements)
+    # with room for the whole block: the planner's own plans, which the closed ones begin
+    roomy = plan(ServiceConfig(grammar_close_within=8))
+    for short, full in zip(closed, roomy, strict=True):
+        assert full.success and len(short.plan_text) < len(full.plan_text)
+        opened = short.plan_text.rindex("{") + 1
+        assert full.plan_text.startswith(short.plan_text[:opened])
+
+
+def test_a_plan_nearing_max_tokens_ends_at_a_statement_boundary() -> None:
+    unclosed = plan(ServiceConfig(max_tokens=12, grammar_close_within=0))
+    assert all(not r.success for r in unclosed)
+    closed = plan(ServiceConfig(max_tokens=12, grammar_close_within=12))
+    drone = load_language("drone")
+    for result in closed:
+        assert result.success, (result.plan_text, result.error)
+        assert drone.parse(result.plan_text)
