@@ -47,6 +47,7 @@ from timely_core.engine.protocol import SamplingParams, UnknownGeneration
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.grammar import GrammarCompiler
+from timely_core.service_config import ServiceConfig
 
 RESULTS = Path(__file__).resolve().parent / "results" / "grammar.json"
 ROBOTS = ("drone", "arm")
@@ -78,8 +79,19 @@ class Planner:
         return self.prefixes[case.robot] + self.encode(request)
 
     def params(self, robot: str, grammar: bool, **kw: Any) -> SamplingParams:
-        text = self.languages[robot].grammar() if grammar else None
-        return SamplingParams(max_tokens=MAX_TOKENS, grammar=text, **kw)
+        """With the grammar, closed near the token limit as the service does."""
+        if not grammar:
+            return SamplingParams(max_tokens=MAX_TOKENS, **kw)
+        language = self.languages[robot]
+        spelled = [self.encode(text) for text in language.grammar_closers()]
+        closers = tuple(ids[0] for ids in spelled if len(ids) == 1)
+        return SamplingParams(
+            max_tokens=MAX_TOKENS,
+            grammar=language.grammar(),
+            close_within=ServiceConfig().grammar_close_within,
+            closing_ids=closers,
+            **kw,
+        )
 
 
 def make_planner(path: Path, threads: int) -> Planner:

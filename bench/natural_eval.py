@@ -56,6 +56,7 @@ CRITERIA = ("valid", "right_skills", "grounded", "sensible")
 DECODERS = {
     "hf": "HF greedy",
     "service_without_grammar": "service, no grammar",
+    "service_grammar_no_closing": "service, grammar, no closing",
     "service_with_grammar": "service, grammar",
 }
 
@@ -88,8 +89,11 @@ def cases_of() -> dict[str, list[Case]]:
     }
 
 
-def serve(path: Path, cases: list[Case], grammar: bool, robots: int, threads: int) -> list[Plan]:
-    """Each case planned by the service; `robots` robots of each type at once."""
+def serve(
+    path: Path, cases: list[Case], grammar: bool, robots: int, threads: int, close_within: int
+) -> list[Plan]:
+    """Each case planned by the service; `robots` robots of each type at once;
+    `close_within`: `ServiceConfig.grammar_close_within` (0: no closing)."""
     engine = TorchEngine(path, EngineConfig(num_threads=threads))
     languages: dict[str, PlanLanguage] = {r: load_language(r) for r in ROBOTS}
     service = PlanningService(
@@ -97,7 +101,11 @@ def serve(path: Path, cases: list[Case], grammar: bool, robots: int, threads: in
         Tokenizer.from_file(str(path / "tokenizer.json")),
         policy="timely",
         clock=MonotonicClock(),
-        config=ServiceConfig(max_tokens=MAX_TOKENS, grammar=grammar),
+        config=ServiceConfig(
+            max_tokens=MAX_TOKENS,
+            grammar=grammar,
+            grammar_close_within=close_within,
+        ),
         languages=languages,
     )
     queues: dict[str, list[int]] = {}
@@ -157,6 +165,19 @@ def score(cases: list[Case], plans: list[Plan]) -> dict[str, Any]:
     return figures
 
 
+def kept(cases: list[Case], without: list[Plan], with_: list[Plan]) -> dict[str, Any]:
+    """The grammar's promise: a plan valid without it is the same plan with it."""
+    valid = [
+        i
+        for i, (c, p) in enumerate(zip(cases, without, strict=True))
+        if check_plan(c.robot, p.text, p.ended).valid
+    ]
+    changed = [
+        i for i in valid if (without[i].text, without[i].ended) != (with_[i].text, with_[i].ended)
+    ]
+    return {"valid_without": len(valid), "unchanged": len(valid) - len(changed), "changed": changed}
+
+
 def compare(cases: list[Case], hf: list[Plan], served: list[Plan]) -> dict[str, Any]:
     """HF's plans against the service's without the grammar: a valid HF plan must be
     the service's plan; an invalid one must start with the service's text, which ends
@@ -180,34 +201,51 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--robots", type=int, default=12, help="robots per type at once")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--limit", type=int, default=0, help="first N of each set (smoke runs)")
+    parser.add_argument("--sets", nargs="+", choices=("heldout", "lrtrace", "natural"))
+    parser.add_argument("--skip-hf", action="store_true", help="no HF reference (its column: -)")
+    parser.add_argument("--close-within", type=int, default=ServiceConfig().grammar_close_within)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     console = Console(width=160)
     loadavg_before = os.getloadavg()
     started = time.perf_counter()
     sets = cases_of()
+    if args.sets:
+        sets = {name: cases for name, cases in sets.items() if name in args.sets}
     if args.limit:
         sets = {name: cases[: args.limit] for name, cases in sets.items()}
     results: dict[str, Any] = {"sets": {}}
     for name, cases in sets.items():
         console.print(f"{name}: HF greedy, service without and with the grammar ...")
         t0 = time.perf_counter()
-        hf = reference(args.model, cases)
+        hf = None if args.skip_hf else reference(args.model, cases)
         t1 = time.perf_counter()
-        without = serve(args.model, cases, False, args.robots, args.threads)
+        without = serve(args.model, cases, False, args.robots, args.threads, 0)
         t2 = time.perf_counter()
-        with_ = serve(args.model, cases, True, args.robots, args.threads)
+        unclosed = serve(args.model, cases, True, args.robots, args.threads, 0)
         t3 = time.perf_counter()
+        with_ = serve(args.model, cases, True, args.robots, args.threads, args.close_within)
+        t4 = time.perf_counter()
+        hf_texts = [p.text for p in hf] if hf is not None else [""] * len(cases)
         results["sets"][name] = {
-            "hf": score(cases, hf),
+            "hf": score(cases, hf) if hf is not None else None,
             "service_without_grammar": score(cases, without),
+            "service_grammar_no_closing": score(cases, unclosed),
             "service_with_grammar": score(cases, with_),
-            "hf_vs_service_without_grammar": compare(cases, hf, without),
-            "seconds": {"hf": t1 - t0, "without": t2 - t1, "with": t3 - t2},
+            "hf_vs_service_without_grammar": compare(cases, hf, without) if hf else None,
+            "grammar_keeps_valid_plans": kept(cases, without, with_),
+            "seconds": {"hf": t1 - t0, "without": t2 - t1, "no_closing": t3 - t2, "with": t4 - t3},
             "plans": [  # every natural plan; of the others those that are not all the same
-                {"instruction": c.instruction, "hf": a.text, "without": b.text, "with": g.text}
-                for c, a, b, g in zip(cases, hf, without, with_, strict=True)
-                if name == "natural" or not a.text == b.text == g.text
+                {
+                    "instruction": c.instruction,
+                    "hf": a,
+                    "without": b.text,
+                    "no_closing": u.text,
+                    "with": g.text,
+                    "with_ended": g.ended,
+                }
+                for c, a, b, u, g in zip(cases, hf_texts, without, unclosed, with_, strict=True)
+                if name == "natural" or not (hf is None or a == b.text) or b.text != g.text
             ],
         }
     results["card"] = {  # totals only, for the model card
@@ -215,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             side: {k: v for k, v in results["sets"][name][side].items() if k != "by_robot"}
             for side in ("service_without_grammar", "service_with_grammar")
         }
+        | {"grammar_keeps_valid_plans": results["sets"][name]["grammar_keeps_valid_plans"]}
         for name in sets
     }
     results["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count()}
@@ -222,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
         "threads": args.threads,
         "robots": args.robots,
         "limit": args.limit,
+        "skip_hf": args.skip_hf,
+        "max_tokens": MAX_TOKENS,
+        "grammar_close_within": args.close_within,
         "model": str(args.model),
     }
     results["loadavg_before"] = loadavg_before
@@ -235,21 +277,26 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_table(results: dict[str, Any], console: Console) -> None:
     table = Table(title="Sets side by side (greedy): HF, service without / with the grammar")
-    for column in ("set", "decoder", "plans", *CRITERIA, "exact", "same as HF"):
+    for column in ("set", "decoder", "plans", *CRITERIA, "exact", "same as HF", "valid kept"):
         table.add_column(column, justify="right")
     for name, figures in results["sets"].items():
         for decoder, label in DECODERS.items():
             f = figures[decoder]
-            same = ""
-            if decoder == "service_without_grammar":
-                c = figures["hf_vs_service_without_grammar"]
+            if f is None:
+                continue
+            same = kept = ""
+            c = figures["hf_vs_service_without_grammar"]
+            if decoder == "service_without_grammar" and c is not None:
                 same = f"{c['identical']} (+{c['stopped_at_rejection']} stopped)"
+            if decoder == "service_with_grammar":
+                k = figures["grammar_keeps_valid_plans"]
+                kept = f"{k['unchanged']}/{k['valid_without']}"
             cells = [
                 "-" if name != "natural" and k in ("grounded", "sensible") else f"{f[k]}"
                 for k in CRITERIA
             ]
             exact = "-" if name == "natural" else str(f["exact"])
-            table.add_row(name, label, str(f["plans"]), *cells, exact, same)
+            table.add_row(name, label, str(f["plans"]), *cells, exact, same, kept)
     console.print(table)
     console.print(f"load average: {results['loadavg_before']} -> {results['loadavg_after']}")
 
