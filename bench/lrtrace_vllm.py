@@ -174,13 +174,11 @@ class VllmTarget(ServiceTarget):
 
     def _new_service(self, trace: TraceFile, policy: str, config: ServiceConfig) -> PlanningService:
         service = super()._new_service(trace, policy, config)
-        # the service's own record of each live task (read only: its TUF); the Engine
-        # protocol carries no urgency, so the bench looks it up here
-        live = service._state.by_gen_id
+        # the Engine protocol carries no urgency: the engine looks the task up by gen_id
 
         def urgency(gen_id: int) -> int:
-            generation = live.get(gen_id)
-            return 1 if generation is None else urgency_class(generation.request.tuf)
+            request = service.generation_request(gen_id)
+            return 1 if request is None else urgency_class(request.tuf)
 
         self.vllm.urgency = urgency
         return service
