@@ -3,7 +3,7 @@
 1. Resident weight memory of N LoRA variants served by one engine (the base once,
    each variant its adapter's factors) vs one base model vs N separate engines
    (each a whole model: a merged fine-tune per variant), from the engine's own
-   accounting (`resident_bytes`) and the process's resident set growth while
+   accounting (`resident_weights`) and the process's resident set growth while
    loading them.
 2. Cost of batched adapters: decode iterations of a batch of B generations, all on
    the base, all on one variant, and mixed (each row another variant, base rows
@@ -75,12 +75,13 @@ def memory(adapters: dict[str, Path]) -> dict[str, Any]:
     before = _rss()
     engine = TorchEngine(default_planner_path(), KV)
     one_engine = _rss() - before
-    base_bytes = engine.resident_bytes()["base"]
+    base_bytes = engine.resident_weights().base_bytes
     before_adapters = _rss()
     for name, path in adapters.items():
         engine.load_adapter(name, path)
     adapters_rss = _rss() - before_adapters
-    fleet_bytes = sum(engine.resident_bytes().values())
+    weights = engine.resident_weights()
+    fleet_bytes = weights.total_bytes
     others = []
     before_others = _rss()
     for _ in range(len(adapters) - 1):
@@ -90,7 +91,7 @@ def memory(adapters: dict[str, Path]) -> dict[str, Any]:
     return {
         "variants": n,
         "base_weight_bytes": base_bytes,
-        "adapter_bytes": {k: v for k, v in engine.resident_bytes().items() if k != "base"},
+        "adapter_bytes": {v.name: v.nbytes for v in weights.variants},
         "one_engine_weight_bytes": fleet_bytes,
         "one_engine_vs_base": fleet_bytes / base_bytes,
         "separate_engines_weight_bytes": n * base_bytes,

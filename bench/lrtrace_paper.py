@@ -36,6 +36,7 @@ from rich.table import Table
 from lrtrace import plots
 from lrtrace.catalog import Catalog, load_catalog
 from lrtrace.compose import compose
+from lrtrace.drone_loads import drone_loads
 from lrtrace.metrics import GroupStats, run_stats
 from lrtrace.profiles import PAPER_PROFILE, LatencyProfile
 from lrtrace.replay.exec_sampler import ExecTimeSampler
@@ -366,24 +367,7 @@ REAL_EPS = 18.0
 
 def real_specs(duration_s: float, eps: float = REAL_EPS) -> dict[str, WorkloadSpec]:
     """WID 1-3 scaled to this CPU: see REAL_EPS."""
-    drones = tuple(range(1, 9))
-    return {
-        "wid1": WorkloadSpec(
-            name="WID1-like low load (CPU)",
-            eps=eps,
-            max_tpe=8,
-            trace_ids=drones,
-            agents=25,
-            duration_s=duration_s,
-        ),
-        "wid2": WorkloadSpec(
-            name="WID2-like high load (CPU)",
-            eps=eps,
-            max_tpe=16,
-            trace_ids=drones,
-            agents=42,
-            duration_s=duration_s,
-        ),
+    return drone_loads(duration_s, eps, "CPU") | {
         "wid3": WorkloadSpec(
             name="WID3-like arm load (CPU)",
             eps=1.0,

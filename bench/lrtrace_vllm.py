@@ -34,9 +34,10 @@ its load average before and after.
 to tell apart what the service's queue and what segmentation cost on vLLM (the
 table's "engine s": time inside the engine's steps).
 
-The loads are bench/lrtrace_paper.py's CPU drone loads (the paper's WID 1 / WID 2
-relation: up to 8 tasks per event on 25 agents vs up to 16 on 42) at `--eps`
-events/s for `--duration` s: see bench/README.md for the rate chosen.
+The loads are the CPU drone loads bench/lrtrace_paper.py replays too
+(lrtrace/drone_loads.py: the paper's WID 1 / WID 2 relation, up to 8 tasks per event
+on 25 agents vs up to 16 on 42) at `--eps` events/s for `--duration` s: see
+bench/README.md for the rate chosen.
 
     PYTHONPATH=. .venv/bin/python bench/lrtrace_vllm.py [--quick]
 """
@@ -63,6 +64,7 @@ from rich.table import Table
 
 from lrtrace.catalog import load_catalog
 from lrtrace.compose import compose
+from lrtrace.drone_loads import drone_loads
 from lrtrace.metrics import GroupStats, run_stats
 from lrtrace.replay.exec_sampler import ExecTimeSampler
 from lrtrace.replay.runner import replay
@@ -70,7 +72,6 @@ from lrtrace.replay.targets.common import load_tokenizer
 from lrtrace.replay.targets.service import ServiceTarget
 from lrtrace.report import json_safe
 from lrtrace.trace_format import TraceFile
-from lrtrace.workload import WorkloadSpec
 from timely_core.engine.protocol import StepOutput
 from timely_core.engine.vllm.config import VllmConfig
 from timely_core.engine.vllm.engine import VllmEngine
@@ -119,29 +120,6 @@ DIAGNOSTIC = {
 def urgency_class(tuf: Tuf) -> int:
     """vLLM priority of a task (lower runs first): 0 urgent, 1 normal."""
     return 0 if tuf.initial_utility > Tuf.normal().initial_utility else 1
-
-
-def drone_loads(duration_s: float, eps: float) -> dict[str, WorkloadSpec]:
-    """bench/lrtrace_paper.py's CPU drone loads (`real_specs`) at `eps` events/s."""
-    drones = tuple(range(1, 9))
-    return {
-        "wid1": WorkloadSpec(
-            name="WID1-like low load (vLLM-CPU)",
-            eps=eps,
-            max_tpe=8,
-            trace_ids=drones,
-            agents=25,
-            duration_s=duration_s,
-        ),
-        "wid2": WorkloadSpec(
-            name="WID2-like high load (vLLM-CPU)",
-            eps=eps,
-            max_tpe=16,
-            trace_ids=drones,
-            agents=42,
-            duration_s=duration_s,
-        ),
-    }
 
 
 class BenchVllmEngine(VllmEngine):
@@ -196,13 +174,11 @@ class VllmTarget(ServiceTarget):
 
     def _new_service(self, trace: TraceFile, policy: str, config: ServiceConfig) -> PlanningService:
         service = super()._new_service(trace, policy, config)
-        # the service's own record of each live task (read only: its TUF); the Engine
-        # protocol carries no urgency, so the bench looks it up here
-        live = service._state.by_gen_id
+        # the Engine protocol carries no urgency: the engine looks the task up by gen_id
 
         def urgency(gen_id: int) -> int:
-            generation = live.get(gen_id)
-            return 1 if generation is None else urgency_class(generation.request.tuf)
+            request = service.generation_request(gen_id)
+            return 1 if request is None else urgency_class(request.tuf)
 
         self.vllm.urgency = urgency
         return service
@@ -391,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     setups = {**SETUPS, **(DIAGNOSTIC if args.diagnostic else {})}
     console = Console(width=max(Console().width, 120))  # the tables' columns, in logs too
     catalog = load_catalog()
-    specs = drone_loads(args.duration, args.eps)
+    specs = drone_loads(args.duration, args.eps, "vLLM-CPU")
     load_before = os.getloadavg()
     peak = matmul_peak(args.threads)
     started = time.perf_counter()

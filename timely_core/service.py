@@ -220,6 +220,14 @@ class PlanningService:
                 raise UnknownTask(f"unknown task id {task_id!r}")
             return self._state.handles[task_id]
 
+    def generation_request(self, gen_id: int) -> TaskRequest | None:
+        """The request of the live task whose engine generation is `gen_id` (None
+        once it ended): an engine is handed only gen_ids, and may look a task's TUF up
+        here, from its own methods (set_ranking, step) too."""
+        with self._state.lock:
+            generation = self._state.by_gen_id.get(gen_id)
+            return None if generation is None else generation.request
+
     def segment_done(self, task_id: str, index: int, finished_at_s: float | None = None) -> None:
         """The robot finished segment `index` of `task_id` at `finished_at_s` (service
         clock; now if omitted). Corrects the timing of the task's next segment and,

@@ -27,7 +27,7 @@ from timely_core.engine.torch.loader import load_model
 from timely_core.engine.torch.lora import AdapterError, LoraAdapter, load_adapter
 from timely_core.engine.torch.model_runner import ModelRunner
 from timely_core.engine.torch.sampler import make_generator, sample, validate_params
-from timely_core.engine.variants import BASE_VARIANT, ResidentVariant, ResidentWeights
+from timely_core.engine.variants import ResidentVariant, ResidentWeights
 
 
 @dataclass
@@ -122,13 +122,6 @@ class TorchEngine(PagedEngine):
         adapter = load_adapter(name, path, self.model.config, self.config.torch_dtype)
         self.adapters[name] = adapter
         return adapter
-
-    def resident_bytes(self) -> dict[str, int]:
-        """Bytes of weights held per variant: the base model once, each LoRA variant
-        only its factors (KV memory is `memory()`)."""
-        return {BASE_VARIANT: self.model.weights_nbytes} | {
-            name: adapter.nbytes for name, adapter in self.adapters.items()
-        }
 
     def resident_weights(self) -> ResidentWeights:
         """`VariantEngine`: the base's weight bytes once, each LoRA variant's factor

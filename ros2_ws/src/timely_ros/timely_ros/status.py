@@ -8,6 +8,7 @@ from typing import Any
 from builtin_interfaces.msg import Time
 from timely_interfaces.msg import ServiceStatus
 
+from timely_core.engine.variants import ResidentWeights
 from timely_ros.config import PlannerParams
 
 
@@ -34,7 +35,7 @@ def status_msg(
     incarnation: str = "",
     not_responding: list[str] | None = None,
     robots: list[RobotState] | None = None,
-    weights: Any = None,
+    weights: ResidentWeights | None = None,
 ) -> ServiceStatus:
     """`memory` is the engine's MemoryReport (for the host swap pool), or None.
     `queue_length` counts tasks waiting for their first admission, not generations

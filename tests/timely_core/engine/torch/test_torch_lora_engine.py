@@ -16,6 +16,7 @@ from timely_core.engine.protocol import HandlingStrategy, SamplingParams, Unknow
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.lora import AdapterError
+from timely_core.engine.variants import ResidentWeights
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def test_registered_prefix_belongs_to_its_variant(base: Path, adapters: dict[str
 
 def test_a_variant_adds_only_its_adapter_bytes(base: Path, adapters: dict[str, Path]) -> None:
     engine = TorchEngine(base, EngineConfig(block_size=8, device_kv_bytes=2**20, host_kv_bytes=0))
-    before = engine.resident_bytes()
+    before = engine.resident_weights()
     pointers = [
         engine.model.weights.embed.data_ptr(),
         engine.model.weights.layers[0].qkv.data_ptr(),
@@ -87,16 +88,19 @@ def test_a_variant_adds_only_its_adapter_bytes(base: Path, adapters: dict[str, P
     tied = json.loads((base / "config.json").read_text())["tie_word_embeddings"]
     if tied:  # the engine keeps the head as its own [hidden, vocab] copy
         expected_base += engine.model.weights.lm_head.nbytes
-    assert before == {"base": expected_base}
+    assert (before.base_bytes, before.variants) == (expected_base, ())
     for name, path in adapters.items():
         engine.load_adapter(name, path)
-    after = engine.resident_bytes()
-    for name, path in adapters.items():
+    after = engine.resident_weights()
+    assert after.names() == list(adapters)  # in load order
+    for variant, path in zip(after.variants, adapters.values(), strict=True):
         file_bytes = sum(
             t.nbytes for t in load_file(str(path / "adapter_model.safetensors")).values()
         )
-        assert after[name] == file_bytes  # float32 factors, nothing of the base copied
-    assert after["base"] == before["base"]
+        assert variant.nbytes == file_bytes  # float32 factors, nothing of the base copied
+        assert (variant.kind, variant.source) == ("lora", str(path))
+    assert after.base_bytes == before.base_bytes
+    assert after.total_bytes == before.base_bytes + after.variant_bytes
     assert [
         engine.model.weights.embed.data_ptr(),
         engine.model.weights.layers[0].qkv.data_ptr(),
@@ -141,7 +145,7 @@ def test_adapter_of_another_base_shape_is_refused(
     ):
         engine.load_adapter("x", folder)
     assert "x" not in engine.adapters
-    assert engine.resident_bytes() == {"base": engine.model.weights_nbytes}
+    assert engine.resident_weights() == ResidentWeights(engine.model.weights_nbytes)
 
 
 def test_bad_adapter_folders_are_named(

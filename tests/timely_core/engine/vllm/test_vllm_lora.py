@@ -14,17 +14,13 @@ import pytest
 import torch
 from engine_testkit import drive
 from safetensors.torch import load_file, save_file
-from vllm_testkit import robot_prompts
+from vllm_testkit import SERVED, VARIANTS, robot_prompts, torch_with_variants, variant_batch
 
 from timely_core.engine.protocol import AdapterError, EngineError, SamplingParams, UnknownVariant
-from timely_core.engine.torch.config import EngineConfig
-from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.variants import VariantEngine
 from timely_core.engine.vllm.config import VllmConfig
 from timely_core.engine.vllm.engine import VllmEngine
 
-VARIANTS = Path(__file__).resolve().parents[4] / "robot_models" / "checkpoints" / "variants"
-SERVED = ("heavy-drone", "warehouse-drone")
 GREEDY = SamplingParams(max_tokens=24)
 
 
@@ -40,17 +36,8 @@ def lora_engine(planner: Path) -> Iterator[VllmEngine]:
 def test_variants_and_base_in_one_batch_equal_the_torch_engine(
     planner: Path, lora_engine: VllmEngine
 ) -> None:
-    prefixes, prompts = robot_prompts()
-    start = prefixes["drone"]
-    drone = [p for p in prompts if p[: len(start)] == start][:3]
-    assert len(drone) == 3
-    prompts = [drone[0], drone[0], drone[1], drone[2], drone[1]]
-    variants: list[str | None] = [None, "heavy-drone", "warehouse-drone", "heavy-drone", None]
-    arrivals = [0, 1, 2, 3, 4]  # each joins the batch the others are running in
-    torch_engine = TorchEngine(planner, EngineConfig(num_threads=1))
-    for name in SERVED:
-        torch_engine.load_adapter(name, VARIANTS / name)
-    expected = drive(torch_engine, prompts, GREEDY, arrivals, variants=variants)
+    prompts, variants, arrivals = variant_batch()
+    expected = drive(torch_with_variants(planner), prompts, GREEDY, arrivals, variants=variants)
     got = drive(lora_engine, prompts, GREEDY, arrivals, variants=variants)
     assert got == expected
     assert got[0] != got[1]  # the adapter changes the plan: the variant really ran
@@ -98,10 +85,8 @@ def test_resident_weights_count_the_base_once(lora_engine: VllmEngine, planner: 
     weights = lora_engine.resident_weights()
     checkpoint = sum(t.nbytes for t in load_file(str(planner / "model.safetensors")).values())
     assert weights.base_bytes > checkpoint  # the base once, with vLLM's LoRA slots
-    torch_engine = TorchEngine(planner, EngineConfig(num_threads=1))
-    for name in SERVED:
-        torch_engine.load_adapter(name, VARIANTS / name)
-    by_name = {v.name: v.nbytes for v in torch_engine.resident_weights().variants}
+    reference = torch_with_variants(planner).resident_weights()
+    by_name = {v.name: v.nbytes for v in reference.variants}
     assert {v.name: v.nbytes for v in weights.variants} == by_name
     assert weights.total_bytes == weights.base_bytes + sum(by_name.values())
 

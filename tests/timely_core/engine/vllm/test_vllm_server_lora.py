@@ -10,16 +10,19 @@ from pathlib import Path
 
 import pytest
 from engine_testkit import drive
-from vllm_testkit import VllmServer, robot_prompts
+from vllm_testkit import (
+    SERVED,
+    VARIANTS,
+    VllmServer,
+    robot_prompts,
+    torch_with_variants,
+    variant_batch,
+)
 
 from timely_core.engine.protocol import AdapterError, EngineError, SamplingParams, UnknownVariant
-from timely_core.engine.torch.config import EngineConfig
-from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.vllm.server_config import VllmServerConfig
 from timely_core.engine.vllm.server_engine import VllmServerEngine
 
-VARIANTS = Path(__file__).resolve().parents[4] / "robot_models" / "checkpoints" / "variants"
-SERVED = ("heavy-drone", "warehouse-drone")
 GREEDY = SamplingParams(max_tokens=24)
 
 
@@ -50,16 +53,8 @@ def lora_engine(planner: Path, lora_server: VllmServer) -> Iterator[VllmServerEn
 def test_variants_and_base_side_by_side_equal_the_torch_engine(
     planner: Path, lora_engine: VllmServerEngine
 ) -> None:
-    prefixes, prompts = robot_prompts()
-    start = prefixes["drone"]
-    drone = [p for p in prompts if p[: len(start)] == start][:3]
-    prompts = [drone[0], drone[0], drone[1], drone[2], drone[1]]
-    variants: list[str | None] = [None, "heavy-drone", "warehouse-drone", "heavy-drone", None]
-    torch_engine = TorchEngine(planner, EngineConfig(num_threads=1))
-    for name in SERVED:
-        torch_engine.load_adapter(name, VARIANTS / name)
-    arrivals = [0, 1, 2, 3, 4]
-    expected = drive(torch_engine, prompts, GREEDY, arrivals, variants=variants)
+    prompts, variants, arrivals = variant_batch()
+    expected = drive(torch_with_variants(planner), prompts, GREEDY, arrivals, variants=variants)
     got = drive(lora_engine, prompts, GREEDY, arrivals, variants=variants)
     assert got == expected
     assert got[0] != got[1]  # the adapter changes the plan: the variant really ran

@@ -1,5 +1,6 @@
 """Helpers of the vLLM engine tests: the planner's robot prompts, a driver that
-suspends and resumes generations on a schedule, real vLLM servers on loopback."""
+suspends and resumes generations on a schedule, real vLLM servers on loopback, and
+the fleet-variant case (shipped adapters, a mixed batch, the torch reference)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,17 @@ import sys
 import time
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from timely_core.engine.protocol import Engine, HandlingStrategy, SamplingParams
 
-PLANNER = Path(__file__).resolve().parents[4] / "robot_models" / "checkpoints" / "planner"
+if TYPE_CHECKING:
+    from timely_core.engine.torch.engine import TorchEngine
+
+CHECKPOINTS = Path(__file__).resolve().parents[4] / "robot_models" / "checkpoints"
+PLANNER = CHECKPOINTS / "planner"
+VARIANTS = CHECKPOINTS / "variants"  # the shipped LoRA fleet variants
+SERVED = ("heavy-drone", "warehouse-drone")  # the variants the LoRA tests load
 
 
 @cache
@@ -38,6 +45,31 @@ def robot_prompts() -> tuple[dict[str, list[int]], list[list[int]]]:
         for t in LRTRACE_TASKS
     ]
     return prefixes, prompts
+
+
+def variant_batch() -> tuple[list[list[int]], list[str | None], list[int]]:
+    """Three drone prompts on the base and both SERVED variants, the same prompt on
+    two of them, each arriving while the others run: prompts, variants, arrivals (as
+    engine_testkit.drive takes them)."""
+    prefixes, prompts = robot_prompts()
+    start = prefixes["drone"]
+    drone = [p for p in prompts if p[: len(start)] == start][:3]
+    assert len(drone) == 3
+    heavy, warehouse = SERVED
+    variants: list[str | None] = [None, heavy, warehouse, heavy, None]
+    return [drone[0], drone[0], drone[1], drone[2], drone[1]], variants, [0, 1, 2, 3, 4]
+
+
+def torch_with_variants(planner: Path) -> TorchEngine:
+    """The torch engine (1 thread) serving the SERVED variants: the reference vLLM's
+    tokens and weight report are checked against."""
+    from timely_core.engine.torch.config import EngineConfig
+    from timely_core.engine.torch.engine import TorchEngine
+
+    engine = TorchEngine(planner, EngineConfig(num_threads=1))
+    for name in SERVED:
+        engine.load_adapter(name, VARIANTS / name)
+    return engine
 
 
 def drive_segmented(
