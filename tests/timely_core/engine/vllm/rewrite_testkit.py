@@ -23,9 +23,12 @@ from timely_core.engine.protocol import (
     UnknownGeneration,
 )
 from timely_core.engine.torch.loader import load_tokenizer
+from timely_core.engine.vllm.engine import VllmEngine
 from timely_core.engine.vllm.generation import VllmGeneration
+from timely_core.engine.vllm.server_engine import VllmServerEngine
 from timely_core.tools.router import OBSERVATION_FORMAT
 
+Backend = VllmEngine | VllmServerEngine
 BLOCK = 32  # vLLM's CPU block size: its prefix cache holds whole blocks
 MAX_TOKENS = 40
 
@@ -44,7 +47,7 @@ def observation_ids() -> list[int]:
     return list(encoded.ids)
 
 
-def run(engine: Any, gen_id: int, steps: int | None = None) -> list[int]:
+def run(engine: Backend, gen_id: int, steps: int | None = None) -> list[int]:
     """Step `gen_id` alone until it finishes (or `steps` tokens); its tokens."""
     tokens: list[int] = []
     for _ in range(10_000):
@@ -57,12 +60,14 @@ def run(engine: Any, gen_id: int, steps: int | None = None) -> list[int]:
     raise AssertionError(f"generation {gen_id} did not finish")
 
 
-def fresh(engine: Any, gen_id: int, context: list[int], max_tokens: int, **add: Any) -> list[int]:
+def fresh(
+    engine: Backend, gen_id: int, context: list[int], max_tokens: int, **add: Any
+) -> list[int]:
     engine.add(gen_id, list(context), SamplingParams(max_tokens=max_tokens), **add)
     return run(engine, gen_id)
 
 
-def check_rollback(engine: Any, gen_id: int, prompt: list[int], **add: Any) -> VllmGeneration:
+def check_rollback(engine: Backend, gen_id: int, prompt: list[int], **add: Any) -> VllmGeneration:
     """Generate 20, roll back to 14, resume: the rest is what a fresh generation on
     prompt + the 14 kept ids writes (and what the uninterrupted one wrote after
     them). Returns the generation's record (its `cached_history` for the caller)."""
@@ -84,7 +89,7 @@ def check_rollback(engine: Any, gen_id: int, prompt: list[int], **add: Any) -> V
 
 
 def check_observation(
-    engine: Any, gen_id: int, prompt: list[int], strategy: HandlingStrategy, **add: Any
+    engine: Backend, gen_id: int, prompt: list[int], strategy: HandlingStrategy, **add: Any
 ) -> VllmGeneration:
     """Generate 10, append the observation, resume: the rest is what a fresh
     generation on prompt + the 10 + the observation writes; the observation is never
@@ -108,7 +113,7 @@ def check_observation(
     return state
 
 
-def check_a_full_budget_of_appended_ids(engine: Any, gen_id: int, prompt: list[int]) -> None:
+def check_a_full_budget_of_appended_ids(engine: Backend, gen_id: int, prompt: list[int]) -> None:
     """Appended ids that use up max_tokens: one token is sampled after them, and it
     finishes the generation (as on the paged engines)."""
     engine.add(gen_id, prompt, SamplingParams(max_tokens=8))
@@ -122,7 +127,7 @@ def check_a_full_budget_of_appended_ids(engine: Any, gen_id: int, prompt: list[i
     assert [output.token_id] == fresh(engine, gen_id + 1, prompt + generated + appended, 1)
 
 
-def check_errors(engine: Any, gen_id: int, prompt: list[int], max_model_len: int) -> None:
+def check_errors(engine: Backend, gen_id: int, prompt: list[int], max_model_len: int) -> None:
     """The protocol's errors, each changing nothing; then a valid rewrite still works."""
     engine.add(gen_id, prompt, SamplingParams(max_tokens=MAX_TOKENS))
     generated = run(engine, gen_id, steps=2)
