@@ -23,6 +23,10 @@ every request submitted on arrival); this class maps the protocol onto it:
   cached by recency only, and the report has no pinned blocks;
 - `abort` ends the request, freeing its blocks at once; bad input is refused in
   `add`, naming it, and touches no other generation;
+- `rewrite` (`RewritableEngine`, plans that react) changes a suspended
+  generation's ids only (generation.rewrite_generation): its resume submits prompt
+  + kept + appended ids, so vLLM's prefix cache restores the kept full blocks and
+  vLLM computes the rest and samples after the appended ids;
 - grammars are refused (generation.GRAMMAR_REFUSED says why);
 - fleet variants are peft LoRA adapters served by vLLM's multi-LoRA (`variants.py`):
   a generation's and a prefix's `variant` becomes the LoRA request of every vLLM
@@ -52,6 +56,7 @@ from timely_core.engine.vllm.generation import (
     check_prefix_use,
     check_prompt,
     priority_of,
+    rewrite_generation,
 )
 from timely_core.engine.vllm.runtime import build_llm_engine
 from timely_core.engine.vllm.variants import VllmVariants
@@ -82,6 +87,7 @@ class VllmEngine:
         self._serial = itertools.count()
         self.prefix_cached_tokens: dict[str, int] = {}  # vLLM's report per registration
         self.parked = 0  # requests aborted because a step did not list them
+        self.rewrites = 0
         pool = self._block_pool()
         self._total_blocks = pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
         kv = self._scheduler().kv_cache_config
@@ -241,6 +247,16 @@ class VllmEngine:
         state.suspended = False
         self._submit(state)
 
+    def rewrite(self, gen_id: int, keep_generated: int, append_ids: list[int]) -> None:
+        """`RewritableEngine.rewrite`: keep the first `keep_generated` ids past the
+        prompt, append `append_ids` as input; the resume submits them all as the new
+        request's prompt (see generation.rewrite_generation for the errors)."""
+        state = self._state(gen_id)
+        rewrite_generation(
+            state, keep_generated, list(append_ids), self.vocab_size, self.config.max_model_len
+        )
+        self.rewrites += 1
+
     def abort(self, gen_id: int) -> None:
         state = self._state(gen_id)
         self._end_request(state)
@@ -308,7 +324,7 @@ class VllmEngine:
             temperature=params.temperature,
             top_p=params.top_p,
             seed=state.request_seed(),
-            max_tokens=state.remaining_tokens,
+            max_tokens=state.request_max_tokens,
             stop_token_ids=list(params.stop_token_ids),
             output_kind=self._delta,
             detokenize=False,

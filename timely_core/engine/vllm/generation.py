@@ -4,7 +4,11 @@ vLLM cannot hold a request that does not run, so a suspended generation lives he
 as token ids only; each time it runs again it becomes a new vLLM request (its
 `submissions` numbers them) whose prompt is prompt + generated ids, and vLLM's prefix
 cache restores the KV it still holds (`cached_tokens`). Shared by the in-process
-engine and the server client."""
+engine and the server client.
+
+`rewrite` (plans that react) changes only these ids: the kept ones and the appended
+ones become part of the next request's prompt, so vLLM samples after them and never
+returns them, and its prefix cache restores what it still holds of the kept part."""
 
 from __future__ import annotations
 
@@ -38,14 +42,28 @@ class VllmGeneration:
     cache_unreported: bool = False  # the latest request has not reported yet
     first_token_s: float | None = None  # monotonic time its first token arrived (servers)
     variant: str | None = None  # the LoRA adapter it runs with (None: the base model)
+    # Ids appended as input by `rewrite` over its life (observations). They stay in
+    # `token_ids` past the prompt like sampled ids, so `num_generated` counts them and
+    # `remaining_tokens` charges them to `max_tokens`, as the protocol asks and the
+    # paged engines' `Sequence` does; `keep_generated` indexes that same list.
+    appended_tokens: int = 0
+    rewrites: int = 0
 
     @property
     def num_generated(self) -> int:
+        """Ids past the prompt: sampled ones and ids appended by `rewrite`."""
         return len(self.token_ids) - self.prompt_len
 
     @property
     def remaining_tokens(self) -> int:
         return self.params.max_tokens - self.num_generated
+
+    @property
+    def request_max_tokens(self) -> int:
+        """`max_tokens` of its next vLLM request. At least 1: appended ids may use up
+        the budget, and then (as on the paged engines) it samples one token after
+        them and finishes."""
+        return max(1, self.remaining_tokens)
 
     def next_request_id(self, serial: int) -> str:
         """A fresh id per submission (`serial` counts the backend's requests): an
@@ -60,6 +78,44 @@ class VllmGeneration:
         if self.params.seed is None:
             return None
         return self.params.seed + self.num_generated
+
+
+def rewrite_generation(
+    state: VllmGeneration,
+    keep_generated: int,
+    append_ids: list[int],
+    vocab_size: int,
+    max_model_len: int,
+) -> None:
+    """`RewritableEngine.rewrite` on a generation's ids (the caller found it by id and
+    it holds no vLLM request while suspended). Checks everything before changing
+    anything: EngineError if it is not suspended or would not fit `max_model_len`;
+    ValueError for `keep_generated` outside [0, generated] or an id outside the
+    vocabulary. The dropped ids' KV needs no freeing: a suspended generation holds
+    no blocks, and those the prefix cache keeps are found by content only."""
+    gen_id = state.gen_id
+    if not state.suspended:
+        raise EngineError(f"generation {gen_id} must be suspended to be rewritten")
+    if not 0 <= keep_generated <= state.num_generated:
+        raise ValueError(
+            f"generation {gen_id}: keep_generated={keep_generated} is outside "
+            f"[0, {state.num_generated}]"
+        )
+    bad = next((i for i, t in enumerate(append_ids) if not 0 <= int(t) < vocab_size), None)
+    if bad is not None:
+        raise ValueError(
+            f"ids appended to generation {gen_id}: token {append_ids[bad]} at index {bad} "
+            f"is outside [0, {vocab_size})"
+        )
+    token_ids = state.token_ids[: state.prompt_len + keep_generated] + [int(t) for t in append_ids]
+    if len(token_ids) >= max_model_len:
+        raise EngineError(
+            f"generation {gen_id} would hold {len(token_ids)} tokens after the rewrite; the "
+            f"vLLM engine's max_model_len is {max_model_len}"
+        )
+    state.token_ids = token_ids
+    state.appended_tokens += len(append_ids)
+    state.rewrites += 1
 
 
 def check_prefix_use(

@@ -22,6 +22,10 @@ received, so no task is lost while any server answers. Swap is refused as in pro
 (the servers offload KV only on GPU hosts, and only they could); grammars are refused
 (generation.GRAMMAR_REFUSED).
 
+`rewrite` (plans that react) changes a suspended generation's ids only
+(generation.rewrite_generation); it has no stream then, and the next one (the resume,
+or a failover later) sends prompt + kept + appended ids + what it received since.
+
 Fleet variants: each server serves the LoRA adapters it was started with
 (`--enable-lora --lora-modules name=folder`, listed in its /v1/models);
 `load_adapter` checks the folder against the base model and that every answering
@@ -60,6 +64,7 @@ from timely_core.engine.vllm.generation import (
     check_prefix_use,
     check_prompt,
     priority_of,
+    rewrite_generation,
 )
 from timely_core.engine.vllm.server_config import VllmServerConfig
 from timely_core.engine.vllm.server_router import Router, ServerState
@@ -126,6 +131,7 @@ class VllmServerEngine:
         self._arrived = threading.Condition()
         self._serial = itertools.count()
         self._memory: tuple[float, MemoryReport] | None = None
+        self.rewrites = 0
 
     # ---- set-up and shut-down --------------------------------------------------
     def _discover(self) -> int:
@@ -322,6 +328,16 @@ class VllmServerEngine:
         state.suspended = False
         self._open_stream(state)
 
+    def rewrite(self, gen_id: int, keep_generated: int, append_ids: list[int]) -> None:
+        """`RewritableEngine.rewrite`: a suspended generation has no stream (its
+        request on the server was aborted), so only its ids change; see
+        generation.rewrite_generation for the errors."""
+        state = self._state(gen_id)
+        rewrite_generation(
+            state, keep_generated, list(append_ids), self.vocab_size, self.max_model_len
+        )
+        self.rewrites += 1
+
     def abort(self, gen_id: int) -> None:
         self._state(gen_id)
         self._close_stream(gen_id)
@@ -450,12 +466,12 @@ class VllmServerEngine:
             if stream.epoch != epoch:
                 return
             kept = list(stream.received)  # prompt + every token received so far
-        remaining = state.params.max_tokens - (len(kept) - state.prompt_len)
+        # what the server has not sent yet (appended ids count, as in `VllmGeneration`)
         seed_state = VllmGeneration(state.gen_id, kept, state.prompt_len, state.params)
         body = self._body(
             server,
             kept,
-            remaining,
+            seed_state.request_max_tokens,
             state.params,
             state.priority,
             True,

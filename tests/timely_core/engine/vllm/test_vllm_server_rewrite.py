@@ -1,0 +1,114 @@
+"""`VllmServerEngine.rewrite` (plans that react) against two real vLLM servers on
+127.0.0.1 (the planner checkpoint): the scenarios of rewrite_testkit.py (a rollback,
+an observation, the errors), the servers' prefix caches restoring the kept blocks,
+and a rewritten generation whose server is killed mid-stream goes on on the other
+server from its rewritten ids."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from rewrite_testkit import (
+    BLOCK,
+    check_a_full_budget_of_appended_ids,
+    check_errors,
+    check_observation,
+    check_rollback,
+    fresh,
+    looping_prompt,
+    run,
+)
+from vllm_testkit import VllmServer
+
+from timely_core.engine.protocol import HandlingStrategy, SamplingParams
+from timely_core.engine.vllm.server_config import VllmServerConfig
+from timely_core.engine.vllm.server_engine import VllmServerEngine
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def servers(planner: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[VllmServer]]:
+    logs = tmp_path_factory.mktemp("vllm-rewrite-servers")
+    started = [VllmServer(planner, logs / f"server{i}.log", max_num_seqs=2) for i in range(2)]
+    try:
+        for server in started:
+            server.wait_ready(400)
+        yield started
+    finally:
+        for server in started:
+            server.kill()
+
+
+@pytest.fixture(scope="module")
+def engine(planner: Path, servers: list[VllmServer]) -> Iterator[VllmServerEngine]:
+    urls = [s.url for s in servers]
+    engine = VllmServerEngine(
+        planner, VllmServerConfig(urls=urls, affinity_slack=4, retry_after_s=600)
+    )
+    yield engine
+    engine.close()
+
+
+def _eventually(condition: Callable[[], bool], timeout_s: float = 60) -> bool:
+    """Bounded wait for a server's report (a bound, never a timing assertion)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_rollback_resumes_from_the_kept_ids_on_its_servers_cache(
+    engine: VllmServerEngine,
+) -> None:
+    prompt = looping_prompt(3)
+    engine.register_prefix("rewrite-3", prompt[:64])  # its generations stay on one server
+    state = check_rollback(engine, 100, prompt, prefix_id="rewrite-3")
+    # the server reports cached tokens when a request ends: the resumed one found
+    # every full block of prompt + 14 kept ids (kept generated ids too)
+    cached = (len(prompt) + 14 - 1) // BLOCK * BLOCK
+    assert cached > len(prompt)
+    assert _eventually(lambda: state.cached_history[-1:] == [cached]), state.cached_history
+
+
+def test_an_observation_is_input_and_counts_towards_max_tokens(engine: VllmServerEngine) -> None:
+    prompt = looping_prompt(4)
+    engine.register_prefix("rewrite-4", prompt[:64])
+    state = check_observation(engine, 200, prompt, HandlingStrategy.PRESERVE, prefix_id="rewrite-4")
+    cached = (len(prompt) + 10 - 1) // BLOCK * BLOCK
+    assert _eventually(lambda: state.cached_history[-1:] == [cached]), state.cached_history
+    check_a_full_budget_of_appended_ids(engine, 210, prompt)
+    assert engine.rewrites == 3  # this module's first two tests
+
+
+def test_rewrite_errors_change_nothing(engine: VllmServerEngine) -> None:
+    check_errors(engine, 300, looping_prompt(5), engine.max_model_len)
+
+
+def test_a_rewritten_generation_fails_over_from_its_rewritten_ids(
+    engine: VllmServerEngine, servers: list[VllmServer]
+) -> None:
+    """Runs last: it kills a server. The appended ids (another loop's) make the
+    planner write a long continuation unlike the one without them, so the server
+    still streams it when its server is killed."""
+    prompt, appended = looping_prompt(3), looping_prompt(4)[:40]
+    engine.add(400, prompt, SamplingParams(max_tokens=400))
+    generated = run(engine, 400, steps=10)
+    engine.suspend(400, HandlingStrategy.DISCARD)
+    engine.rewrite(400, 6, appended)
+    context = prompt + generated[:6] + appended
+    expected = fresh(engine, 401, context, 400 - 6 - len(appended))
+    engine.resume(400)
+    after = run(engine, 400, steps=3)
+    url = engine.server_of(400)
+    victim = next(s for s in servers if s.url == url)
+    victim.kill()
+    after += run(engine, 400)
+    assert after == expected
+    assert engine.generation_failovers.get(400, 0) >= 1  # it moved to the other server
+    assert engine.generation_failovers.get(401, 0) == 0
