@@ -1,7 +1,8 @@
 """Under the grammar the service closes plans before its limits end them: a plan
 whose statement nears the robot's segment limit has its blocks closed at the next
-statement boundary and ends there, as a plan nearing `max_tokens` does. Without closing (`grammar_close_within=0`) the same tasks fail on
-those limits. Greedy, on the shipped planner."""
+statement boundary and ends there, as a plan nearing `max_tokens` does. Without
+closing (`grammar_close_within=0`) the same tasks fail on those limits. Greedy, on
+the shipped planner."""
 
 from __future__ import annotations
 

@@ -238,8 +238,8 @@ class PlannerParams(BaseModel):
     replan_on_failure: bool = Field(
         default=False,
         description="a segment the robot fails rolls the plan back to that segment's end, "
-        "appends the failure as an observation and planning goes on (a rewritable "
-        "engine: torch or simulated); false: the failure ends the goal",
+        "appends the failure as an observation and planning goes on (every engine: "
+        "torch, simulated, vllm, vllm-server); false: the failure ends the goal",
     )
     max_recoveries: int = Field(
         default=3,
