@@ -228,11 +228,11 @@ class BlockZoo:
     ) -> None:
         """A checkpoint added over a base must have the base's blocks and shapes."""
         mine = {
-            (b, r): (t.dtype, list(t.shape))
+            (b, r): f"{t.dtype} {list(t.shape)}"
             for b, roles in grouped.items()
             for r, t in roles.items()
         }
-        theirs = {(t.block, t.role): (t.dtype, t.shape) for t in base.tensors.values()}
+        theirs = {(t.block, t.role): f"{t.dtype} {t.shape}" for t in base.tensors.values()}
         for key in sorted(mine.keys() | theirs.keys()):
             if mine.get(key) != theirs.get(key):
                 raise BlockZooError(
