@@ -37,6 +37,14 @@ def _parser() -> argparse.ArgumentParser:
     export = commands.add_parser("export", help="write a variant's folder")
     export.add_argument("name")
     export.add_argument("out", type=Path)
+    share = commands.add_parser("share", help="logit-lens test and lazy sharing")
+    share.add_argument("name")
+    share.add_argument("--base", required=True)
+    share.add_argument("--fleet-variant", required=True, help="its data (fleet.yaml)")
+    share.add_argument("--threshold", type=float, default=0.98)
+    share.add_argument("--tolerance", type=int, default=0, help="plans of quality to give")
+    share.add_argument("--calibration", type=int, default=16, help="calibration prompts")
+    share.add_argument("--json", type=Path, help="also write the decisions here")
     return parser
 
 
@@ -71,6 +79,25 @@ def main(argv: list[str] | None = None) -> int:
                     f"{report.stored_bytes:,} ({report.ratio:.3f}x); distinct blocks in use "
                     f"{report.resident_bytes:,} tensor bytes"
                 )
+        elif args.command == "share":
+            from robot_models.blocks.share_fleet import (
+                result_record,
+                result_table,
+                share_fleet_variant,
+            )
+
+            decided = share_fleet_variant(
+                zoo,
+                args.name,
+                args.base,
+                args.fleet_variant,
+                args.threshold,
+                args.tolerance,
+                args.calibration,
+            )
+            print(result_table(decided))
+            if args.json:
+                args.json.write_text(json.dumps(result_record(decided), indent=2) + "\n")
         else:
             print(zoo.export(args.name, args.out))
     except BlockZooError as error:

@@ -34,10 +34,10 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 class FullTuneConfig:
     seed: int = 20240601  # the LoRA variants' seed: the same held-out examples
     layers: int = 1  # the last `layers` decoder layers train
-    lm_head: bool = False  # the output layer trains too
-    steps: int = 160
+    lm_head: bool = True  # the output layer trains too
+    steps: int = 120
     batch_size: int = 12
-    lr: float = 2e-4
+    lr: float = 1e-3
     warmup_steps: int = 20
     train_examples: int = 1200
     heldout_examples: int = 60

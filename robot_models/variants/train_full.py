@@ -1,4 +1,4 @@
-"""`python -m robot_models.variants.train_full NAME [--layers K] [--lm-head]`: a full
+"""`python -m robot_models.variants.train_full NAME [--layers K] [--no-lm-head]`: a full
 fine-tune of the base planner's last K layers on a fleet variant's data (the
 variant's definition in fleet.yaml, the LoRA variants' examples and held-out set),
 scored base vs fine-tune on the held-out examples.
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         default = getattr(defaults, field.name)
         flag = f"--{field.name.replace('_', '-')}"
         if isinstance(default, bool):
-            parser.add_argument(flag, action="store_true", default=default)
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
         else:
             parser.add_argument(flag, type=type(default), default=default)
     args = parser.parse_args(argv)
