@@ -194,3 +194,15 @@ def test_cli_adds_lists_reports_exports_and_names_errors(
     ).read_bytes()
     assert main([*z, "export", "ghost", str(tmp_path / "out2")]) == 2
     assert "error: unknown variant 'ghost'" in capsys.readouterr().err
+
+
+def test_cli_share_names_an_unknown_fleet_variant_or_zoo_variant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    z = ["--zoo", str(tmp_path / "zoo")]
+    assert main([*z, "add", "base", str(PLANNER)]) == 0
+    share = ["share", "tuned", "--base", "base", "--fleet-variant"]
+    assert main([*z, *share, "tractor"]) == 2
+    assert "error: unknown variant 'tractor'; known: heavy-drone" in capsys.readouterr().err
+    assert main([*z, *share, "warehouse-drone"]) == 2
+    assert "error: unknown variant 'tuned' in zoo" in capsys.readouterr().err
