@@ -1,0 +1,110 @@
+"""`python -m robot_models.blocks --zoo DIR {add,list,report,export}`: the block zoo.
+
+add NAME FOLDER [--base VARIANT]   a checkpoint (model.safetensors) or a peft LoRA
+                                   adapter (needs --base: the variant it adapts)
+list                               variants, their kind, base and blocks
+report [--json]                    bytes stored vs the sum of the checkpoints
+export NAME OUT                    reassemble the variant's folder
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from robot_models.blocks.report import zoo_report
+from robot_models.blocks.zoo import BlockZoo, BlockZooError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m robot_models.blocks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--zoo", type=Path, required=True, help="the zoo's folder")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add = commands.add_parser("add", help="add a checkpoint or LoRA adapter as a variant")
+    add.add_argument("name")
+    add.add_argument("folder", type=Path)
+    add.add_argument("--base", help="the variant this one derives from (needed for LoRA)")
+    commands.add_parser("list", help="the variants")
+    report = commands.add_parser("report", help="bytes stored vs the checkpoints")
+    report.add_argument("--json", action="store_true")
+    export = commands.add_parser("export", help="write a variant's folder")
+    export.add_argument("name")
+    export.add_argument("out", type=Path)
+    share = commands.add_parser("share", help="logit-lens test and lazy sharing")
+    share.add_argument("name")
+    share.add_argument("--base", required=True)
+    share.add_argument("--fleet-variant", required=True, help="its data (fleet.yaml)")
+    share.add_argument("--threshold", type=float, default=0.98)
+    share.add_argument("--tolerance", type=int, default=0, help="plans of quality to give")
+    share.add_argument("--calibration", type=int, default=16, help="calibration prompts")
+    share.add_argument("--json", type=Path, help="also write the decisions here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    zoo = BlockZoo(args.zoo)
+    try:
+        if args.command == "add":
+            result = zoo.add(args.name, args.folder, args.base)
+            print(
+                f"{result.name}: {result.blocks} blocks, {result.new_blocks} new "
+                f"({result.new_bytes:,} bytes written)"
+            )
+        elif args.command == "list":
+            for name in zoo.variants():
+                m = zoo.manifest(name)
+                shared = f", {len(m.shared_blocks)} shared" if m.shared_blocks else ""
+                print(f"{name}\t{m.kind}\tbase={m.base or '-'}\t{len(m.blocks)} blocks{shared}")
+        elif args.command == "report":
+            report = zoo_report(zoo)
+            if args.json:
+                print(json.dumps({**asdict(report), "ratio": report.ratio}, indent=2))
+            else:
+                print("variant\tkind\tbase\tblocks\tshared\tcheckpoint bytes\town bytes")
+                for v in report.variants:
+                    print(
+                        f"{v.name}\t{v.kind}\t{v.base or '-'}\t{v.blocks}\t{v.shared_blocks}\t"
+                        f"{v.checkpoint_bytes:,}\t{v.own_bytes:,}"
+                    )
+                print(
+                    f"checkpoints {report.checkpoints_bytes:,} bytes, zoo stores "
+                    f"{report.stored_bytes:,} ({report.ratio:.3f}x); distinct blocks in use "
+                    f"{report.resident_bytes:,} tensor bytes"
+                )
+        elif args.command == "share":
+            from robot_models.blocks.share_fleet import (
+                result_record,
+                result_table,
+                share_fleet_variant,
+            )
+
+            decided = share_fleet_variant(
+                zoo,
+                args.name,
+                args.base,
+                args.fleet_variant,
+                args.threshold,
+                args.tolerance,
+                args.calibration,
+            )
+            print(result_table(decided))
+            if args.json:
+                args.json.write_text(json.dumps(result_record(decided), indent=2) + "\n")
+        else:
+            print(zoo.export(args.name, args.out))
+    except BlockZooError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,138 @@
+"""A full fine-tune of the base planner's last layers: a fleet variant that changes
+whole blocks rather than adding an adapter (the block zoo stores only the blocks it
+changed). Every other parameter is frozen, so its tensors stay bit-identical to
+the base's; the robot's prompt prefix runs through the current weights every step
+(without gradient), as served."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+
+from robot_models.training.batches import collate, encode_example, encode_prefix
+from robot_models.training.hf_format import load_checkpoint, save_checkpoint
+from robot_models.training.loop import optimizer_step
+from robot_models.training.model import TinyLlama
+from robot_models.training.threads import torch_threads
+from robot_models.variants.data import VariantData
+
+# Files of the base checkpoint a fine-tune keeps as they are (the weights and the
+# configs are written anew).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@dataclass(frozen=True)
+class FullTuneConfig:
+    seed: int = 20240601  # the LoRA variants' seed: the same held-out examples
+    layers: int = 1  # the last `layers` decoder layers train
+    lm_head: bool = True  # the output layer trains too
+    steps: int = 120
+    batch_size: int = 12
+    lr: float = 1e-3
+    warmup_steps: int = 20
+    train_examples: int = 1200
+    heldout_examples: int = 60
+    threads: int = 2
+
+
+def _lr(step: int, config: FullTuneConfig) -> float:
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    return config.lr * max(0.05, 1 - (step - config.warmup_steps) / max(1, config.steps))
+
+
+def trainable_parameters(model: TinyLlama, config: FullTuneConfig) -> list[torch.nn.Parameter]:
+    """Freeze everything but the last `config.layers` layers (and lm_head if asked)."""
+    count = len(model.model.layers)
+    if not 0 <= config.layers <= count or (config.layers == 0 and not config.lm_head):
+        raise ValueError(f"layers must be 1 to {count} (or 0 with lm_head), not {config.layers}")
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    modules: list[torch.nn.Module] = list(model.model.layers[count - config.layers :])
+    if config.lm_head:
+        modules.append(model.lm_head)
+    chosen = [p for m in modules for p in m.parameters()]
+    for parameter in chosen:
+        parameter.requires_grad_(True)
+    return chosen
+
+
+def full_tune(
+    base: Path,
+    robot_type: str,
+    data: VariantData,
+    out_dir: Path,
+    config: FullTuneConfig,
+    log: Callable[[str], None] = print,
+) -> dict[str, float]:
+    """Fine-tune the last layers of `base` on `data.train`; writes an HF Llama
+    checkpoint (with the base's tokenizer) and train_stats.json to `out_dir`."""
+    with torch_threads(config.threads):
+        return _full_tune(base, robot_type, data, out_dir, config, log)
+
+
+def _full_tune(
+    base: Path,
+    robot_type: str,
+    data: VariantData,
+    out_dir: Path,
+    config: FullTuneConfig,
+    log: Callable[[str], None],
+) -> dict[str, float]:
+    started = time.monotonic()
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
+    hf = json.loads((base / "config.json").read_text())
+    eos_id, pad_id = int(hf["eos_token_id"]), int(hf["pad_token_id"])
+    if hf.get("tie_word_embeddings", False) and config.lm_head:
+        raise ValueError(f"{base} ties lm_head to the embeddings: it cannot train alone")
+    model = load_checkpoint(base, bool(hf.get("tie_word_embeddings", False)))
+    parameters = trainable_parameters(model, config)
+    trainable = sum(p.numel() for p in parameters)
+    optimizer = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=0.0)
+    encoded = [encode_example(tokenizer, e, eos_id) for e in data.train]
+    prefix = encode_prefix(tokenizer, robot_type)
+    log(
+        f"{len(encoded)} train examples, prefix {prefix.shape[1]} tokens, {trainable} "
+        f"trainable parameters (last {config.layers} layers, lm_head {config.lm_head})"
+    )
+    model.train()
+    recent: list[float] = []
+    for step in range(config.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = _lr(step, config)
+        batch = sorted(rng.sample(encoded, config.batch_size), key=lambda e: len(e.suffix_ids))
+        ids, targets = collate(batch, pad_id)
+        with torch.no_grad():
+            _, prefix_kv = model(prefix)
+        logits, _ = model(ids, past=prefix_kv)
+        recent = [*recent[-19:], optimizer_step(logits, targets, optimizer, parameters)]
+        if step % 10 == 0 or step == config.steps - 1:
+            log(
+                f"step {step:4d}/{config.steps} loss {sum(recent) / len(recent):.4f} "
+                f"lr {_lr(step, config):.2e} elapsed {time.monotonic() - started:6.1f} s "
+                f"load {os.getloadavg()[0]:.1f}"
+            )
+    save_checkpoint(model, out_dir, eos_id, pad_id)
+    for name in TOKENIZER_FILES:
+        if (base / name).is_file():
+            shutil.copyfile(base / name, out_dir / name)
+    stats = {
+        "steps_done": float(config.steps),
+        "train_seconds": time.monotonic() - started,
+        "final_loss": sum(recent) / max(1, len(recent)),
+        "trainable_parameters": float(trainable),
+    }
+    record = {"config": asdict(config), **stats}
+    (out_dir / "train_stats.json").write_text(json.dumps(record, indent=2) + "\n")
+    return stats
