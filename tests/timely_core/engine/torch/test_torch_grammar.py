@@ -256,18 +256,20 @@ def test_each_grammar_text_is_compiled_once_and_bad_ones_are_refused(planner: Pl
     assert len([g for g in compiled if g.startswith("start: (")]) == 0
 
 
-def closing(planner: Planner, within: int) -> dict[str, object]:
-    """Sampling overrides that close plans in their last `within` tokens."""
-    block_end = planner.encode("}")
-    assert len(block_end) == 1
-    return {"close_within": within, "closing_ids": tuple(block_end)}
+def block_end(planner: Planner) -> tuple[int, ...]:
+    """The closing ids: the plan language's `}`, one token."""
+    ids = planner.encode("}")
+    assert len(ids) == 1
+    return tuple(ids)
 
 
 def test_plans_near_their_token_limit_end_at_a_statement_boundary(planner: Planner) -> None:
     cases = ADVERSARIAL + heldout_sample()
     limit, within = 64, 32
     cut = planner.run(cases, grammar=True, max_tokens=limit)
-    closed = planner.run(cases, grammar=True, max_tokens=limit, **closing(planner, within))
+    closed = planner.run(
+        cases, grammar=True, max_tokens=limit, close_within=within, closing_ids=block_end(planner)
+    )
     assert sum(not planner.text(ids)[1] for ids in cut) >= 3  # these ran past the limit
     for case, before, after in zip(cases, cut, closed, strict=True):
         text, ended = planner.text(after)
@@ -285,7 +287,12 @@ def test_sampled_plans_close_within_their_limit(planner: Planner, temperature: f
     cases = ADVERSARIAL + heldout_sample()[:8]
     for i, case in enumerate(cases):
         ids = planner.run(
-            [case], grammar=True, seed=i, temperature=temperature, **closing(planner, 48)
+            [case],
+            grammar=True,
+            seed=i,
+            temperature=temperature,
+            close_within=48,
+            closing_ids=block_end(planner),
         )[0]
         text, ended = planner.text(ids)
         assert ended and check_plan(case[0], text).valid, (case, text)
