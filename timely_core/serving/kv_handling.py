@@ -15,7 +15,9 @@ KV that left the device comes back before its resume only by a prefetch
 when device memory is free beyond what the running generations' next decodes, the
 queued generations that may be admitted now and a 1/32 margin need, and no
 admission fell short of memory lately, the suspended swapped-out generation with
-the soonest predicted resume has its KV swapped back in (one per iteration). The
+the soonest predicted resume has its KV swapped back in (one per iteration, once
+per wait: a prefetch given up again is not retried, so pressure that comes and goes
+does not make the KV shuttle). The
 engine keeps its host copy until the resume, and gives a prefetched KV up first
 under any pressure, without a copy; so a prefetch never costs a runnable or an
 arriving generation its memory.
@@ -126,6 +128,7 @@ class KvHandling:
         )
         # suspended gen id -> (predicted resume, strategy applied): prefetch order
         self._suspended: dict[int, tuple[float, HandlingStrategy]] = {}
+        self._prefetched: set[int] = set()  # prefetched in their current suspension
 
     @property
     def _releasing(self) -> tuple[HandlingStrategy, ...]:
@@ -158,6 +161,9 @@ class KvHandling:
         state.engine.suspend(generation.gen_id, strategy)
         self.counts[strategy.value] += 1
         self._suspended[generation.gen_id] = (now_s + wait_s, strategy)
+        self._prefetched.discard(generation.gen_id)
+        # a previous suspension's entry would re-decide (and evict) this one's KV
+        self._waiting.pop(generation.gen_id, None)
         if strategy is PRESERVE and not self.strategy.is_fixed:
             self._waiting[generation.gen_id] = _Suspension(
                 generation, strategy, check_s, self._iterations, now_s + wait_s
@@ -281,7 +287,8 @@ class KvHandling:
             generation = state.by_gen_id.get(gen_id)
             if generation is None:
                 del self._suspended[gen_id]
-            elif generation.suspended and generation.in_engine:
+                self._prefetched.discard(gen_id)
+            elif generation.suspended and generation.in_engine and gen_id not in self._prefetched:
                 cost = engine.prefetch_cost(gen_id)
                 if cost is not None:
                     swapped[gen_id] = (resume_s, cost)
@@ -295,6 +302,7 @@ class KvHandling:
             return
         if engine.prefetch(gen_id):
             self.counts["prefetch"] += 1
+            self._prefetched.add(gen_id)  # once a wait: given up, it swaps in at resume
 
     def _next_need(self, now_s: float, block_size: int, swapped: Collection[int]) -> int:
         """Device blocks the next admissions and decodes may take, at most: one per
@@ -369,6 +377,7 @@ class KvHandling:
     def forget(self, generation: Generation) -> None:
         self._waiting.pop(generation.gen_id, None)
         self._suspended.pop(generation.gen_id, None)
+        self._prefetched.discard(generation.gen_id)
         self._scored.pop(generation.gen_id, None)
         self.predictor.forget(generation)
 
