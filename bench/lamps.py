@@ -182,7 +182,7 @@ def _api_run(
         "ttft_p99_s": float(np.percentile(ttft, 99)),
         "throughput_rps": len(e2e) / run.makespan_s,
         "kv_stalls": run.service._state.counters["kv_stalls"],
-        "recomputed_tokens": run.engine.stats.recomputed_tokens,
+        "recomputed_tokens": run.engine.recomputed_tokens,
         "decided": run.counts,
     }
 
