@@ -12,7 +12,7 @@ requests on the planner's measured CPU profile
 (lrtrace/profiles/measured-torch-planner-cpu.json) with the same KV pools.
 
 SCALED for a 2-core shared machine, so that one run takes ~10 minutes: each rate
-serves `--requests` requests (default 14; bench/lamps.py: 200), and, since so few
+serves `--requests` requests (default 30; bench/lamps.py: 200), and, since so few
 requests on an engine that decodes in milliseconds never contend at
 bench/lamps.py's rates (1, 2, 4 /s) and KV (6144 tokens), the rates are 4, 16 and
 64 requests/s and device KV is 2048 tokens (the longest reply still fits). The
@@ -198,7 +198,7 @@ def _matmul_gflops() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=14, help="requests per rate")
+    parser.add_argument("--requests", type=int, default=30, help="requests per rate")
     parser.add_argument("--quick", action="store_true", help="4 requests per rate, a smoke run")
     args = parser.parse_args()
     if args.requests < 2:

@@ -17,10 +17,9 @@ queued generations that may be admitted now and a 1/32 margin need, and no
 admission fell short of memory lately, the suspended swapped-out generation with
 the soonest predicted resume has its KV swapped back in (one per iteration, once
 per wait: a prefetch given up again is not retried, so pressure that comes and goes
-does not make the KV shuttle). The
-engine keeps its host copy until the resume, and gives a prefetched KV up first
-under any pressure, without a copy; so a prefetch never costs a runnable or an
-arriving generation its memory.
+does not make the KV shuttle). The engine keeps its host copy until the resume,
+and gives a prefetched KV up first under any pressure, without a copy; so a
+prefetch never costs a runnable or an arriving generation its memory.
 
 A generation that may run on at once (timely generates ahead; with nothing else
 queued it is resumed at the next iteration) is predicted to wait nothing. This
@@ -33,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -288,37 +287,44 @@ class KvHandling:
             if generation is None:
                 del self._suspended[gen_id]
                 self._prefetched.discard(gen_id)
-            elif generation.suspended and generation.in_engine and gen_id not in self._prefetched:
+            elif generation.suspended and generation.in_engine:
                 cost = engine.prefetch_cost(gen_id)
                 if cost is not None:
                     swapped[gen_id] = (resume_s, cost)
-        if not swapped:
+        candidates = [g for g in swapped if g not in self._prefetched]
+        if not candidates:
             return
-        gen_id = min(swapped, key=lambda g: (swapped[g][0], g))
+        gen_id = min(candidates, key=lambda g: (swapped[g][0], g))
         memory = engine.memory()
         margin = math.ceil(LOW_FREE_FRACTION * memory.device_blocks_total)
-        need = self._next_need(now_s, memory.block_size, swapped)
+        need = self._next_need(now_s, memory.block_size, gen_id, swapped)
         if memory.device_blocks_free - swapped[gen_id][1] < need + margin:
             return
         if engine.prefetch(gen_id):
             self.counts["prefetch"] += 1
             self._prefetched.add(gen_id)  # once a wait: given up, it swaps in at resume
 
-    def _next_need(self, now_s: float, block_size: int, swapped: Collection[int]) -> int:
+    def _next_need(
+        self, now_s: float, block_size: int, chosen: int, swapped: Mapping[int, tuple[float, int]]
+    ) -> int:
         """Device blocks the next admissions and decodes may take, at most: one per
-        running generation (a decode crossing into a block), and each queued one that
-        may be admitted now, as its KV stands (swapped ones are the prefetch's)."""
+        running generation (a decode crossing into a block), and what each queued one
+        that may be admitted now needs as its KV stands (`chosen`'s is the prefetch)."""
         state = self._state
         table = state.scheduler.table
         need = len(state.running)
         for gen_id in table.gen_ids():
             generation = state.by_gen_id.get(gen_id)
-            if generation is None or table.is_running(gen_id) or gen_id in swapped:
+            if generation is None or gen_id == chosen or table.is_running(gen_id):
                 continue
             if self.ready_s(generation) > now_s:
                 continue  # its call has not returned: not admitted now
             applied = self._suspended.get(gen_id)
-            if generation.in_engine and applied is not None and applied[1] is PRESERVE:
+            if gen_id in swapped:
+                need += swapped[gen_id][1]  # its swap-in (a prefetch given up included)
+            elif gen_id in self._prefetched or (
+                generation.in_engine and applied is not None and applied[1] is PRESERVE
+            ):
                 need += 1  # its KV is there; its next decode may cross a block
             elif generation.in_engine:
                 need += blocks_for(_tokens(generation), block_size)  # to recompute
