@@ -15,7 +15,9 @@ KV that left the device comes back before its resume only by a prefetch
 when device memory is free beyond what the running generations' next decodes, the
 queued generations that may be admitted now and a 1/32 margin need, and no
 admission fell short of memory lately, the suspended swapped-out generation with
-the soonest predicted resume has its KV swapped back in (one per iteration, once
+the soonest predicted resume, if that is within `PREFETCH_HORIZON_S` (KV brought
+back long before it is needed is likelier given up again), has its KV swapped
+back in (one per iteration, once
 per wait: a prefetch given up again is not retried, so pressure that comes and goes
 does not make the KV shuttle). The engine keeps its host copy until the resume,
 and gives a prefetched KV up first under any pressure, without a copy; so a
@@ -62,6 +64,9 @@ DEFAULT_TOKEN_S = 0.02  # one iteration, until the service has timed one
 # "nearly full" for `auto`: chosen on bench/lamps.py's memory-bound fleet among 0,
 # 1/32 and 1/8 (docs/service-api.md, handling strategies)
 LOW_FREE_FRACTION = 1 / 32
+# prefetch only a resume predicted within this long: chosen on bench/lamps_real.py's
+# simulated API mix among unbounded, 5, 1 and 0.2 s (bench/results/NOTES.md, LAMPS)
+PREFETCH_HORIZON_S = 5.0
 
 
 @dataclass
@@ -128,6 +133,7 @@ class KvHandling:
         # suspended gen id -> (predicted resume, strategy applied): prefetch order
         self._suspended: dict[int, tuple[float, HandlingStrategy]] = {}
         self._prefetched: set[int] = set()  # prefetched in their current suspension
+        self.prefetch_horizon_s = PREFETCH_HORIZON_S
 
     @property
     def _releasing(self) -> tuple[HandlingStrategy, ...]:
@@ -291,7 +297,10 @@ class KvHandling:
                 cost = engine.prefetch_cost(gen_id)
                 if cost is not None:
                     swapped[gen_id] = (resume_s, cost)
-        candidates = [g for g in swapped if g not in self._prefetched]
+        horizon_s = self.prefetch_horizon_s
+        candidates = [
+            g for g in swapped if g not in self._prefetched and swapped[g][0] - now_s <= horizon_s
+        ]
         if not candidates:
             return
         gen_id = min(candidates, key=lambda g: (swapped[g][0], g))

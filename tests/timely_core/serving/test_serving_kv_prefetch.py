@@ -46,22 +46,28 @@ def watch(service: PlanningService, engine: SimulatedEngine) -> Watch:
     return seen
 
 
-def test_a_swapped_generation_is_prefetched_before_its_resume_and_resumes_without_a_copy() -> None:
+@pytest.mark.parametrize("horizon_s", [5.0, 1.0])
+def test_a_swapped_generation_is_prefetched_before_its_resume_and_resumes_without_a_copy(
+    horizon_s: float,
+) -> None:
     """d1 waits 4 s on a search (auto swaps it out) while d2's plan keeps the engine
     busy and memory is ample: d1's KV is back on the device before its predicted
-    resume, and the resume swaps nothing in."""
+    resume, no earlier than the prefetch horizon before it, and the resume swaps
+    nothing in."""
     service, driver, engine, _told = service_with("infercept", robots=("d1", "d2"))
     seen = watch(service, engine)
     kv = service._state.kv_handling
-    predicted: dict[int, float] = {}
-    suspend = kv.suspend
+    kv.prefetch_horizon_s = horizon_s
+    checks: list[tuple[float, float]] = []  # (its predicted resume, prefetched at)
+    prefetch = engine.prefetch
 
-    def suspending(generation, now_s):  # type: ignore[no-untyped-def]
-        strategy = suspend(generation, now_s)
-        predicted[generation.gen_id] = now_s + kv.predicted_wait_s(generation, now_s)
-        return strategy
+    def prefetching(gen_id: int) -> bool:
+        done = prefetch(gen_id)
+        if done:
+            checks.append((kv._suspended[gen_id][0], service.clock.now()))
+        return done
 
-    kv.suspend = suspending  # type: ignore[method-assign]
+    engine.prefetch = prefetching  # type: ignore[method-assign]
     d1 = driver.submit_at(0.0, TaskRequest(robot_id="d1", instruction="quick then slow"))
     driver.submit_at(0.0, TaskRequest(robot_id="d2", instruction="walk"))
     driver.run()
@@ -69,8 +75,9 @@ def test_a_swapped_generation_is_prefetched_before_its_resume_and_resumes_withou
     assert kv.counts["swap"] >= 1 and kv.counts["prefetch"] >= 1
     d1_gen = service._state.generations[d1.task_id].gen_id
     assert d1_gen in {g for g, _ in seen.prefetched}
-    for gen_id, at_s in seen.prefetched:
-        assert at_s < predicted[gen_id]  # ahead of its predicted resume
+    assert len(checks) == len(seen.prefetched)
+    for resume_s, at_s in checks:
+        assert 0 < resume_s - at_s <= horizon_s  # before its resume, within the horizon
     hits = [r for r in seen.resumed if r[1]]
     assert hits and all(copied == 0 for _, _, copied in hits)
     counts = kv.prefetch_counts()
