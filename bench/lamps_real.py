@@ -20,15 +20,19 @@ calls' durations are the table's, unscaled. With so few requests p99 is close to
 the maximum.
 
     PYTHONPATH=. .venv/bin/python bench/lamps_real.py [--requests N] [--quick]
+    PYTHONPATH=. .venv/bin/python bench/lamps_real.py --horizon-sweep  # simulator only
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +51,7 @@ from timely_core.engine.block_manager import DEFAULT_BLOCK_SIZE
 from timely_core.engine.sim.engine import Script, SimulatedEngineConfig
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.service_config import ServiceConfig
+from timely_core.serving import kv_handling
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RATES = (4.0, 16.0, 64.0)  # scaled up (module docstring)
@@ -82,7 +87,14 @@ def _summary(run: ApiRun, wall_s: float) -> dict[str, Any]:
     }
 
 
-def _run(rate: float, requests: int, policy: str, prefetch: bool, real: bool) -> dict[str, Any]:
+def _run(
+    rate: float,
+    requests: int,
+    policy: str,
+    prefetch: bool,
+    real: bool,
+    horizon_s: float | None = None,
+) -> dict[str, Any]:
     tokenizer, _ = planner_tokenizer()
     eos = int(tokenizer.token_to_id("<eos>"))
     mix = compose_api_mix(rate, requests, seed=SEED)
@@ -108,15 +120,61 @@ def _run(rate: float, requests: int, policy: str, prefetch: bool, real: bool) ->
             return MeasuredTorchEngine(default_planner_path(), torch_config, clock, script)
 
     started = time.perf_counter()
-    run = run_api_mix(
-        mix, policy, profile, sim_config, tokenizer, config=config, engine_factory=factory
-    )
+    with _horizon(horizon_s):
+        run = run_api_mix(
+            mix, policy, profile, sim_config, tokenizer, config=config, engine_factory=factory
+        )
     summary = _summary(run, time.perf_counter() - started)
     if real:
         assert isinstance(run.engine, MeasuredTorchEngine)
         summary["engine_measured_s"] = run.engine.measured_s
         assert run.engine.blocks.num_device_blocks == blocks  # the same pool as the sim's
     return summary
+
+
+@contextmanager
+def _horizon(horizon_s: float | None) -> Iterator[None]:
+    """Services built meanwhile prefetch with this horizon (None: the default)."""
+    if horizon_s is None:
+        yield
+        return
+    default = kv_handling.PREFETCH_HORIZON_S
+    kv_handling.PREFETCH_HORIZON_S = horizon_s
+    try:
+        yield
+    finally:
+        kv_handling.PREFETCH_HORIZON_S = default
+
+
+def horizon_study(console: Console, rates: tuple[float, ...], requests: int) -> dict[str, Any]:
+    """lamps on the simulator, the prefetch's horizon swept (how PREFETCH_HORIZON_S
+    was chosen), without prefetch as the baseline."""
+    horizons: tuple[float | None, ...] = (math.inf, 5.0, 1.0, 0.2)
+    runs: dict[str, dict[str, dict[str, Any]]] = {}
+    for rate in rates:
+        row = runs.setdefault(f"{rate:g}", {})
+        row["no prefetch"] = _run(rate, requests, "lamps", False, False)
+        for horizon in horizons:
+            row[f"{horizon:g} s"] = _run(rate, requests, "lamps", True, False, horizon)
+    table = Table(title=f"prefetch horizon, lamps, simulator, {requests} requests per rate")
+    for column in ("rate /s", "horizon", "TTFT mean ms", "E2E mean s", "swapped in",
+                   "prefetches", "hits", "given up"):  # fmt: skip
+        table.add_column(column)
+    for rate_key, by_horizon in runs.items():
+        for horizon_key, r in by_horizon.items():
+            p = r["prefetch"]
+            table.add_row(
+                rate_key,
+                horizon_key,
+                f"{1000 * r['ttft_mean_s']:.1f}",
+                f"{r['e2e_mean_s']:.2f}",
+                str(r["swapped_in_blocks"]),
+                str(p["prefetches"]),
+                str(p["prefetch_hits"]),
+                str(p["prefetch_given_up"]),
+            )
+    console.print(table)
+    return {"rates": list(rates), "requests": requests, "runs": runs}
 
 
 def study(console: Console, rates: tuple[float, ...], requests: int) -> dict[str, Any]:
@@ -200,11 +258,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=30, help="requests per rate")
     parser.add_argument("--quick", action="store_true", help="4 requests per rate, a smoke run")
+    parser.add_argument(
+        "--horizon-sweep",
+        action="store_true",
+        help="only the simulator's sweep of the prefetch horizon (lamps_prefetch_horizon.json)",
+    )
     args = parser.parse_args()
     if args.requests < 2:
         parser.error(f"--requests must be at least 2, got {args.requests}")
     requests = 4 if args.quick else args.requests
     console = Console(width=200)
+    if args.horizon_sweep:
+        sweep = horizon_study(console, RATES, requests)
+        RESULTS.mkdir(exist_ok=True)
+        out = RESULTS / "lamps_prefetch_horizon.json"
+        out.write_text(json.dumps({"bench": "lamps_real --horizon-sweep", **sweep}, indent=2,
+                                  default=str) + "\n")  # fmt: skip
+        console.print(f"results: {out}")
+        return
     machine = {
         "platform": platform.platform(),
         "python": platform.python_version(),
