@@ -17,7 +17,11 @@ one run, four studies, baselines measured in the same run.
 4. Scheduling cost of the lamps ranking at 1,000 queued, against timely's Eq. 4
    ranking of the same table. Goal: <= 0.2 ms.
 
-    PYTHONPATH=. .venv/bin/python bench/lamps.py [--quick]
+The KV prefetch (a swapped-out waiting generation brought back while memory is
+free) is in the fleet's table as on/off row pairs (auto, swap). The API mix on the
+real torch engine: bench/lamps_real.py.
+
+    PYTHONPATH=. .venv/bin/python bench/lamps.py [--quick] [--fleet-only]
 """
 
 from __future__ import annotations
@@ -56,6 +60,12 @@ from timely_core.service_config import ServiceConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STRATEGIES = ("auto", "preserve", "swap", "discard", "ttl")
+# the fleet's rows: (label, strategy, KV prefetch); the prefetch on/off pairs last
+FLEET_ROWS = (
+    *((s, s, True) for s in STRATEGIES),
+    ("auto, no prefetch", "auto", False),
+    ("swap, no prefetch", "swap", False),
+)
 API_POLICIES = ("lamps", "infercept", "vllm-like")
 GOAL_COST_S = 0.2e-3
 
@@ -79,13 +89,16 @@ def fleet_study(console: Console, robots: int, duration_s: float) -> dict[str, A
     kv_tokens = int(prefixes + contexts / 3) + 4 * DEFAULT_BLOCK_SIZE
     profile = PAPER_PROFILE.model_copy(update={"kv_capacity_tokens": kv_tokens})
     rows: dict[str, Any] = {}
-    for strategy in STRATEGIES:
+    for label, strategy, prefetch in FLEET_ROWS:
         target = SimTarget(
             profile,
             tokenizer,
             ExecTimeSampler(),
             catalog,
-            service_config=ServiceConfig(handling_strategy=strategy),  # type: ignore[arg-type]
+            service_config=ServiceConfig(
+                handling_strategy=strategy,  # type: ignore[arg-type]
+                kv_prefetch=prefetch,
+            ),
         )
         with tempfile.TemporaryDirectory() as tmp:
             results, _ = replay(
@@ -95,7 +108,7 @@ def fleet_study(console: Console, robots: int, duration_s: float) -> dict[str, A
         engine, service = target.last_engine, target.last_service
         assert engine is not None and service is not None
         urgent, normal = stats["urgent-drone"], stats["normal-arm"]
-        rows[strategy] = {
+        rows[label] = {
             "urgent_utility": urgent.utility.mean,
             "urgent_utility_of_max": urgent.utility_of_max,
             "normal_utility": normal.utility.mean,
@@ -110,6 +123,7 @@ def fleet_study(console: Console, robots: int, duration_s: float) -> dict[str, A
             "recomputed_tokens": engine.stats.recomputed_tokens,
             "swapped_out_blocks": engine.stats.swapped_out_blocks,
             "decided": dict(service._state.kv_handling.counts),
+            "prefetch": engine.prefetch_counts(),
         }
     fixed = [rows[s] for s in STRATEGIES if s not in ("auto", "ttl")]
     auto, preserve = rows["auto"], rows["preserve"]
@@ -133,6 +147,7 @@ def fleet_study(console: Console, robots: int, duration_s: float) -> dict[str, A
         "preemptions",
         "recomputed",
         "swapped out",
+        "prefetch (hit/given up)",
         "decided",
     ):
         table.add_column(column)
@@ -145,6 +160,7 @@ def fleet_study(console: Console, robots: int, duration_s: float) -> dict[str, A
             str(r["engine_preemptions"]),
             str(r["recomputed_tokens"]),
             str(r["swapped_out_blocks"]),
+            "{prefetches} ({prefetch_hits}/{prefetch_given_up})".format(**r["prefetch"]),
             ", ".join(f"{k} {v}" for k, v in sorted(r["decided"].items())),
         )
     console.print(table)
@@ -182,7 +198,7 @@ def _api_run(
         "ttft_p99_s": float(np.percentile(ttft, 99)),
         "throughput_rps": len(e2e) / run.makespan_s,
         "kv_stalls": run.service._state.counters["kv_stalls"],
-        "recomputed_tokens": run.engine.stats.recomputed_tokens,
+        "recomputed_tokens": run.engine.recomputed_tokens,
         "decided": run.counts,
     }
 
@@ -333,11 +349,28 @@ def plot(api: dict[str, Any], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
+    parser.add_argument(
+        "--fleet-only", action="store_true", help="the memory-bound fleet only (lamps_fleet.json)"
+    )
     args = parser.parse_args()
     console = Console()
     quick = args.quick
     started = time.perf_counter()
     fleet = fleet_study(console, robots=15 if quick else 45, duration_s=30 if quick else 120)
+    if args.fleet_only:
+        name = "lamps_fleet_quick" if quick else "lamps_fleet"
+        RESULTS.mkdir(exist_ok=True)
+        out = RESULTS / f"{name}.json"
+        doc = {
+            "bench": "lamps --fleet-only",
+            "simulated": True,
+            "machine": {"platform": platform.platform(), "python": platform.python_version()},
+            "wall_s": time.perf_counter() - started,
+            "fleet": fleet,
+        }
+        out.write_text(json.dumps(doc, indent=2, default=_plain) + "\n")
+        console.print(f"results: {out}")
+        return
     rates = (1.0, 2.0, 4.0)
     requests = 30 if quick else 200
     api = api_study(console, rates, requests)

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from timely_core.clock import VirtualClock
-from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
+from timely_core.engine.paged_engine import PagedEngine
+from timely_core.engine.sim.engine import Script, SimulatedEngine, SimulatedEngineConfig
 from timely_core.engine.sim.latency import LatencyModel
 from timely_core.events import Segment, TaskResult
 from timely_core.language.chat_language import ChatLanguage
@@ -105,7 +106,7 @@ class ApiOutcome:
 @dataclass
 class ApiRun:
     outcomes: list[ApiOutcome]
-    engine: SimulatedEngine
+    engine: PagedEngine  # the simulator, or `engine_factory`'s
     service: PlanningService
     makespan_s: float
     counts: dict[str, int] = field(default_factory=dict)
@@ -130,8 +131,12 @@ def run_api_mix(
     config: ServiceConfig | None = None,
     wait_noise: Callable[[float], float] | None = None,
     max_batch_size: int = 8,
+    engine_factory: Callable[[VirtualClock, Script], PagedEngine] | None = None,
 ) -> ApiRun:
-    """Serve `requests` under `policy`; each call's end is reported when it ends."""
+    """Serve `requests` under `policy`; each call's end is reported when it ends.
+    `engine_factory(clock, script)`: the engine instead of the simulator (`latency`
+    and `engine_config` then unused), one that produces `script`'s tokens and moves
+    `clock` itself (api_mix_torch.py)."""
     clock = VirtualClock()
     by_tag = {r.request_id: r for r in requests}
 
@@ -142,7 +147,10 @@ def run_api_mix(
         ids: list[int] = tokenizer.encode(text, add_special_tokens=False).ids
         return ids
 
-    engine = SimulatedEngine(clock, latency, script, engine_config)
+    if engine_factory is None:
+        engine: PagedEngine = SimulatedEngine(clock, latency, script, engine_config)
+    else:
+        engine = engine_factory(clock, script)
     config = (config or ServiceConfig()).model_copy(
         update={
             "max_queue": len(requests) + 1,

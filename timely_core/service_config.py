@@ -25,6 +25,9 @@ class ServiceConfig(BaseModel):
     # a suspended generation's KV: auto (least predicted waste, LAMPS), ttl
     # (Continuum), or fixed: preserve, swap, discard (docs/service-api.md)
     handling_strategy: HandlingStrategy = HandlingStrategy.AUTO
+    # bring a swapped-out waiting generation's KV back while device memory is free,
+    # the soonest predicted resume first, so its resume pays no swap-in
+    kv_prefetch: bool = True
     # Teola's partial prefill: each robot type's fixed prompt is prefilled once and
     # shared. False prefills every prompt whole, as servers without a prefix cache do
     # (to size one: `lrtrace replay --no-prefix-cache`).

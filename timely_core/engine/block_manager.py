@@ -98,6 +98,9 @@ class BlockManager:
         self.prefixes: dict[str, PinnedPrefix] = {}
         self.swapped_out_blocks = 0  # totals, for stats and the simulator's costs
         self.swapped_in_blocks = 0
+        self.prefetches = 0  # swap-ins ahead of a resume (`prefetch`)
+        self.prefetch_hits = 0  # ... that the resume found on the device
+        self.prefetch_given_up = 0  # ... whose device blocks were freed again first
 
     # ---- pool primitives -------------------------------------------------
     @property
@@ -272,12 +275,17 @@ class BlockManager:
             if index not in state.host_blocks:
                 self._release(state.block_table[index])
         self._free_host.extend(state.host_blocks.values())
+        self._end_prefetch(state, hit=False)
         state.block_table, state.block_hashes, state.host_blocks = [], [], {}
         state.num_computed, state.kv = 0, KvLocation.NONE
 
     def swap_out(self, state: Sequence) -> bool:
         """Copy `state`'s exclusive blocks to the host pool and free them on device;
-        shared blocks stay (others hold them anyway). False if the host pool is full."""
+        shared blocks stay (others hold them anyway). False if the host pool is full.
+        A prefetched generation only gives its prefetch up (its host copy is valid)."""
+        if state.prefetched:
+            self.give_up_prefetch(state)
+            return True
         exclusive = [i for i, b in enumerate(state.block_table) if self.ref_counts[b] == 1]
         if len(exclusive) > self.num_free_host:
             return False
@@ -290,8 +298,9 @@ class BlockManager:
         state.kv = KvLocation.HOST
         return True
 
-    def swap_in(self, state: Sequence) -> None:
-        """Copy swapped blocks back to fresh device blocks. Raises OutOfKvMemory."""
+    def swap_in(self, state: Sequence, keep_host: bool = False) -> None:
+        """Copy swapped blocks back to fresh device blocks. Raises OutOfKvMemory.
+        `keep_host` (a prefetch): the host blocks keep their copy (`host_copy`)."""
         indices = sorted(state.host_blocks)
         device = self._allocate(len(indices))
         host = [state.host_blocks[i] for i in indices]
@@ -299,9 +308,47 @@ class BlockManager:
         self.swapped_in_blocks += len(host)
         for index, block in zip(indices, device, strict=True):
             state.block_table[index] = block
-        self._free_host.extend(host)
+        if keep_host:
+            state.host_copy = state.host_blocks
+        else:
+            self._free_host.extend(host)
         state.host_blocks = {}
         state.kv = KvLocation.DEVICE
+
+    def prefetch(self, state: Sequence) -> bool:
+        """Swap a suspended generation's KV in ahead of its resume, keeping the host
+        copy. False, changing nothing, if the free device blocks are too few."""
+        if len(state.host_blocks) > self.num_free_device:
+            return False
+        self.swap_in(state, keep_host=True)
+        state.prefetched = True
+        self.prefetches += 1
+        return True
+
+    def give_up_prefetch(self, state: Sequence) -> None:
+        """Free a prefetched generation's swapped-in device blocks: its KV is on the
+        host again (the copy it kept), at no transfer cost."""
+        for index in state.host_copy:
+            self._release(state.block_table[index])
+        state.host_blocks, state.host_copy = state.host_copy, {}
+        state.prefetched = False
+        state.kv = KvLocation.HOST
+        self.prefetch_given_up += 1
+
+    def settle_prefetch(self, state: Sequence) -> None:
+        """A prefetched generation resumes: its device KV is the one that counts now
+        (it will grow), so the host copy goes."""
+        self._end_prefetch(state, hit=True)
+
+    def _end_prefetch(self, state: Sequence, hit: bool) -> None:
+        if not state.prefetched:
+            return
+        self._free_host.extend(state.host_copy.values())
+        state.host_copy, state.prefetched = {}, False
+        if hit:
+            self.prefetch_hits += 1
+        else:
+            self.prefetch_given_up += 1
 
     # ---- pinned prefixes -------------------------------------------------
     def pin(self, prefix_id: str, state: Sequence) -> PinnedPrefix:

@@ -11,8 +11,11 @@ outside this step first, least urgent first by the ranking (a preserved cache is
 not worth a stalled batch: with every block held by waiting generations no step
 could run), then this step's own, least urgent first; never one already scheduled
 in it. Victims are swapped, or discarded when `preemption_strategy` says so or the
-host pool is full. Generations the ranking does not name go first, most recently
-admitted first (runnable before suspended). Pinned prefixes are never touched.
+host pool is full. A suspended generation whose KV was prefetched (brought back from
+the host ahead of its resume) is given up before anyone else, by anyone: its host
+copy is still valid, so that costs no copy. Generations the ranking does not name
+go first, most recently admitted first (runnable before suspended). Pinned prefixes
+are never touched.
 """
 
 from __future__ import annotations
@@ -122,7 +125,9 @@ class IterationScheduler:
             [
                 s
                 for s in live
-                if s.suspended and s.kv is KvLocation.DEVICE and self._urgency(s) >= floor
+                if s.suspended
+                and s.kv is KvLocation.DEVICE
+                and (s.prefetched or self._urgency(s) >= floor)
             ]
         )
 
@@ -188,10 +193,20 @@ class IterationScheduler:
                 if s.kv is KvLocation.DEVICE
                 and s is not state
                 and s.gen_id not in in_step
-                and (runnable or (s.suspended and self._urgency(s) >= self._urgency(state)))
+                and (
+                    runnable
+                    or (s.suspended and (s.prefetched or self._urgency(s) >= self._urgency(state)))
+                )
             ),
-            # least urgent first; among unranked: runnable before suspended, latest first
-            key=lambda s: (self._expendability(s), s.suspended, -s.admitted_seq),
+            # prefetched KV first (its host copy is valid: giving it up costs no
+            # copy), then least urgent; among unranked: runnable before suspended,
+            # latest first
+            key=lambda s: (
+                not s.prefetched,
+                self._expendability(s),
+                s.suspended,
+                -s.admitted_seq,
+            ),
         )
         victims = outside
         if runnable:
@@ -216,6 +231,9 @@ class IterationScheduler:
     def preempt(self, state: Sequence, discard: bool = False) -> None:
         """Take `state`'s KV off the device by `preemption_strategy` (or discard it)."""
         if state.kv is not KvLocation.DEVICE:
+            return
+        if state.prefetched and not discard:
+            self.blocks.give_up_prefetch(state)  # not a preemption: it was not needed yet
             return
         self.preemptions += 1
         swap = self.preemption_strategy is HandlingStrategy.SWAP and not discard

@@ -15,6 +15,11 @@ that lists it swaps it back in or re-prefills it once memory allows; until then 
 produces no token. Only a step none of whose generations fits with every other one
 preempted raises `OutOfKvMemory` (no later step could run them either).
 
+Prefetch (`KvPrefetching`): a suspended generation's swapped-out KV copied back
+into free device blocks before its resume, the host copy kept until the resume, so
+that any pressure gives the device blocks up first and copies nothing (the
+iteration scheduler's victims, `rehandle`, `suspend` never see a difference).
+
 Discard, precisely: the generation's blocks count as free at once; those holding
 full, computed blocks stay findable by content until reallocated, so a resume
 reuses whatever is still cached and recomputes the rest (`recomputed_tokens`).
@@ -257,10 +262,38 @@ class PagedEngine:
         elif strategy is HandlingStrategy.DISCARD:
             self.scheduler.discard(state)
 
+    def prefetch_cost(self, gen_id: int) -> int | None:
+        """`KvPrefetching`: device blocks a prefetch would take (None: not on host)."""
+        state = self._state(gen_id)
+        if not state.suspended or state.kv is not KvLocation.HOST:
+            return None
+        return len(state.host_blocks)
+
+    def prefetch(self, gen_id: int) -> bool:
+        """`KvPrefetching`: swap a suspended generation's KV in before its resume,
+        into free blocks only; the host copy is kept until it resumes."""
+        state = self._state(gen_id)
+        if not state.suspended:
+            raise EngineError(f"generation {gen_id} is not suspended; nothing to prefetch")
+        if state.kv is not KvLocation.HOST:
+            return False
+        with self._copies():
+            return self.blocks.prefetch(state)
+
+    def prefetch_counts(self) -> dict[str, int]:
+        blocks = self.blocks
+        return {
+            "prefetches": blocks.prefetches,
+            "prefetch_hits": blocks.prefetch_hits,
+            "prefetch_given_up": blocks.prefetch_given_up,
+        }
+
     def resume(self, gen_id: int) -> None:
         state = self._state(gen_id)
         if not state.suspended:
             raise EngineError(f"generation {gen_id} is not suspended")
+        if state.prefetched:
+            self.blocks.settle_prefetch(state)  # on the device already: nothing to copy
         try:
             with self._copies():
                 self.scheduler.resume(state, self._gens.values())

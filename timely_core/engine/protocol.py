@@ -208,5 +208,28 @@ class KvRehandling(Protocol):
 
     def rehandle(self, gen_id: int, strategy: HandlingStrategy) -> bool:
         """Swap out or discard the device KV of suspended `gen_id` (swap or discard
-        only: KV is never brought back before `resume`). False, changing nothing, when
-        its KV is no longer on the device. Raises UnknownGeneration, EngineError."""
+        only: KV comes back before `resume` only by `KvPrefetching.prefetch`). False,
+        changing nothing, when its KV is no longer on the device. Raises
+        UnknownGeneration, EngineError."""
+
+
+@runtime_checkable
+class KvPrefetching(Protocol):
+    """Optional for an `Engine`: bring a suspended generation's swapped-out KV back
+    to the device before its `resume`, while device memory is free, so the resume
+    does not pay the swap-in. The host copy stays valid until the generation runs
+    again, so a prefetched KV is given up again (first, under any memory pressure)
+    by freeing its device blocks, with no copy."""
+
+    def prefetch_cost(self, gen_id: int) -> int | None:
+        """Device blocks a prefetch of suspended `gen_id` would take; None when its KV
+        is not on the host (nothing to prefetch). Raises UnknownGeneration."""
+
+    def prefetch(self, gen_id: int) -> bool:
+        """Copy suspended `gen_id`'s host KV to free device blocks, preempting nobody.
+        False, changing nothing, when its KV is not on the host or too few blocks are
+        free. Raises UnknownGeneration, EngineError (not suspended)."""
+
+    def prefetch_counts(self) -> dict[str, int]:
+        """Totals: `prefetches`, `prefetch_hits` (resumed with the prefetched KV on
+        the device), `prefetch_given_up` (its device blocks freed again first)."""

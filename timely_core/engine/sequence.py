@@ -47,6 +47,10 @@ class Sequence:
     block_table: list[int] = field(default_factory=list)
     block_hashes: list[int] = field(default_factory=list)  # chained hash per full block
     host_blocks: dict[int, int] = field(default_factory=dict)  # table index -> host block
+    # prefetched (suspended, back on DEVICE before its resume): the host blocks that
+    # still hold the same KV, so giving the device blocks up again copies nothing
+    host_copy: dict[int, int] = field(default_factory=dict)
+    prefetched: bool = False
     num_computed: int = 0
     kv: KvLocation = KvLocation.DEVICE
     suspended: bool = False

@@ -8,8 +8,20 @@ the predicted wait (wait_prediction.py), this generation's own KV and the runnin
 batch's; `ttl` to preserve for Continuum's time-to-live, or to the cheaper
 eviction when no pinning pays. Every `refresh_iterations` (LAMPS: 10) a preserved
 generation still waiting past its predicted resume (or its TTL) is decided again
-on the wait that remains and may be swapped out or discarded then; KV that left
-the device is never brought back before its resume.
+on the wait that remains and may be swapped out or discarded then.
+
+KV that left the device comes back before its resume only by a prefetch
+(`ServiceConfig.kv_prefetch`, engines with `KvPrefetching`): at each iteration,
+when device memory is free beyond what the running generations' next decodes, the
+queued generations that may be admitted now and a 1/32 margin need, and no
+admission fell short of memory lately, the suspended swapped-out generation with
+the soonest predicted resume, if that is within `PREFETCH_HORIZON_S` (KV brought
+back long before it is needed is likelier given up again), has its KV swapped
+back in (one per iteration, once
+per wait: a prefetch given up again is not retried, so pressure that comes and goes
+does not make the KV shuttle). The engine keeps its host copy until the resume,
+and gives a prefetched KV up first under any pressure, without a copy; so a
+prefetch never costs a runnable or an arriving generation its memory.
 
 A generation that may run on at once (timely generates ahead; with nothing else
 queued it is resumed at the next iteration) is predicted to wait nothing. This
@@ -22,11 +34,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from timely_core.engine.protocol import HandlingStrategy, KvRehandling
+from timely_core.engine.block_manager import blocks_for
+from timely_core.engine.protocol import HandlingStrategy, KvPrefetching, KvRehandling
 from timely_core.engine.sim.latency import PAPER_LLAMA3_8B_RTX4090
 from timely_core.scheduling.kv_strategy import (
     FIXED,
@@ -51,6 +64,9 @@ DEFAULT_TOKEN_S = 0.02  # one iteration, until the service has timed one
 # "nearly full" for `auto`: chosen on bench/lamps.py's memory-bound fleet among 0,
 # 1/32 and 1/8 (docs/service-api.md, handling strategies)
 LOW_FREE_FRACTION = 1 / 32
+# prefetch only a resume predicted within this long: chosen on bench/lamps_real.py's
+# simulated API mix among unbounded, 5, 1 and 0.2 s (bench/results/NOTES.md, LAMPS)
+PREFETCH_HORIZON_S = 5.0
 
 
 @dataclass
@@ -109,6 +125,15 @@ class KvHandling:
         # LAMPS and its baselines weigh idle memory as waste always, as published;
         # otherwise only while memory is short (`_short_of_memory`)
         self.memory_aware = not self.waits_for_calls
+        self.prefetching = (
+            state.config.kv_prefetch
+            and SWAP in self.allowed
+            and isinstance(state.engine, KvPrefetching)
+        )
+        # suspended gen id -> (predicted resume, strategy applied): prefetch order
+        self._suspended: dict[int, tuple[float, HandlingStrategy]] = {}
+        self._prefetched: set[int] = set()  # prefetched in their current suspension
+        self.prefetch_horizon_s = PREFETCH_HORIZON_S
 
     @property
     def _releasing(self) -> tuple[HandlingStrategy, ...]:
@@ -140,6 +165,10 @@ class KvHandling:
                 check_s = now_s + tau
         state.engine.suspend(generation.gen_id, strategy)
         self.counts[strategy.value] += 1
+        self._suspended[generation.gen_id] = (now_s + wait_s, strategy)
+        self._prefetched.discard(generation.gen_id)
+        # a previous suspension's entry would re-decide (and evict) this one's KV
+        self._waiting.pop(generation.gen_id, None)
         if strategy is PRESERVE and not self.strategy.is_fixed:
             self._waiting[generation.gen_id] = _Suspension(
                 generation, strategy, check_s, self._iterations, now_s + wait_s
@@ -196,6 +225,8 @@ class KvHandling:
         stalls = self._state.counters["kv_stalls"]
         if stalls != self._stalls_seen:
             self._stalls_seen, self._stalled_at = stalls, self._iterations
+        if self.prefetching:
+            self._prefetch(now_s)
         if self._iterations % self.refresh_iterations:
             return
         engine = self._state.engine
@@ -223,6 +254,7 @@ class KvHandling:
             del self._waiting[gen_id]
             if isinstance(engine, KvRehandling) and engine.rehandle(gen_id, choice):
                 self.counts[f"rehandled-{choice.value}"] += 1
+                self._suspended[gen_id] = (waiting.resume_s, choice)
         self._rescore()
 
     def engine_ranking(self, ranking: list[int]) -> list[int]:
@@ -245,6 +277,78 @@ class KvHandling:
             for position, gen_id in zip(positions, members, strict=True):
                 reordered[position] = gen_id
         return reordered
+
+    # ---- prefetch ----------------------------------------------------------
+    def _prefetch(self, now_s: float) -> None:
+        """Swap in the KV of the swapped-out generation resumed soonest, if free
+        device memory covers it beyond what others need next (module docstring)."""
+        if self._iterations - self._stalled_at <= 2 * self.refresh_iterations:
+            return  # an admission fell short of memory lately: memory is not free
+        state = self._state
+        engine = state.engine
+        assert isinstance(engine, KvPrefetching)
+        swapped: dict[int, tuple[float, int]] = {}  # gen id -> (predicted resume, cost)
+        for gen_id, (resume_s, _) in list(self._suspended.items()):
+            generation = state.by_gen_id.get(gen_id)
+            if generation is None:
+                del self._suspended[gen_id]
+                self._prefetched.discard(gen_id)
+            elif generation.suspended and generation.in_engine:
+                cost = engine.prefetch_cost(gen_id)
+                if cost is not None:
+                    swapped[gen_id] = (resume_s, cost)
+        horizon_s = self.prefetch_horizon_s
+        candidates = [
+            g for g in swapped if g not in self._prefetched and swapped[g][0] - now_s <= horizon_s
+        ]
+        if not candidates:
+            return
+        gen_id = min(candidates, key=lambda g: (swapped[g][0], g))
+        memory = engine.memory()
+        margin = math.ceil(LOW_FREE_FRACTION * memory.device_blocks_total)
+        need = self._next_need(now_s, memory.block_size, gen_id, swapped)
+        if memory.device_blocks_free - swapped[gen_id][1] < need + margin:
+            return
+        if engine.prefetch(gen_id):
+            self.counts["prefetch"] += 1
+            self._prefetched.add(gen_id)  # once a wait: given up, it swaps in at resume
+
+    def _next_need(
+        self, now_s: float, block_size: int, chosen: int, swapped: Mapping[int, tuple[float, int]]
+    ) -> int:
+        """Device blocks the next admissions and decodes may take, at most: one per
+        running generation (a decode crossing into a block), and what each queued one
+        that may be admitted now needs as its KV stands (`chosen`'s is the prefetch)."""
+        state = self._state
+        table = state.scheduler.table
+        need = len(state.running)
+        for gen_id in table.gen_ids():
+            generation = state.by_gen_id.get(gen_id)
+            if generation is None or gen_id == chosen or table.is_running(gen_id):
+                continue
+            if self.ready_s(generation) > now_s:
+                continue  # its call has not returned: not admitted now
+            applied = self._suspended.get(gen_id)
+            if gen_id in swapped:
+                need += swapped[gen_id][1]  # its swap-in (a prefetch given up included)
+            elif gen_id in self._prefetched or (
+                generation.in_engine and applied is not None and applied[1] is PRESERVE
+            ):
+                need += 1  # its KV is there; its next decode may cross a block
+            elif generation.in_engine:
+                need += blocks_for(_tokens(generation), block_size)  # to recompute
+            else:
+                prompt = len(generation.engine_prompt_ids()) - self._pinned_len(generation)
+                need += blocks_for(max(prompt, 1), block_size) + 1
+        return need
+
+    def prefetch_counts(self) -> dict[str, int]:
+        """The engine's prefetch totals (`KvPrefetching.prefetch_counts`); zeros
+        without prefetching."""
+        engine = self._state.engine
+        if not isinstance(engine, KvPrefetching):
+            return {"prefetches": 0, "prefetch_hits": 0, "prefetch_given_up": 0}
+        return engine.prefetch_counts()
 
     # ---- LAMPS's ranking inputs ------------------------------------------
     def ready_s(self, generation: Generation) -> float:
@@ -287,6 +391,8 @@ class KvHandling:
 
     def forget(self, generation: Generation) -> None:
         self._waiting.pop(generation.gen_id, None)
+        self._suspended.pop(generation.gen_id, None)
+        self._prefetched.discard(generation.gen_id)
         self._scored.pop(generation.gen_id, None)
         self.predictor.forget(generation)
 

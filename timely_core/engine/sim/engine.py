@@ -55,7 +55,10 @@ class SimulatedEngineStats:
     prefill_tokens: int = 0
     decode_tokens: int = 0
     swapped_out_blocks: int = 0
-    swapped_in_blocks: int = 0
+    swapped_in_blocks: int = 0  # prefetches' swap-ins included
+    prefetches: int = 0  # swap-ins ahead of a resume (charged like any swap-in)
+    prefetch_hits: int = 0
+    prefetch_given_up: int = 0
     recomputed_tokens: int = 0
     preemptions: int = 0
     suspensions: int = 0
@@ -117,6 +120,9 @@ class SimulatedEngine(PagedEngine):
         stats.swapped_out_blocks = self.blocks.swapped_out_blocks
         stats.swapped_in_blocks = self.blocks.swapped_in_blocks
         stats.recomputed_tokens = self.recomputed_tokens
+        stats.prefetches = self.blocks.prefetches
+        stats.prefetch_hits = self.blocks.prefetch_hits
+        stats.prefetch_given_up = self.blocks.prefetch_given_up
         stats.preemptions = self.scheduler.preemptions
         stats.suspensions, stats.resumptions = self.suspensions, self.resumptions
         return stats
