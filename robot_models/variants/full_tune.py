@@ -7,7 +7,6 @@ the base's; the robot's prompt prefix runs through the current weights every ste
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import time
@@ -18,12 +17,12 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from robot_models.training.batches import collate, encode_example, encode_prefix
+from robot_models.training.batches import encode_example, encode_prefix
 from robot_models.training.hf_format import load_checkpoint, save_checkpoint
-from robot_models.training.loop import optimizer_step
 from robot_models.training.model import TinyLlama
 from robot_models.training.threads import torch_threads
 from robot_models.variants.data import VariantData
+from robot_models.variants.tuning import TuningRun, tune, write_stats
 
 # Files of the base checkpoint a fine-tune keeps as they are (the weights and the
 # configs are written anew).
@@ -42,12 +41,6 @@ class FullTuneConfig:
     train_examples: int = 1200
     heldout_examples: int = 60
     threads: int = 2
-
-
-def _lr(step: int, config: FullTuneConfig) -> float:
-    if step < config.warmup_steps:
-        return config.lr * (step + 1) / config.warmup_steps
-    return config.lr * max(0.05, 1 - (step - config.warmup_steps) / max(1, config.steps))
 
 
 def trainable_parameters(model: TinyLlama, config: FullTuneConfig) -> list[torch.nn.Parameter]:
@@ -99,40 +92,16 @@ def _full_tune(
     model = load_checkpoint(base, bool(hf.get("tie_word_embeddings", False)))
     parameters = trainable_parameters(model, config)
     trainable = sum(p.numel() for p in parameters)
-    optimizer = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=0.0)
     encoded = [encode_example(tokenizer, e, eos_id) for e in data.train]
     prefix = encode_prefix(tokenizer, robot_type)
     log(
         f"{len(encoded)} train examples, prefix {prefix.shape[1]} tokens, {trainable} "
         f"trainable parameters (last {config.layers} layers, lm_head {config.lm_head})"
     )
-    model.train()
-    recent: list[float] = []
-    for step in range(config.steps):
-        for group in optimizer.param_groups:
-            group["lr"] = _lr(step, config)
-        batch = sorted(rng.sample(encoded, config.batch_size), key=lambda e: len(e.suffix_ids))
-        ids, targets = collate(batch, pad_id)
-        with torch.no_grad():
-            _, prefix_kv = model(prefix)
-        logits, _ = model(ids, past=prefix_kv)
-        recent = [*recent[-19:], optimizer_step(logits, targets, optimizer, parameters)]
-        if step % 10 == 0 or step == config.steps - 1:
-            log(
-                f"step {step:4d}/{config.steps} loss {sum(recent) / len(recent):.4f} "
-                f"lr {_lr(step, config):.2e} elapsed {time.monotonic() - started:6.1f} s "
-                f"load {os.getloadavg()[0]:.1f}"
-            )
+    run = TuningRun(config.steps, config.batch_size, config.lr, config.warmup_steps)
+    recent = tune(model, parameters, encoded, prefix, pad_id, run, rng, log)
     save_checkpoint(model, out_dir, eos_id, pad_id)
     for name in TOKENIZER_FILES:
         if (base / name).is_file():
             shutil.copyfile(base / name, out_dir / name)
-    stats = {
-        "steps_done": float(config.steps),
-        "train_seconds": time.monotonic() - started,
-        "final_loss": sum(recent) / max(1, len(recent)),
-        "trainable_parameters": float(trainable),
-    }
-    record = {"config": asdict(config), **stats}
-    (out_dir / "train_stats.json").write_text(json.dumps(record, indent=2) + "\n")
-    return stats
+    return write_stats(out_dir, asdict(config), config.steps, started, recent, trainable)

@@ -10,7 +10,6 @@ every batch, exactly the KV it is served with); only the LoRA matrices train.
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from collections.abc import Callable
@@ -21,11 +20,11 @@ import torch
 from peft import LoraConfig, get_peft_model
 from tokenizers import Tokenizer
 
-from robot_models.training.batches import collate, encode_example, encode_prefix
+from robot_models.training.batches import encode_example, encode_prefix
 from robot_models.training.hf_format import load_checkpoint
-from robot_models.training.loop import optimizer_step
 from robot_models.training.threads import torch_threads
 from robot_models.variants.data import VariantData
+from robot_models.variants.tuning import TuningRun, tune, write_stats
 
 TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 BASE_NAME = "robot_models/checkpoints/planner"  # recorded in adapter_config.json
@@ -44,12 +43,6 @@ class LoraTrainConfig:
     train_examples: int = 1200
     heldout_examples: int = 60
     threads: int = 2
-
-
-def _lr(step: int, config: LoraTrainConfig) -> float:
-    if step < config.warmup_steps:
-        return config.lr * (step + 1) / config.warmup_steps
-    return config.lr * max(0.05, 1 - (step - config.warmup_steps) / max(1, config.steps))
 
 
 def _name_base(config_path: Path) -> None:
@@ -98,45 +91,20 @@ def _train_adapter(
         bias="none",
     )
     peft_model = get_peft_model(model, lora)
-    trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
+    parameters = [p for p in peft_model.parameters() if p.requires_grad]
+    trainable = sum(p.numel() for p in parameters)
     encoded = [encode_example(tokenizer, e, eos_id) for e in data.train]
-    prefix = encode_prefix(tokenizer, robot_type)
-    optimizer = torch.optim.AdamW(
-        [p for p in peft_model.parameters() if p.requires_grad], lr=config.lr, weight_decay=0.0
-    )
+    prefix = encode_prefix(tokenizer, robot_type)  # its KV runs through the adapter
     log(
         f"{len(encoded)} train examples, prefix {prefix.shape[1]} tokens, "
         f"{trainable} trainable LoRA parameters (r={config.rank}, alpha={config.alpha})"
     )
-    model.train()
-    recent: list[float] = []
-    for step in range(config.steps):
-        for group in optimizer.param_groups:
-            group["lr"] = _lr(step, config)
-        batch = sorted(rng.sample(encoded, config.batch_size), key=lambda e: len(e.suffix_ids))
-        ids, targets = collate(batch, pad_id)
-        if step % config.prefix_every == 0:
-            with torch.no_grad():
-                _, prefix_kv = model(prefix)  # through the adapter, as served
-        logits, _ = model(ids, past=prefix_kv)
-        loss = optimizer_step(logits, targets, optimizer, peft_model.parameters())
-        recent = [*recent[-19:], loss]
-        if step % 10 == 0 or step == config.steps - 1:
-            log(
-                f"step {step:4d}/{config.steps} loss {sum(recent) / len(recent):.4f} "
-                f"lr {_lr(step, config):.2e} elapsed {time.monotonic() - started:6.1f} s "
-                f"load {os.getloadavg()[0]:.1f}"
-            )
+    run = TuningRun(
+        config.steps, config.batch_size, config.lr, config.warmup_steps, config.prefix_every
+    )
+    recent = tune(model, parameters, encoded, prefix, pad_id, run, rng, log)
     out_dir.mkdir(parents=True, exist_ok=True)
     peft_model.save_pretrained(str(out_dir))
     (out_dir / "README.md").unlink(missing_ok=True)  # peft's empty model-card template
     _name_base(out_dir / "adapter_config.json")
-    stats = {
-        "steps_done": float(config.steps),
-        "train_seconds": time.monotonic() - started,
-        "final_loss": sum(recent) / len(recent),
-        "trainable_parameters": float(trainable),
-    }
-    record = {"config": asdict(config), **stats}
-    (out_dir / "train_stats.json").write_text(json.dumps(record, indent=2) + "\n")
-    return stats
+    return write_stats(out_dir, asdict(config), config.steps, started, recent, trainable)
