@@ -6,7 +6,6 @@ the base's; the robot's prompt prefix runs through the current weights every ste
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 import time
@@ -15,14 +14,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer
 
-from robot_models.training.batches import encode_example, encode_prefix
-from robot_models.training.hf_format import load_checkpoint, save_checkpoint
+from robot_models.training.hf_format import save_checkpoint
 from robot_models.training.model import TinyLlama
 from robot_models.training.threads import torch_threads
 from robot_models.variants.data import VariantData
-from robot_models.variants.tuning import TuningRun, tune, write_stats
+from robot_models.variants.tuning import TuningRun, load_tuning_base, tune, write_stats
 
 # Files of the base checkpoint a fine-tune keeps as they are (the weights and the
 # configs are written anew).
@@ -84,23 +81,20 @@ def _full_tune(
     started = time.monotonic()
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
-    tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
-    hf = json.loads((base / "config.json").read_text())
-    eos_id, pad_id = int(hf["eos_token_id"]), int(hf["pad_token_id"])
-    if hf.get("tie_word_embeddings", False) and config.lm_head:
+    loaded = load_tuning_base(base, robot_type, data)
+    if loaded.tied and config.lm_head:
         raise ValueError(f"{base} ties lm_head to the embeddings: it cannot train alone")
-    model = load_checkpoint(base, bool(hf.get("tie_word_embeddings", False)))
+    model = loaded.model
     parameters = trainable_parameters(model, config)
     trainable = sum(p.numel() for p in parameters)
-    encoded = [encode_example(tokenizer, e, eos_id) for e in data.train]
-    prefix = encode_prefix(tokenizer, robot_type)
     log(
-        f"{len(encoded)} train examples, prefix {prefix.shape[1]} tokens, {trainable} "
-        f"trainable parameters (last {config.layers} layers, lm_head {config.lm_head})"
+        f"{len(loaded.encoded)} train examples, prefix {loaded.prefix.shape[1]} tokens, "
+        f"{trainable} trainable parameters (last {config.layers} layers, lm_head "
+        f"{config.lm_head})"
     )
     run = TuningRun(config.steps, config.batch_size, config.lr, config.warmup_steps)
-    recent = tune(model, parameters, encoded, prefix, pad_id, run, rng, log)
-    save_checkpoint(model, out_dir, eos_id, pad_id)
+    recent = tune(model, parameters, loaded.encoded, loaded.prefix, loaded.pad_id, run, rng, log)
+    save_checkpoint(model, out_dir, loaded.eos_id, loaded.pad_id)
     for name in TOKENIZER_FILES:
         if (base / name).is_file():
             shutil.copyfile(base / name, out_dir / name)

@@ -18,13 +18,10 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig, get_peft_model
-from tokenizers import Tokenizer
 
-from robot_models.training.batches import encode_example, encode_prefix
-from robot_models.training.hf_format import load_checkpoint
 from robot_models.training.threads import torch_threads
 from robot_models.variants.data import VariantData
-from robot_models.variants.tuning import TuningRun, tune, write_stats
+from robot_models.variants.tuning import TuningRun, load_tuning_base, tune, write_stats
 
 TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 BASE_NAME = "robot_models/checkpoints/planner"  # recorded in adapter_config.json
@@ -79,10 +76,8 @@ def _train_adapter(
     started = time.monotonic()
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
-    tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
-    hf = json.loads((base / "config.json").read_text())
-    eos_id, pad_id = int(hf["eos_token_id"]), int(hf["pad_token_id"])
-    model = load_checkpoint(base, bool(hf.get("tie_word_embeddings", False)))
+    loaded = load_tuning_base(base, robot_type, data)
+    model = loaded.model
     lora = LoraConfig(
         r=config.rank,
         lora_alpha=config.alpha,
@@ -93,16 +88,15 @@ def _train_adapter(
     peft_model = get_peft_model(model, lora)
     parameters = [p for p in peft_model.parameters() if p.requires_grad]
     trainable = sum(p.numel() for p in parameters)
-    encoded = [encode_example(tokenizer, e, eos_id) for e in data.train]
-    prefix = encode_prefix(tokenizer, robot_type)  # its KV runs through the adapter
     log(
-        f"{len(encoded)} train examples, prefix {prefix.shape[1]} tokens, "
+        f"{len(loaded.encoded)} train examples, prefix {loaded.prefix.shape[1]} tokens, "
         f"{trainable} trainable LoRA parameters (r={config.rank}, alpha={config.alpha})"
     )
     run = TuningRun(
         config.steps, config.batch_size, config.lr, config.warmup_steps, config.prefix_every
     )
-    recent = tune(model, parameters, encoded, prefix, pad_id, run, rng, log)
+    # the prefix's KV runs through the adapter, as served
+    recent = tune(model, parameters, loaded.encoded, loaded.prefix, loaded.pad_id, run, rng, log)
     out_dir.mkdir(parents=True, exist_ok=True)
     peft_model.save_pretrained(str(out_dir))
     (out_dir / "README.md").unlink(missing_ok=True)  # peft's empty model-card template

@@ -16,9 +16,43 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tokenizers import Tokenizer
 
-from robot_models.training.batches import EncodedExample, collate
+from robot_models.training.batches import EncodedExample, collate, encode_example, encode_prefix
+from robot_models.training.hf_format import load_checkpoint
 from robot_models.training.loop import optimizer_step
+from robot_models.training.model import TinyLlama
+from robot_models.variants.data import VariantData
+
+
+@dataclass
+class TuningBase:
+    """The base checkpoint loaded for training, with the variant's examples and the
+    robot's prompt prefix encoded by its tokenizer."""
+
+    model: TinyLlama
+    tokenizer: Tokenizer
+    eos_id: int
+    pad_id: int
+    tied: bool  # lm_head tied to the embeddings
+    encoded: list[EncodedExample]
+    prefix: torch.Tensor
+
+
+def load_tuning_base(base: Path, robot_type: str, data: VariantData) -> TuningBase:
+    tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
+    hf = json.loads((base / "config.json").read_text())
+    eos_id, pad_id = int(hf["eos_token_id"]), int(hf["pad_token_id"])
+    tied = bool(hf.get("tie_word_embeddings", False))
+    return TuningBase(
+        load_checkpoint(base, tied),
+        tokenizer,
+        eos_id,
+        pad_id,
+        tied,
+        [encode_example(tokenizer, e, eos_id) for e in data.train],
+        encode_prefix(tokenizer, robot_type),
+    )
 
 
 @dataclass(frozen=True)
