@@ -224,10 +224,23 @@ class PlannerParams(BaseModel):
         default=True,
         description="decode each robot's plans under its grammar (valid by construction)",
     )
+    grammar_close_within: int = Field(
+        default=32,
+        ge=0,
+        le=4096,
+        description="with the grammar, a plan's last this-many tokens (of its token limit, or "
+        "of the segment limit for one statement) end it at the next statement boundary, its "
+        "blocks closed; 0: off",
+    )
     handling_strategy: Literal["auto", "ttl", "preserve", "swap", "discard"] = Field(
         default="auto",
         description="a suspended generation's KV: auto (least predicted waste, LAMPS), ttl "
         "(kept for a time-to-live, Continuum), or preserve, swap, discard for every one",
+    )
+    kv_prefetch: bool = Field(
+        default=True,
+        description="bring a swapped waiting generation's KV back to the device before its "
+        "predicted resume when memory is free (given up first under pressure)",
     )
     approval_timeout_s: float = Field(
         default=30.0,

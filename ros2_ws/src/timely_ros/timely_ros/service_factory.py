@@ -124,6 +124,8 @@ def build_service(params: PlannerParams) -> PlanningService:
             scene_debounce_s=params.scene_debounce_s,
             scene_kv_fraction=params.scene_kv_fraction,
             grammar=params.grammar,
+            grammar_close_within=params.grammar_close_within,
+            kv_prefetch=params.kv_prefetch,
             handling_strategy=HandlingStrategy(params.handling_strategy),
             max_recoveries=params.max_recoveries,
         ),
