@@ -146,8 +146,8 @@ class GrammarMasker:
         """`token`, or the token spelling its shortest start that reaches a point
         where the grammar may end or close (a token such as `;}?` runs past the end
         of a statement into the next one; closing stops at `;}`)."""
-        if self._ids_by_bytes is None or self.vocab is None:
-            return token
+        if self._ids_by_bytes is None or self.vocab is None or token in self.vocab.special:
+            return token  # EOS and other special tokens spell nothing to cut
         spelled = self.vocab.tokens[token]
         for end in range(1, len(spelled)):
             shorter = self._ids_by_bytes.get(spelled[:end])
