@@ -9,14 +9,12 @@ is given), with train_stats.json and eval.json beside them.
 from __future__ import annotations
 
 import argparse
-import json
-from dataclasses import fields
 from pathlib import Path
 
 from robot_models.checkpoints import default_planner_path
+from robot_models.variants.cli import add_config_flags, compare_with_base, config_from
 from robot_models.variants.data import variant_data
 from robot_models.variants.lora import LoraTrainConfig, train_adapter
-from robot_models.variants.score import score
 from robot_models.variants.spec import VARIANTS_DIR, load_fleet, variant_spec
 
 
@@ -28,14 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", type=Path, default=default_planner_path())
     parser.add_argument("--out-root", type=Path, default=VARIANTS_DIR)
     parser.add_argument("--no-eval", action="store_true", help="skip base-vs-adapter scoring")
-    defaults = LoraTrainConfig()
-    for field in fields(LoraTrainConfig):
-        default = getattr(defaults, field.name)
-        parser.add_argument(
-            f"--{field.name.replace('_', '-')}", type=type(default), default=default
-        )
+    add_config_flags(parser, LoraTrainConfig)
     args = parser.parse_args(argv)
-    config = LoraTrainConfig(**{f.name: getattr(args, f.name) for f in fields(LoraTrainConfig)})
+    config = config_from(args, LoraTrainConfig)
     specs = [variant_spec(n) for n in args.names] or list(load_fleet().values())
     for spec in specs:
         out = args.out_root / spec.name
@@ -47,21 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"trained in {stats['train_seconds']:.0f} s, loss {stats['final_loss']:.4f}")
         if args.no_eval:
             continue
-        base_score = score(args.base, None, data.heldout)
-        variant_score = score(args.base, out, data.heldout)
-        record = {
-            "variant": spec.name,
-            "heldout_examples": len(data.heldout),
-            "base": {"exact": base_score.exact, "valid": base_score.valid},
-            "adapter": {"exact": variant_score.exact, "valid": variant_score.valid},
-        }
-        (out / "eval.json").write_text(json.dumps(record, indent=2) + "\n")
-        print(
-            f"{spec.name}: held-out exact plans base {base_score.exact}/{base_score.total}, "
-            f"adapter {variant_score.exact}/{variant_score.total} "
-            f"(valid {base_score.valid} -> {variant_score.valid})",
-            flush=True,
-        )
+        compare_with_base(spec.name, args.base, data.heldout, out, out, "adapter", "adapter")
     return 0
 
 

@@ -10,14 +10,12 @@ Writes an HF Llama checkpoint to robot_models/checkpoints/variants/<NAME>-full/
 from __future__ import annotations
 
 import argparse
-import json
-from dataclasses import fields
 from pathlib import Path
 
 from robot_models.checkpoints import default_planner_path
+from robot_models.variants.cli import add_config_flags, compare_with_base, config_from
 from robot_models.variants.data import variant_data
 from robot_models.variants.full_tune import FullTuneConfig, full_tune
-from robot_models.variants.score import score
 from robot_models.variants.spec import VARIANTS_DIR, variant_spec
 
 
@@ -29,16 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", type=Path, default=default_planner_path())
     parser.add_argument("--out", type=Path, help="default: checkpoints/variants/<name>-full")
     parser.add_argument("--no-eval", action="store_true", help="skip base-vs-fine-tune scoring")
-    defaults = FullTuneConfig()
-    for field in fields(FullTuneConfig):
-        default = getattr(defaults, field.name)
-        flag = f"--{field.name.replace('_', '-')}"
-        if isinstance(default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
-        else:
-            parser.add_argument(flag, type=type(default), default=default)
+    add_config_flags(parser, FullTuneConfig)
     args = parser.parse_args(argv)
-    config = FullTuneConfig(**{f.name: getattr(args, f.name) for f in fields(FullTuneConfig)})
+    config = config_from(args, FullTuneConfig)
     spec = variant_spec(args.name)
     out: Path = args.out or VARIANTS_DIR / f"{spec.name}-full"
     print(f"== {spec.name} ({spec.robot_type}), last {config.layers} layers -> {out}", flush=True)
@@ -47,20 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trained in {stats['train_seconds']:.0f} s, loss {stats['final_loss']:.4f}")
     if args.no_eval:
         return 0
-    base_score = score(args.base, None, data.heldout)
-    tuned = score(out, None, data.heldout)
-    record = {
-        "variant": spec.name,
-        "heldout_examples": len(data.heldout),
-        "base": {"exact": base_score.exact, "valid": base_score.valid},
-        "full_tune": {"exact": tuned.exact, "valid": tuned.valid},
-    }
-    (out / "eval.json").write_text(json.dumps(record, indent=2) + "\n")
-    print(
-        f"{spec.name}: held-out exact plans base {base_score.exact}/{base_score.total}, "
-        f"fine-tune {tuned.exact}/{tuned.total} (valid {base_score.valid} -> {tuned.valid})",
-        flush=True,
-    )
+    compare_with_base(spec.name, args.base, data.heldout, out, None, "full_tune", "fine-tune")
     return 0
 
 
