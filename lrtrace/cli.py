@@ -72,6 +72,12 @@ def _parser() -> argparse.ArgumentParser:
         "lamps, infercept and vllm-like bring their own",
     )
     r.add_argument(
+        "--kv-prefetch",
+        choices=("on", "off"),
+        help="bring swapped KV back before a predicted resume (sim, service; default: "
+        "the service's, on)",
+    )
+    r.add_argument(
         "--no-prefix-cache",
         action="store_true",
         help="prefill every prompt whole (sim, service): a server without a prefix cache",

@@ -72,6 +72,7 @@ def replay(args: argparse.Namespace, console: Console) -> int:
     from lrtrace.cli import _ints
     from lrtrace.replay.runner import replay as run_replay
     from lrtrace.replay.targets import make_target
+    from lrtrace.replay.targets.common import ReplayServiceOptions
 
     trace = trace_format.read(args.trace)
     policies = _policies(args.policy)
@@ -87,8 +88,11 @@ def replay(args: argparse.Namespace, console: Console) -> int:
         threads=args.threads,
         tokenizer=args.tokenizer,
         network_latency_s=args.network_latency_ms / 1000,
-        prefix_cache=not args.no_prefix_cache,
-        handling_strategy=args.handling_strategy,
+        options=ReplayServiceOptions(
+            prefix_cache=not args.no_prefix_cache,
+            handling_strategy=args.handling_strategy,
+            kv_prefetch=None if args.kv_prefetch is None else args.kv_prefetch == "on",
+        ),
     )
     results, interrupted = run_replay(
         trace,

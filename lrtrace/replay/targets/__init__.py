@@ -6,6 +6,7 @@ from pathlib import Path
 
 from lrtrace.errors import LrtraceError
 from lrtrace.replay.target import ReplayTarget
+from lrtrace.replay.targets.common import ReplayServiceOptions
 
 
 def make_target(
@@ -15,12 +16,12 @@ def make_target(
     threads: int | None,
     network_latency_s: float,
     tokenizer: Path | None = None,
-    prefix_cache: bool = True,
-    handling_strategy: str | None = None,
+    options: ReplayServiceOptions | None = None,
 ) -> ReplayTarget:
-    """`prefix_cache=False`: every prompt prefilled whole (`ServiceConfig.prefix_cache`;
-    for `service` the engine's own content-hash cache is off too). `handling_strategy`:
-    `ServiceConfig.handling_strategy` (None: its default)."""
+    """`options`: the replay service's prefix cache, KV handling strategy and KV
+    prefetch (default: the service's own; without the prefix cache the `service`
+    target's engine content-hash cache is off too)."""
+    options = options or ReplayServiceOptions()
     if kind == "sim":
         from lrtrace.replay.targets.sim import SimTarget
 
@@ -28,8 +29,7 @@ def make_target(
             profile,
             tokenizer,
             network_latency_s=network_latency_s,
-            prefix_cache=prefix_cache,
-            handling_strategy=handling_strategy,
+            options=options,
         )
     if kind == "service":
         from lrtrace.replay.targets.service import ServiceTarget
@@ -38,16 +38,15 @@ def make_target(
             model,
             threads,
             network_latency_s=network_latency_s,
-            prefix_cache=prefix_cache,
-            handling_strategy=handling_strategy,
+            options=options,
         )
     if kind == "ros":
         from lrtrace.replay.targets.ros import RosTarget
 
-        if not prefix_cache or handling_strategy is not None:
+        if options.changed():
             raise LrtraceError(
-                "--no-prefix-cache and --handling-strategy apply to the sim and service "
-                "targets; a ROS 2 planner's are set where it runs"
+                f"{', '.join(options.changed())} apply to the sim and service targets; "
+                "a ROS 2 planner's are set where it runs (its planner config)"
             )
 
         return RosTarget.connect(network_latency_s=network_latency_s)

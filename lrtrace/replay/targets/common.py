@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -59,13 +60,32 @@ def load_tokenizer_file(path: Path) -> Any:
         raise LrtraceError(f"cannot load tokenizer {path}: {err}") from None
 
 
-def replay_service_config(prefix_cache: bool, handling_strategy: str | None) -> ServiceConfig:
-    """The replay's service config: the prefix cache on or off, and the handling
-    strategy asked for (None: the service's default)."""
-    update: dict[str, object] = {"prefix_cache": prefix_cache}
-    if handling_strategy is not None:
-        update["handling_strategy"] = handling_strategy
-    return ServiceConfig.model_validate(update)
+@dataclass(frozen=True)
+class ReplayServiceOptions:
+    """What `lrtrace replay` may change in the replay service's config (sim, service
+    targets): the prefix cache, the KV handling strategy and KV prefetch (None: the
+    service's default)."""
+
+    prefix_cache: bool = True
+    handling_strategy: str | None = None
+    kv_prefetch: bool | None = None
+
+    def changed(self) -> list[str]:
+        """The command-line flags that differ from the service's defaults."""
+        flags = [] if self.prefix_cache else ["--no-prefix-cache"]
+        if self.handling_strategy is not None:
+            flags.append("--handling-strategy")
+        if self.kv_prefetch is not None:
+            flags.append("--kv-prefetch")
+        return flags
+
+    def service_config(self) -> ServiceConfig:
+        update: dict[str, object] = {"prefix_cache": self.prefix_cache}
+        if self.handling_strategy is not None:
+            update["handling_strategy"] = self.handling_strategy
+        if self.kv_prefetch is not None:
+            update["kv_prefetch"] = self.kv_prefetch
+        return ServiceConfig.model_validate(update)
 
 
 def no_prefix_cache_tag(config: ServiceConfig) -> str:

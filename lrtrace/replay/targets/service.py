@@ -12,9 +12,9 @@ from lrtrace.errors import LrtraceError
 from lrtrace.replay.fleet import NETWORK_LATENCY_S, ExecutionSampler
 from lrtrace.replay.targets.common import (
     InProcessTarget,
+    ReplayServiceOptions,
     load_tokenizer,
     no_prefix_cache_tag,
-    replay_service_config,
 )
 from lrtrace.results_format import Target
 from lrtrace.trace_format import TraceFile
@@ -49,11 +49,12 @@ class ServiceTarget(InProcessTarget):
         model: Path | None,
         threads: int | None,
         network_latency_s: float = NETWORK_LATENCY_S,
-        prefix_cache: bool = True,
-        handling_strategy: str | None = None,
+        options: ReplayServiceOptions | None = None,
     ) -> ServiceTarget:
-        """`prefix_cache=False`: neither the service's stored prefixes nor the
-        engine's content-hash cache, so every prompt is prefilled whole."""
+        """`options` (default: the service's config): without the prefix cache,
+        neither the service's stored prefixes nor the engine's content-hash cache, so
+        every prompt is prefilled whole."""
+        options = options or ReplayServiceOptions()
         from lrtrace.replay.exec_sampler import ExecTimeSampler
         from robot_models.checkpoints import default_planner_path
         from timely_core.engine.torch.config import EngineConfig
@@ -63,7 +64,7 @@ class ServiceTarget(InProcessTarget):
         if not (path / "config.json").is_file():
             raise LrtraceError(f"no checkpoint at {path} (config.json missing)")
         engine = TorchEngine(
-            path, EngineConfig(num_threads=threads, enable_prefix_caching=prefix_cache)
+            path, EngineConfig(num_threads=threads, enable_prefix_caching=options.prefix_cache)
         )
         return cls(
             engine,
@@ -71,7 +72,7 @@ class ServiceTarget(InProcessTarget):
             ExecTimeSampler(),
             f"torch:{path.name}",
             network_latency_s,
-            replay_service_config(prefix_cache, handling_strategy),
+            options.service_config(),
         )
 
     def _new_service(self, trace: TraceFile, policy: str, config: ServiceConfig) -> PlanningService:

@@ -15,10 +15,10 @@ from lrtrace.profiles import LatencyProfile, load
 from lrtrace.replay.fleet import NETWORK_LATENCY_S, ExecutionSampler
 from lrtrace.replay.targets.common import (
     InProcessTarget,
+    ReplayServiceOptions,
     load_tokenizer_file,
     no_prefix_cache_tag,
     planner_tokenizer,
-    replay_service_config,
 )
 from lrtrace.results_format import Target
 from lrtrace.trace_format import TraceFile
@@ -103,10 +103,11 @@ class SimTarget(InProcessTarget):
         name: str,
         tokenizer: Path | None = None,
         network_latency_s: float = NETWORK_LATENCY_S,
-        prefix_cache: bool = True,
-        handling_strategy: str | None = None,
+        options: ReplayServiceOptions | None = None,
     ) -> SimTarget:
-        """`tokenizer`: a tokenizer.json (default: the embedded planner's)."""
+        """`tokenizer`: a tokenizer.json (default: the embedded planner's); `options`
+        (default: the service's config)."""
+        options = options or ReplayServiceOptions()
         from lrtrace.replay.exec_sampler import ExecTimeSampler
 
         profile = load(name)
@@ -114,7 +115,7 @@ class SimTarget(InProcessTarget):
             tok, source = load_tokenizer_file(tokenizer), str(tokenizer)
         else:
             tok, source = planner_tokenizer()
-        config = replay_service_config(prefix_cache, handling_strategy)
+        config = options.service_config()
         target = cls(profile, tok, ExecTimeSampler(), load_catalog(), network_latency_s, config)
         target.tokenizer_source = source
         return target
