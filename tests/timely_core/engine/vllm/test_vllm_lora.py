@@ -12,9 +12,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_testkit import drive
 from safetensors.torch import load_file, save_file
-from vllm_testkit import SERVED, VARIANTS, robot_prompts, torch_with_variants, variant_batch
+from vllm_testkit import (
+    SERVED,
+    VARIANTS,
+    assert_variants_equal_torch,
+    robot_prompts,
+    torch_with_variants,
+)
 
 from timely_core.engine.protocol import AdapterError, EngineError, SamplingParams, UnknownVariant
 from timely_core.engine.variants import VariantEngine
@@ -36,11 +41,7 @@ def lora_engine(planner: Path) -> Iterator[VllmEngine]:
 def test_variants_and_base_in_one_batch_equal_the_torch_engine(
     planner: Path, lora_engine: VllmEngine
 ) -> None:
-    prompts, variants, arrivals = variant_batch()
-    expected = drive(torch_with_variants(planner), prompts, GREEDY, arrivals, variants=variants)
-    got = drive(lora_engine, prompts, GREEDY, arrivals, variants=variants)
-    assert got == expected
-    assert got[0] != got[1]  # the adapter changes the plan: the variant really ran
+    assert_variants_equal_torch(planner, lora_engine)
 
 
 def test_a_prefix_holds_one_variants_kv(lora_engine: VllmEngine) -> None:

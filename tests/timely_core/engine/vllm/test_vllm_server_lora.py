@@ -9,14 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from engine_testkit import drive
 from vllm_testkit import (
     SERVED,
     VARIANTS,
     VllmServer,
+    assert_variants_equal_torch,
     robot_prompts,
-    torch_with_variants,
-    variant_batch,
 )
 
 from timely_core.engine.protocol import AdapterError, EngineError, SamplingParams, UnknownVariant
@@ -53,11 +51,7 @@ def lora_engine(planner: Path, lora_server: VllmServer) -> Iterator[VllmServerEn
 def test_variants_and_base_side_by_side_equal_the_torch_engine(
     planner: Path, lora_engine: VllmServerEngine
 ) -> None:
-    prompts, variants, arrivals = variant_batch()
-    expected = drive(torch_with_variants(planner), prompts, GREEDY, arrivals, variants=variants)
-    got = drive(lora_engine, prompts, GREEDY, arrivals, variants=variants)
-    assert got == expected
-    assert got[0] != got[1]  # the adapter changes the plan: the variant really ran
+    assert_variants_equal_torch(planner, lora_engine)
 
 
 def test_a_prefix_holds_one_variants_kv(lora_engine: VllmServerEngine) -> None:

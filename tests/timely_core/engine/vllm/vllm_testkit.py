@@ -72,6 +72,19 @@ def torch_with_variants(planner: Path) -> TorchEngine:
     return engine
 
 
+def assert_variants_equal_torch(planner: Path, engine: Engine) -> None:
+    """The variant batch on `engine` gives the torch engine's greedy tokens, and the
+    adapter changes the plan (the variant really ran)."""
+    from engine_testkit import drive
+
+    prompts, variants, arrivals = variant_batch()
+    greedy = SamplingParams(max_tokens=24)
+    expected = drive(torch_with_variants(planner), prompts, greedy, arrivals, variants=variants)
+    got = drive(engine, prompts, greedy, arrivals, variants=variants)
+    assert got == expected
+    assert got[0] != got[1]
+
+
 def drive_segmented(
     engine: Engine,
     prompts: list[list[int]],
@@ -163,12 +176,18 @@ class VllmServer:
         self.process.wait(30)
 
     def running_requests(self) -> float:
+        return self._gauge("vllm:num_requests_running")
+
+    def waiting_requests(self) -> float:
+        return self._gauge("vllm:num_requests_waiting")
+
+    def _gauge(self, name: str) -> float:
         import httpx
 
         for line in httpx.get(f"{self.url}/metrics", timeout=5).text.splitlines():
-            if line.startswith("vllm:num_requests_running{"):
+            if line.startswith(name + "{"):
                 return float(line.rsplit(" ", 1)[1])
-        raise AssertionError("no vllm:num_requests_running in /metrics")
+        raise AssertionError(f"no {name} in /metrics")
 
 
 def plan_with_service(
