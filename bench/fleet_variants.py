@@ -8,7 +8,9 @@
 2. Cost of batched adapters: decode iterations of a batch of B generations, all on
    the base, all on one variant, and mixed (each row another variant, base rows
    included), timed alternately in the same run; the overhead per token of the
-   mixed batch is against the base batch and the single-variant batch.
+   mixed batch is against the base batch and the single-variant batch. The mixed
+   batch runs twice: grouped (one batched matmul over the adapters, as served) and
+   with its deltas added adapter by adapter (model/lora_batch.py's other path).
 
 Variants: the shipped ones (robot_models/checkpoints/variants) plus random peft
 adapters of the same rank up to N.
@@ -39,6 +41,7 @@ from robot_models.variants.spec import load_fleet
 from timely_core.engine.protocol import SamplingParams
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
+from timely_core.engine.torch.model import lora_batch
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fleet_variants.json"
 KV = EngineConfig(device_kv_bytes=2**25, host_kv_bytes=0, max_generations=64)
@@ -50,12 +53,17 @@ def _rss() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _adapters(count: int, root: Path) -> dict[str, Path]:
-    """The shipped variants, then random peft adapters (rank 8) up to `count`."""
+def variant_adapters(count: int, root: Path, robot_type: str | None = None) -> dict[str, Path]:
+    """The shipped variants (of `robot_type`, if given), then random peft adapters
+    (rank 8) up to `count`."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    found = {name: spec.adapter_dir for name, spec in load_fleet().items()}
+    found = {
+        name: spec.adapter_dir
+        for name, spec in load_fleet().items()
+        if robot_type in (None, spec.robot_type)
+    }
     adapters = dict(list(found.items())[:count])
     for i in range(count - len(adapters)):
         torch.manual_seed(i)
@@ -131,17 +139,22 @@ def overhead(adapters: dict[str, Path], batch: int, steps: int, rounds: int) -> 
     for name, path in adapters.items():
         engine.load_adapter(name, path)
     names = list(adapters)
+    mixed: list[str | None] = [([None, *names])[i % (len(names) + 1)] for i in range(batch)]
     layouts: dict[str, list[str | None]] = {
         "base": [None] * batch,
         "single_variant": [names[0]] * batch,
-        "mixed": [([None, *names])[i % (len(names) + 1)] for i in range(batch)],
+        "mixed": mixed,
+        "mixed_per_adapter_loop": mixed,  # the same batch, deltas added adapter by adapter
     }
     samples: dict[str, list[float]] = {k: [] for k in layouts}
     gen_id = 0
-    for _ in range(rounds):  # alternate so load changes hit all three alike
+    for _ in range(rounds):  # alternate so load changes hit all layouts alike
         for key, variants in layouts.items():
+            loop = key == "mixed_per_adapter_loop"
+            lora_batch.GROUPED_MIN_ADAPTERS = 10**9 if loop else 2
             samples[key] += _decode_step_s(engine, variants, steps, gen_id)
             gen_id += batch
+    lora_batch.GROUPED_MIN_ADAPTERS = 2
     median = {k: statistics.median(v) for k, v in samples.items()}
     return {
         "batch": batch,
@@ -156,6 +169,7 @@ def overhead(adapters: dict[str, Path], batch: int, steps: int, rounds: int) -> 
         / batch,
         "mixed_vs_base": median["mixed"] / median["base"],
         "mixed_vs_single_variant": median["mixed"] / median["single_variant"],
+        "per_adapter_loop_vs_grouped": median["mixed_per_adapter_loop"] / median["mixed"],
     }
 
 
@@ -169,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        adapters = _adapters(args.variants, Path(tmp))
+        adapters = variant_adapters(args.variants, Path(tmp))
         mem = memory(adapters)
         cost = overhead(adapters, args.batch, args.steps, args.rounds)
     result = {
