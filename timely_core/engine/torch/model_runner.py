@@ -17,7 +17,7 @@ from timely_core.engine.iteration_scheduler import Chunk
 from timely_core.engine.torch.kv_cache import KvCache
 from timely_core.engine.torch.lora import LoraAdapter
 from timely_core.engine.torch.model.attention import AttentionBatch, PrefillSpan
-from timely_core.engine.torch.model.decode_attention import DecodeGroup
+from timely_core.engine.torch.model.decode_attention import DecodeGroup, DecodePart
 from timely_core.engine.torch.model.llama import LlamaModel
 from timely_core.engine.torch.model.lora_batch import LoraBatch
 from timely_core.engine.torch.model.prefill_cascade import CascadeSpan, SharedPrefill
@@ -79,6 +79,23 @@ class ModelRunner:
         return (blocks[:, None] * self.block_size + self._offsets).view(-1)[:length]
 
     def _decode_group(self, decodes: list[Chunk]) -> DecodeGroup:
+        """The decodes' attention layout: one group, or one part per prefix when
+        generations of several prefixes decode together and some share one."""
+        by_first: dict[int, list[int]] = {}
+        for row, c in enumerate(decodes):
+            by_first.setdefault(c.state.block_table[0], []).append(row)
+        if len(by_first) == 1 or len(by_first) == len(decodes):
+            return self._decode_part(decodes)
+        parts = []
+        for rows in by_first.values():
+            first, last = rows[0], rows[-1]
+            where: slice | torch.Tensor = (
+                slice(first, last + 1) if last - first + 1 == len(rows) else torch.tensor(rows)
+            )
+            parts.append(DecodePart(where, self._decode_part([decodes[r] for r in rows])))
+        return DecodeGroup.of_parts(len(decodes), tuple(parts))
+
+    def _decode_part(self, decodes: list[Chunk]) -> DecodeGroup:
         size = self.block_size
         lengths = [c.start + 1 for c in decodes]
         tables = [c.state.block_table for c in decodes]

@@ -5,7 +5,9 @@ kernel for a single query row. When the generations share leading blocks (a
 registered robot prefix), those blocks are read once and attended by every query
 in one matmul (cascade attention), instead of being gathered once per generation;
 the softmax runs over the shared and the private scores together, so the result
-is the same attention.
+is the same attention. Generations of several prefixes (drones beside arms, or
+fleet variants, whose prefix KV differs) are split into parts, one per prefix,
+each attended this way.
 """
 
 from __future__ import annotations
@@ -37,6 +39,21 @@ class DecodeGroup:
     # size 1: the context as runs of back-to-back slots (first slot, length), each
     # read as a view; None: gather `context_slots`
     runs: tuple[tuple[int, int], ...] | None = None
+    # generations of different prefixes (robot types, fleet variants): each part is
+    # attended as its own group, with its own shared prefix; the fields above unused
+    parts: tuple[DecodePart, ...] = ()
+
+    @staticmethod
+    def of_parts(size: int, parts: tuple[DecodePart, ...]) -> DecodeGroup:
+        return DecodeGroup(size, 0, None, None, None, parts=parts)
+
+
+@dataclass(frozen=True)
+class DecodePart:
+    """Rows of a decode group (a slice when contiguous) that share one prefix."""
+
+    rows: slice | torch.Tensor
+    group: DecodeGroup
 
 
 def gather(
@@ -85,6 +102,15 @@ def decode_attention(
 ) -> torch.Tensor:
     """q: [B, heads, d]; caches [kv_heads, slots, d]. Returns [B, heads, d].
     Query heads are grouped by the KV head they share (head h reads h // group)."""
+    if group.parts:
+        out = torch.empty_like(q)
+        for part in group.parts:
+            if isinstance(part.rows, slice):
+                out[part.rows] = decode_attention(q[part.rows], k_cache, v_cache, part.group)
+            else:
+                rows_out = decode_attention(q[part.rows], k_cache, v_cache, part.group)
+                out.index_copy_(0, part.rows, rows_out)
+        return out
     batch, length = group.size, group.context_len
     kv_heads, _, head_dim = k_cache.shape
     scale = head_dim**-0.5
