@@ -1,0 +1,415 @@
+"""Mixed traffic over a fleet's variants on one device (one run, the planner on CPU):
+one torch engine serving every LoRA variant in mixed batches, against the two ways
+a fleet serves fine-tunes without it, each given the same total memory (weights +
+KV) and the same single CPU thread:
+
+- **one engine**: the base once, each variant's adapter, one KV pool; every request
+  runs with its robot's adapter in whatever batch it lands in (S-LoRA / Punica).
+- **per-variant engines**: each variant merged into its own full model, one engine
+  per variant, the memory left after the 8 models split evenly into 8 KV pools. The
+  engines take turns on the device (each step timed), as processes sharing one
+  accelerator do.
+- **merge per variant**: one model and one KV pool; the variants' requests are served
+  group by group, the adapter merged into the weights before a group and unmerged
+  after (peft `merge_adapter`/`unmerge_adapter`, timed on the same CPU); grouping is
+  the kind choice for this baseline (a switch per request would cost more).
+
+Each robot's prompt prefix is registered once per variant (a LoRA changes its KV).
+Requests: the LRTrace drone tasks, round-robin over the variants, all queued at the
+start (throughput at saturation); greedy, `--max-tokens` each. Reported per total
+memory: generated tokens per second of device time, mean completion time, requests
+that could not be admitted at all, and whether each request's tokens equal the one
+engine's. Device time is the sum of measured engine calls and merges (single
+thread, run one after another), so a contender is not helped by running in
+parallel with another on this machine's second core.
+
+    PYTHONPATH=. .venv/bin/python bench/fleet_traffic.py [--memory-mb 100,110,140]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from robot_models.checkpoints import default_planner_path
+from robot_models.dataset import LRTRACE_TASKS
+from robot_models.language import load_language
+from timely_core.engine.protocol import SamplingParams
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
+from timely_core.engine.torch.loader import load_tokenizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fleet_variants import variant_adapters
+
+RESULTS = Path(__file__).resolve().parent / "results" / "fleet_traffic.json"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@dataclass
+class Request:
+    index: int
+    variant: str
+    prompt: list[int]
+
+
+@dataclass
+class Outcome:
+    tokens: dict[int, list[int]] = field(default_factory=dict)
+    done_s: dict[int, float] = field(default_factory=dict)
+    device_s: float = 0.0
+    refused: list[int] = field(default_factory=list)  # never admissible: too little KV
+    switches: int = 0
+    setup_s: float = 0.0  # prefilling the robots' prefixes, before any request (Teola)
+
+    def summary(self, requests: list[Request], reference: Outcome | None) -> dict[str, Any]:
+        generated = sum(len(t) for t in self.tokens.values())
+        done = list(self.done_s.values())
+        same = None
+        if reference is not None:
+            same = sum(self.tokens.get(r.index) == reference.tokens.get(r.index) for r in requests)
+        return {
+            "served": len(self.tokens),
+            "refused": len(self.refused),
+            "generated_tokens": generated,
+            "device_s": self.device_s,
+            "tokens_per_s": generated / self.device_s if self.device_s else 0.0,
+            "mean_completion_s": statistics.fmean(done) if done else None,
+            "variant_switches": self.switches,
+            "prefix_setup_s": self.setup_s,
+            "tokens_equal_one_engine": same,
+        }
+
+
+class Device:
+    """One thread of compute shared by every engine of a contender: each call is
+    timed and the device clock moves by it."""
+
+    def __init__(self) -> None:
+        self.now_s = 0.0
+
+    def run(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            self.now_s += time.perf_counter() - started
+
+
+def timed(call: Callable[..., Any], *args: Any, **kwargs: Any) -> float:
+    started = time.perf_counter()
+    call(*args, **kwargs)
+    return time.perf_counter() - started
+
+
+def drone_requests(variants: list[str], per_variant: int) -> tuple[list[int], list[Request]]:
+    """The drone prefix and `per_variant` requests per variant (the LRTrace drone tasks
+    in turn), interleaved across variants."""
+    tokenizer = load_tokenizer(default_planner_path())
+    language = load_language("drone")
+
+    def encode(text: str) -> list[int]:
+        return list(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    prefix = encode(language.prompt_prefix())
+    tasks = [t for t in LRTRACE_TASKS if t.robot_type == "drone"]
+    requests = []
+    for i in range(per_variant * len(variants)):
+        task = tasks[i % len(tasks)]
+        prompt = prefix + encode(language.format_request(task.scene, task.instruction))
+        requests.append(Request(i, variants[i % len(variants)], prompt))
+    return prefix, requests
+
+
+def kv_config(kv_bytes: int) -> EngineConfig:
+    # no host KV: a preempted generation is recomputed, as on a device without spare RAM
+    return EngineConfig(
+        device_kv_bytes=max(kv_bytes, 1), host_kv_bytes=0, num_threads=1, max_generations=64
+    )
+
+
+def serve(
+    device: Device,
+    engine: TorchEngine,
+    queue: list[Request],
+    params: SamplingParams,
+    outcome: Outcome,
+    prefix_of: Callable[[Request], str],
+    variant_of: Callable[[Request], str | None],
+    live: dict[int, Request],
+) -> bool:
+    """One turn of `engine`: admit what fits from the head of `queue`, then one step.
+    False when it has nothing to do."""
+    while queue and len(live) < engine.max_generations:
+        head = queue[0]
+        prefix_id = prefix_of(head)
+        if not engine.can_admit(len(head.prompt), prefix_id):
+            if not live:  # nothing will ever free: this pool cannot hold the request
+                outcome.refused.append(queue.pop(0).index)
+                continue
+            break
+        queue.pop(0)
+        device.run(engine.add, head.index, head.prompt, params, prefix_id, variant_of(head))
+        live[head.index] = head
+        outcome.tokens[head.index] = []
+    if not live:
+        return False
+    for out in device.run(engine.step, list(live)):
+        outcome.tokens[out.gen_id].append(out.token_id)
+        if out.finished:
+            del live[out.gen_id]
+            outcome.done_s[out.gen_id] = device.now_s
+    return True
+
+
+def one_engine(
+    planner: Path,
+    adapters: dict[str, Path],
+    prefix: list[int],
+    requests: list[Request],
+    kv_bytes: int,
+    params: SamplingParams,
+) -> Outcome:
+    device, outcome = Device(), Outcome()
+    engine = TorchEngine(planner, kv_config(kv_bytes))
+    for name, path in adapters.items():
+        engine.load_adapter(name, path)
+    for name in adapters:
+        outcome.setup_s += timed(engine.register_prefix, f"drone@{name}", prefix, variant=name)
+    queue, live = list(requests), dict[int, Request]()
+    while serve(
+        device,
+        engine,
+        queue,
+        params,
+        outcome,
+        lambda r: f"drone@{r.variant}",
+        lambda r: r.variant,
+        live,
+    ):
+        pass
+    outcome.device_s = device.now_s
+    return outcome
+
+
+def per_variant_engines(
+    merged: dict[str, Path],
+    prefix: list[int],
+    requests: list[Request],
+    kv_bytes_each: int,
+    params: SamplingParams,
+) -> Outcome:
+    device, outcome = Device(), Outcome()
+    engines = {name: TorchEngine(path, kv_config(kv_bytes_each)) for name, path in merged.items()}
+    for engine in engines.values():
+        outcome.setup_s += timed(engine.register_prefix, "drone", prefix)
+    queues = {name: [r for r in requests if r.variant == name] for name in engines}
+    lives: dict[str, dict[int, Request]] = {name: {} for name in engines}
+    busy = True
+    while busy:  # the engines take turns on the device, one step each
+        busy = False
+        for name, engine in engines.items():
+            busy |= serve(
+                device,
+                engine,
+                queues[name],
+                params,
+                outcome,
+                lambda r: "drone",
+                lambda r: None,
+                lives[name],
+            )
+    outcome.device_s = device.now_s
+    return outcome
+
+
+def merge_per_variant(
+    merged: dict[str, Path],
+    switch_s: dict[str, float],
+    prefix: list[int],
+    requests: list[Request],
+    kv_bytes: int,
+    params: SamplingParams,
+) -> Outcome:
+    """Groups in the order their first request arrived; a group's engine stands for
+    the one model with that adapter merged in. `kv_bytes`: its pool, the budget less
+    the other variants' prefixes it keeps (their KV stays valid for their adapter)."""
+    device, outcome = Device(), Outcome()
+    order = list(dict.fromkeys(r.variant for r in requests))
+    for name in order:
+        engine = TorchEngine(merged[name], kv_config(kv_bytes))
+        device.now_s += switch_s[name]  # unmerge the last adapter, merge this one
+        outcome.switches += 1
+        outcome.setup_s += timed(engine.register_prefix, "drone", prefix)
+        queue, live = [r for r in requests if r.variant == name], dict[int, Request]()
+        while serve(
+            device, engine, queue, params, outcome, lambda r: "drone", lambda r: None, live
+        ):
+            pass
+        del engine
+    outcome.device_s = device.now_s
+    return outcome
+
+
+def merged_checkpoints(
+    planner: Path, adapters: dict[str, Path], root: Path, repeats: int = 5
+) -> tuple[dict[str, Path], dict[str, float]]:
+    """Each variant merged into a full checkpoint, and the measured seconds of one
+    switch to it (peft: unmerge + merge of its adapter, median of `repeats`)."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    merged, switch_s = {}, {}
+    for name, adapter in adapters.items():
+        model = AutoModelForCausalLM.from_pretrained(planner, dtype=torch.float32)
+        peft_model = PeftModel.from_pretrained(model, str(adapter))
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            peft_model.merge_adapter()
+            peft_model.unmerge_adapter()
+            times.append(time.perf_counter() - started)
+        switch_s[name] = statistics.median(times)
+        out = root / name
+        peft_model.merge_and_unload().save_pretrained(str(out))
+        for file in TOKENIZER_FILES:
+            shutil.copy(planner / file, out / file)
+        merged[name] = out
+    return merged, switch_s
+
+
+def prefix_kv_bytes(engine: TorchEngine, prefix: list[int]) -> int:
+    """Device KV bytes one registered copy of `prefix` holds."""
+    before = engine.memory()
+    engine.register_prefix("probe", prefix)
+    after = engine.memory()
+    engine.unregister_prefix("probe")
+    block_bytes = engine.config.device_kv_bytes // before.device_blocks_total
+    return (before.device_blocks_free - after.device_blocks_free) * block_bytes
+
+
+def model_bytes(path: Path) -> int:
+    from safetensors.torch import load_file
+
+    return sum(t.nbytes for t in load_file(str(path / "model.safetensors")).values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--variants", type=int, default=8)
+    parser.add_argument("--per-variant", type=int, default=4, help="requests per variant")
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--memory-mb", default="100,110,140", help="total memory budgets")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    console = Console()
+    load_before = os.getloadavg()[0]
+    planner = default_planner_path()
+    params = SamplingParams(max_tokens=args.max_tokens)
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        adapters = variant_adapters(args.variants, Path(tmp) / "adapters", "drone")
+        merged, switch_s = merged_checkpoints(planner, adapters, Path(tmp) / "merged")
+        prefix, requests = drone_requests(list(adapters), args.per_variant)
+        probe = TorchEngine(planner, kv_config(2**25))
+        for name, path in adapters.items():
+            probe.load_adapter(name, path)
+        weights = probe.resident_weights()
+        base_bytes = model_bytes(planner)
+        prefix_bytes = prefix_kv_bytes(probe, prefix)
+        del probe
+        for memory_mb in (float(m) for m in args.memory_mb.split(",")):
+            total = int(memory_mb * 2**20)
+            one_kv = total - weights.total_bytes
+            each_kv = (total - len(merged) * base_bytes) // len(merged)
+            console.print(
+                f"{memory_mb:g} MB: one engine KV {one_kv / 2**20:.1f} MB, "
+                f"per-variant KV {max(each_kv, 0) / 2**20:.2f} MB each"
+            )
+            one = one_engine(planner, adapters, prefix, requests, one_kv, params)
+            row: dict[str, Any] = {
+                "memory_bytes": total,
+                "one_engine_kv_bytes": one_kv,
+                "per_variant_kv_bytes": max(each_kv, 0),
+                "one_engine": one.summary(requests, None),
+            }
+            if each_kv < prefix_bytes:  # not even the robot's prompt prefix fits
+                row["per_variant_engines"] = {"fits": False}
+            else:
+                separate = per_variant_engines(merged, prefix, requests, each_kv, params)
+                row["per_variant_engines"] = separate.summary(requests, one)
+            group_kv = total - base_bytes - (len(merged) - 1) * prefix_bytes
+            grouped = merge_per_variant(merged, switch_s, prefix, requests, group_kv, params)
+            row["merge_per_variant"] = grouped.summary(requests, one)
+            runs.append(row)
+    result = {
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "torch_threads": 1,
+            "load_before": load_before,
+            "load_after": os.getloadavg()[0],
+        },
+        "variants": list(adapters),
+        "requests": len(requests),
+        "prompt_tokens": [len(r.prompt) for r in requests],
+        "max_tokens": args.max_tokens,
+        "base_weight_bytes": base_bytes,
+        "one_engine_weight_bytes": weights.total_bytes,
+        "prefix_kv_bytes": prefix_bytes,
+        "switch_s": switch_s,
+        "runs": runs,
+    }
+    table = Table(title=f"{len(requests)} drone requests over {len(adapters)} variants")
+    for column in (
+        "memory",
+        "contender",
+        "served",
+        "refused",
+        "tok/s",
+        "mean done s",
+        "one engine x",
+    ):
+        table.add_column(column, justify="right")
+    for row in runs:
+        base_tps = row["one_engine"]["tokens_per_s"]
+        for key in ("one_engine", "per_variant_engines", "merge_per_variant"):
+            s = row[key]
+            if s.get("fits") is False:
+                table.add_row(f"{row['memory_bytes'] / 2**20:g} MB", key, "does not fit", *[""] * 4)
+                continue
+            done = s["mean_completion_s"]
+            table.add_row(
+                f"{row['memory_bytes'] / 2**20:g} MB",
+                key,
+                str(s["served"]),
+                str(s["refused"]),
+                f"{s['tokens_per_s']:.0f}",
+                "-" if done is None else f"{done:.2f}",
+                f"{base_tps / s['tokens_per_s']:.2f}x" if s["tokens_per_s"] else "-",
+            )
+    console.print(table)
+    console.print(f"load {load_before:.1f} -> {result['machine']['load_after']:.1f}")
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    console.print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
