@@ -82,6 +82,7 @@ def call_to_wire(request_id: int, call: ToolCall) -> dict[str, Any]:
         "complete": call.complete,
         "text": call.text,
         "scene": call.scene,
+        "before": call.before,
     }
 
 
@@ -95,6 +96,7 @@ def call_from_wire(message: dict[str, Any]) -> ToolCall:
         complete=bool(message["complete"]),
         text=str(message["text"]),
         scene=str(message.get("scene", "")),
+        before=str(message.get("before", "")),
     )
 
 
