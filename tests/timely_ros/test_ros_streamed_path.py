@@ -49,6 +49,8 @@ def _service(decode_s: float) -> Any:
 
     tokenizer = Tokenizer.from_file(str(default_planner_path() / "tokenizer.json"))
     plan = list(tokenizer.encode(PLAN, add_special_tokens=False).ids)
+    eos = tokenizer.token_to_id("<eos>")
+    assert eos is not None
 
     def script(_prompt_ids: Sequence[int]) -> list[int]:
         return plan
@@ -56,7 +58,7 @@ def _service(decode_s: float) -> Any:
     engine = PacedSimulatedEngine(
         LatencyModel(decode_s=decode_s, prefill_token_s=1e-5),
         script,
-        SimulatedEngineConfig(eos_token_id=int(tokenizer.token_to_id("<eos>"))),
+        SimulatedEngineConfig(eos_token_id=eos),
     )
     service = PlanningService(engine, tokenizer, "timely", clock=MonotonicClock())
     service.register_robot("drone1", load_language("drone", streamed_skills=True))
