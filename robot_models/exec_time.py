@@ -65,10 +65,9 @@ class ExecTimeModel:
         self._skills = skill_set.model_copy(deep=True)
 
     @staticmethod
-    def for_robot(robot_type: str) -> ExecTimeModel:
-        """The packaged model of `robot_type`, its streamed skills included (what a
-        robot can run; what a planner may write is its language's business)."""
-        return ExecTimeModel(SkillSet.load(robot_type, streamed=True))
+    def for_robot(robot_type: str, streamed: bool = False) -> ExecTimeModel:
+        """The packaged model of `robot_type` (`streamed`: its streamed skills too)."""
+        return ExecTimeModel(SkillSet.load(robot_type, streamed=streamed))
 
     @staticmethod
     def load(path: Path | str) -> ExecTimeModel:
