@@ -45,7 +45,9 @@ class ToolCall:
     complete: bool  # the closing parenthesis was decoded
     text: str  # the call's text so far, e.g. "visit('a','b'"
     scene: str = ""  # the scene the task plans in (its request's, or the robot's published)
-    before: str = ""  # the task's plan text before the call (the statements it follows)
+    # the task's plan text before the call (the statements it follows); streaming
+    # tools only, the others get ""
+    before: str = ""
 
 
 @dataclass(frozen=True)

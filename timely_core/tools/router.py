@@ -201,7 +201,8 @@ class ToolRouter:
             for tool in task.tools:
                 partial = tool.info.partial and tool.spec.partial_calls
                 if event.skill in tool.info.skills and (event.complete or partial):
-                    self._send(task, tool, event, text[: event.start])
+                    before = text[: event.start] if tool.info.streams else ""
+                    self._send(task, tool, event, before)
         with self._cond:
             if task.streaming and not task.error:  # each element before the next token
                 wall_s = max(t.spec.wall_s for t in task.tools if t.info.streams)
