@@ -25,6 +25,9 @@ from timely_ros.fleet_variants import load_adapters, lora_rank
 # `timely demo`: docs/design-notes.md, "GIL switch interval".
 GIL_SWITCH_INTERVAL_S = 2e-4
 STREAMED_PATH_TOOL = "streamed_path"
+# A statement must complete within the segment limit (64 tokens by default); an fp
+# path of 8 legs takes up to about 130 of the planner's tokens (one per digit).
+STREAMED_MAX_SEGMENT_TOKENS = 160
 
 
 def resolve_model_path(model_path: str) -> Path:
@@ -168,6 +171,7 @@ def build_service(params: PlannerParams) -> PlanningService:
                 robot_type=robot.type,
                 guard=guard,
                 variant=robot.variant or None,
+                max_segment_tokens=STREAMED_MAX_SEGMENT_TOKENS if robot.streamed_skills else None,
             )
             if robot.streamed_skills:
                 register_streamed_path(service, robot)
