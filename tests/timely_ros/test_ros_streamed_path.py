@@ -3,7 +3,7 @@ engine paced to the wall clock and forced to write a plan with a 4-leg `fp` path
 serving the simulated drone `drone1` (`timely up`, its own process). Each leg
 reaches the drone's executor as a goal of its own while the call is still being
 decoded, and the drone runs the legs in order; a cancel stops the leg it runs, and
-no leg after it is ever sent."""
+no leg after it is ever sent; a leg the drone fails ends the goal, naming it."""
 
 from __future__ import annotations
 
@@ -89,9 +89,11 @@ def _planner(ros_client: RosClient, service: Any) -> Any:
     return node
 
 
-def _drone(node_processes: StartNodes, time_scale: float) -> NodeProcess:
+def _drone(node_processes: StartNodes, time_scale: float, **params: Any) -> NodeProcess:
     robot = node_processes(
-        executor_entry("drone1", "sim-drone", time_scale=time_scale), "executors", "drone"
+        executor_entry("drone1", "sim-drone", time_scale=time_scale, **params),
+        "executors",
+        "drone",
     )
     robot.wait_for_output("robot drone1: sim-drone executor ready", 60)
     return robot
@@ -180,3 +182,27 @@ def test_a_cancel_stops_the_leg_and_nothing_after_it_is_sent(
     assert [skills for skills, _ in executed] == [["takeoff()"], [LEGS[0]]]
     assert len(started) == 3  # tk, leg 1, leg 2 (cancelled): no leg 3, 4 nor ld
     assert f"event=segment_cancelled robot=drone1 task={task_id}" in drone.output()
+
+
+def test_a_failed_leg_ends_the_goal_and_no_later_leg_is_sent(
+    node_processes: StartNodes, ros_client: RosClient, planner_for: Any
+) -> None:
+    from action_msgs.msg import GoalStatus
+    from timely_ros.plan_client import PlanClient, make_goal
+
+    drone = _drone(node_processes, time_scale=0.1, fail_skills=["fp"])  # the first leg fails
+    planner_for(0.01)
+    client = PlanClient(ros_client.node)
+    assert client.wait_for_server(60)
+    call = client.send(make_goal("drone1", INSTRUCTION, scene="visible: wall"))
+    assert call.done.wait(60)
+    result = call.final_result()
+    assert call.status == GoalStatus.STATUS_ABORTED
+    assert result.error.startswith(
+        f"robot drone1 aborted element 1 ({LEGS[0]}) of segment 1: robot drone1, "
+        "fly_path: injected failure of fp"
+    ), result.error
+    time.sleep(1.0)  # a later leg would have started by now had it been sent
+    task_id = call.segments[0].task_id
+    started = re.findall(rf"event=segment_started robot=drone1 task={task_id} ", drone.output())
+    assert len(started) == 2  # tk and the failed leg

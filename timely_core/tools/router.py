@@ -282,6 +282,9 @@ class ToolRouter:
             task.awaiting.clear()
             task.streaming.clear()
             task.elements.clear()
+            task.element_counts = {  # a call past the rollback is a new one
+                i: n for i, n in task.element_counts.items() if i < stream.calls
+            }
             task.epoch += 1
             self._cond.notify_all()
 
