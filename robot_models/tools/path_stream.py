@@ -37,7 +37,8 @@ class _Statement:
 
 @dataclass
 class _CallState:
-    before: str  # the plan text before the call (another after a rollback: a new call)
+    before: str  # the plan text before the call
+    epoch: int  # the task's rollbacks when the call began (a later one: a new call)
     streams: bool  # a top-level statement: its elements go to the robot as they come
     checker: LimitChecker | None  # where the plan before the call leaves the robot
     sent: int = 0  # elements handed on
@@ -80,21 +81,22 @@ class StreamedPath(ToolPlugin):
     def _on(self, call: ToolCall) -> ToolReply:
         skill = self._skills.get(call.skill)
         state = self._calls.get((call.task_id, call.index))
-        if state is None or state.before != call.before:
-            state = self._calls[(call.task_id, call.index)] = self._start(call.before)
+        if state is None or (state.before, state.epoch) != (call.before, call.epoch):
+            state = self._calls[(call.task_id, call.index)] = self._start(call)
         if state.failed:
             return ToolReply.ok()  # the task ends with the first error
         reply = self._check(call, skill, state)
         state.failed = reply.kind == "error"
         return reply
 
-    def _start(self, before: str) -> _CallState:
+    def _start(self, call: ToolCall) -> _CallState:
         """A call's state from the plan text before it."""
+        before = call.before
         parser = PlanParser(self._skills)
         try:
             statements = parser.feed(before)
         except ValueError:
-            return _CallState(before, streams=False, checker=None)  # the parser says why
+            return _CallState(before, call.epoch, streams=False, checker=None)  # parser says why
         end = statements[-1].end if statements else 0
         top_level = not before[end:].strip()
         checker = None
@@ -102,7 +104,7 @@ class StreamedPath(ToolPlugin):
             checker = LimitChecker(self._limits, self._skills)
             for statement in statements:  # a violation there ends the task anyway
                 checker.check(statement)
-        return _CallState(before, streams=top_level, checker=checker)
+        return _CallState(before, call.epoch, streams=top_level, checker=checker)
 
     def _check(self, call: ToolCall, skill: Skill, state: _CallState) -> ToolReply:
         width = len(skill.args)

@@ -66,7 +66,6 @@ class Generation:
     # that a failure can still be replanned (`TaskRequest.replan_on_failure`)
     awaiting_reports: bool = False
     variant: str | None = None  # the robot's fleet variant at admission (None: the base)
-    streamed_elements: int = 0  # delivered for the segment being generated (StreamedElement)
     closing: bool = False  # its statement neared the segment limit: the engine ends it
 
     @property

@@ -66,8 +66,8 @@ class SegmentDispatch:
             state.fail(generation, str(exc))
             return
         self._stream(generation, now)
-        if new and generation.streamed_elements:  # they belong to the last cut's call
-            count, generation.streamed_elements = generation.streamed_elements, 0
+        count = state.tools.cut_elements(generation.task_id) if new else 0
+        if count:  # they belong to the last cut's call
             new[-1] = dataclasses.replace(new[-1], streamed_elements=count)
         if not output.finished:
             update_closing(state.engine, generation, state.sampling_params(generation))
@@ -167,7 +167,6 @@ class SegmentDispatch:
                 call_text=out.call_text,
                 emitted_at_s=now,
             )
-            generation.streamed_elements += 1
             state.deliveries.append(functools.partial(handle.deliver_element, element))
 
     def _guard(

@@ -83,6 +83,7 @@ def call_to_wire(request_id: int, call: ToolCall) -> dict[str, Any]:
         "text": call.text,
         "scene": call.scene,
         "before": call.before,
+        "epoch": call.epoch,
     }
 
 
@@ -97,6 +98,7 @@ def call_from_wire(message: dict[str, Any]) -> ToolCall:
         text=str(message["text"]),
         scene=str(message.get("scene", "")),
         before=str(message.get("before", "")),
+        epoch=int(message.get("epoch", 0)),
     )
 
 

@@ -48,6 +48,9 @@ class ToolCall:
     # the task's plan text before the call (the statements it follows); streaming
     # tools only, the others get ""
     before: str = ""
+    # the task's rollbacks so far (a failed segment): a call after one is a new call,
+    # also at an index and with a text an earlier call had
+    epoch: int = 0
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,7 @@ class _Task:
     streaming: set[int] = field(default_factory=set)  # tickets of unanswered streamed calls
     elements: list[StreamedOut] = field(default_factory=list)  # accepted, not yet taken
     element_counts: dict[int, int] = field(default_factory=dict)  # per call index
+    uncut: int = 0  # elements taken since the last segment cut (`cut_elements`)
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,18 @@ class ToolRouter:
             if task is None:
                 return []
             elements, task.elements = task.elements, []
+            task.uncut += len(elements)
             return elements
+
+    def cut_elements(self, task_id: str) -> int:
+        """How many elements were taken since the last cut (or rollback): those of
+        the call the segment being cut holds."""
+        with self._cond:
+            task = self._tasks.get(task_id)
+            if task is None:
+                return 0
+            count, task.uncut = task.uncut, 0
+            return count
 
     def task_ended(self, task_id: str) -> None:
         """The task ended: its tools drop what they hold for it."""
@@ -282,6 +294,7 @@ class ToolRouter:
             task.awaiting.clear()
             task.streaming.clear()
             task.elements.clear()
+            task.uncut = 0
             task.element_counts = {  # a call past the rollback is a new one
                 i: n for i, n in task.element_counts.items() if i < stream.calls
             }
@@ -330,6 +343,7 @@ class ToolRouter:
             text=event.text,
             scene=task.scene,
             before=before,
+            epoch=ticket.epoch,
         )
         try:
             tool.process.submit(call, ticket)

@@ -23,10 +23,12 @@ from timely_core.events import Segment, StreamedElement
 from timely_core.request import TaskRequest
 from timely_core.service import PlanningService
 
+RECOVERY = "fp(100,0,0,0,50,0);ld();"  # after the failure: the same first leg again
 PLANS = {
     "survey": "tk();fp(100,0,50,0,100,0,-100,0,0);ld();",
     "escape": "tk();fp(100,0,0,0,300,0,100,0,0);ld();",  # leg 2 leaves the geofence
     "loop": "tk();2{fp(50,0,0);}ld();",  # inside a block: sent whole, never streamed
+    "climb": "tk();fp(100,0,0,0,100,0,50,0,0);ld();",  # tk() fails while fp is decoded
 }
 LIMITS: dict[str, Any] = {
     "geofence_cm": {"x_min": -200, "x_max": 300, "y_min": -200, "y_max": 200, "z_min": 0,
@@ -41,6 +43,8 @@ def _tokenizer() -> Tokenizer:
 def _script(tokenizer: Tokenizer) -> Any:
     def script(prompt_ids: Sequence[int]) -> list[int]:
         prompt = tokenizer.decode(list(prompt_ids))
+        if prompt.endswith("->failed('blocked')\n"):
+            return list(tokenizer.encode(RECOVERY, add_special_tokens=False).ids)
         task = next(t for t in PLANS if f"Task: {t}\n" in prompt)
         return list(tokenizer.encode(PLANS[task], add_special_tokens=False).ids)
 
@@ -165,3 +169,43 @@ def test_baselines_send_no_leg_early(policy: str, partial_calls: bool) -> None:
     else:
         assert [leg.text for leg in legs] == ["fp(100,0,50)", "fp(0,100,0)", "fp(-100,0,0)"]
         assert all(leg.call_text.endswith(")") for leg in legs)
+
+
+def test_after_a_rollback_the_new_path_streams_from_its_first_leg(
+    service: PlanningService,
+) -> None:
+    """tk() fails while the path after it is decoded (one leg already handed on):
+    the plan rolls back to tk()'s end; the recovery's path, at the same call index
+    and with the same first leg, streams again from leg 0, and its segment counts
+    only its own legs."""
+    events: list[object] = []
+    handle = service.submit(
+        TaskRequest(robot_id="drone1", instruction="climb", task_id="climb", replan_on_failure=True)
+    )
+    handle.on_segment(events.append)
+    handle.on_element(events.append)
+    handle.on_rollback(events.append)
+    while not any(isinstance(e, StreamedElement) for e in events):
+        service.run_until(service.clock.now() + 0.002)
+    rollback = service.segment_failed("climb", 0, "blocked")
+    assert rollback is not None and rollback.withdrawn == ()
+    while not handle.done():
+        service.run_until_idle()
+        for segment in [e for e in events if isinstance(e, Segment)]:
+            if not handle.done():
+                handle.segment_done(segment.index)
+    assert handle.result(timeout_s=0).success, handle.result(timeout_s=0).error
+    seen = [
+        type(e).__name__ + ":" + getattr(e, "text", "") + f"@{getattr(e, 'element', '')}"
+        for e in events
+    ]
+    assert seen == [
+        "Segment:tk();@",
+        "StreamedElement:fp(100,0,0)@0",  # of the path the rollback dropped
+        "Rollback:@",
+        "StreamedElement:fp(100,0,0)@0",  # the recovery's path, from its first leg
+        "StreamedElement:fp(0,50,0)@1",
+        "Segment:fp(100,0,0,0,50,0);@",
+        "Segment:ld();@",
+    ]
+    assert [e.streamed_elements for e in events if isinstance(e, Segment)] == [0, 2, 0]
