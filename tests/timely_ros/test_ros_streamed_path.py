@@ -129,10 +129,15 @@ def test_each_leg_runs_on_the_drone_while_the_path_is_decoded(
     node_processes: StartNodes, ros_client: RosClient, planner_for: Any
 ) -> None:
     from action_msgs.msg import GoalStatus
+    from std_msgs.msg import String
     from timely_ros.plan_client import PlanClient, make_goal
 
     drone = _drone(node_processes, time_scale=0.1)  # a leg runs about 0.3 s
     planner_for(0.15)  # about 8 tokens per leg: 1.2 s of decoding each
+    progress: list[dict[str, Any]] = []
+    ros_client.node.create_subscription(
+        String, "/timely/robot_progress", lambda m: progress.append(json.loads(m.data)), 100
+    )
     client = PlanClient(ros_client.node)
     assert client.wait_for_server(60)
     call = client.send(make_goal("drone1", INSTRUCTION, scene="visible: wall"))
@@ -153,6 +158,15 @@ def test_each_leg_runs_on_the_drone_while_the_path_is_decoded(
     # ')') reached the client
     path_segment_at = call.segment_times[1]
     assert all(mono < path_segment_at for _, mono in executed[1:4])
+    # the path's segment starts with its first leg and ends after its last
+    wait_until(lambda: any(p["event"] == "end" and p["segment"] == 2 for p in progress), 10, "")
+    path = [(p["event"], p.get("element")) for p in progress if p["segment"] == 1]
+    assert [e for e in path if e[0] != "progress"] == [
+        ("start", 0),
+        ("element_end", 0),
+        *((kind, n) for n in (1, 2, 3) for kind in ("element_start", "element_end")),
+        ("end", None),
+    ]
 
 
 def test_a_cancel_stops_the_leg_and_nothing_after_it_is_sent(

@@ -238,11 +238,12 @@ class PlanJob:
         self._hooks.publish_segment(msg)
         if self._link is None:
             return None
+        event, relay = self._progress(segment.task_id, segment.index)
         if segment.streamed_elements:  # its elements ran, each sent as it came
+            event("end", 1.0)  # its `start` was its first element's
             with contextlib.suppress(ServiceError):
                 handle.segment_done(segment.index, finished_at_s=self._service.clock.now())
             return None
-        event, relay = self._progress(segment.task_id, segment.index)
 
         if segment.approvals:
             refused = self._await_approval(handle, segment)
@@ -302,7 +303,9 @@ class PlanJob:
             f"segment={element.index} element={element.element} call={element.text!r} "
             f"decoded={element.call_text!r} mono={time.monotonic():.6f}"
         )
-        event("start", 0.0, element.text)
+        # the segment starts with its first element (`start`, as /timely/robot_progress
+        # readers such as the LRTrace replay expect); it ends with its last
+        event("start" if element.element == 0 else "element_start", 0.0, element.text)
         self.state = f"executing segment {element.index}, element {element.element}"
         outcome = self._link.execute(msg, self._run, relay)
         self.state = "planning"
@@ -315,7 +318,7 @@ class PlanJob:
                 f"robot {self.robot_id} aborted element {element.element + 1} ({element.text}) "
                 f"of segment {element.index}: {outcome.message}"
             )
-        event("end", 1.0, element.text)
+        event("element_end", 1.0, element.text)
         return None
 
     def _replan(self, handle: Any, segment: Segment) -> bool:
