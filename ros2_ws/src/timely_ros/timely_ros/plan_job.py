@@ -306,7 +306,7 @@ class PlanJob:
         # the segment starts with its first element (`start`, as /timely/robot_progress
         # readers such as the LRTrace replay expect); it ends with its last
         event("start" if element.element == 0 else "element_start", 0.0, element.text)
-        self.state = f"executing segment {element.index}, element {element.element}"
+        self.state = f"executing segment {element.index}, element {element.element + 1}"
         outcome = self._link.execute(msg, self._run, relay)
         self.state = "planning"
         if outcome.cancelled:
