@@ -12,15 +12,18 @@ from timely_ros.checkpoint import planner_checkpoint
 from timely_ros.config import PlannerParams, RobotSpec
 from timely_ros.service_factory import STREAMED_PATH_TOOL, build_service
 
+from robot_models.safety_limits import SafetyLimits
+
 
 def test_only_a_type_with_streamed_skills_takes_them() -> None:
     with pytest.raises(ValidationError, match="streamed_skills: the arm has no streamed skill"):
         RobotSpec(id="arm1", type="arm", streamed_skills=True)
     # fp is a skill of the drone only with streamed_skills
     limits = {"approval_skills": ["fp"]}
-    assert RobotSpec(id="d1", type="drone", streamed_skills=True, limits=limits).limits
+    spec = {"id": "d1", "type": "drone", "limits": limits}
+    assert RobotSpec.model_validate({**spec, "streamed_skills": True}).limits
     with pytest.raises(ValidationError, match="fp"):
-        RobotSpec(id="d1", type="drone", limits=limits)
+        RobotSpec.model_validate(spec)
 
 
 def test_the_planner_runs_the_tool_for_streamed_robots_only(tmp_path: Path) -> None:
@@ -33,7 +36,7 @@ def test_the_planner_runs_the_tool_for_streamed_robots_only(tmp_path: Path) -> N
                 id="drone1",
                 type="drone",
                 streamed_skills=True,
-                limits={"max_distance_cm": 300},
+                limits=SafetyLimits(max_distance_cm=300),
             ),
             RobotSpec(id="drone2", type="drone"),
         ],
