@@ -7,8 +7,10 @@ no leg after it is ever sent; a leg the drone fails ends the goal, naming it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -66,27 +68,50 @@ def _service(decode_s: float) -> Any:
     return service
 
 
-def _planner(ros_client: RosClient, service: Any) -> Any:
-    from rclpy.parameter import Parameter
-    from timely_ros.config import PlannerParams, RobotSpec, planner_to_parameters
-    from timely_ros.planner_node import PlannerNode
+class _Planner:
+    """A planner node serving `service`, on an executor of its own sized as `timely
+    up` sizes it (a goal holds a thread while its robot runs), spun on a thread."""
 
-    params = PlannerParams(
-        engine="simulated",
-        robots=[RobotSpec(id="drone1", type="drone", streamed_skills=True)],
-        executor_wait_s=TEST_EXECUTOR_WAIT_S,
-        robot_timeout_s=TEST_ROBOT_TIMEOUT_S,
-    )
-    node = PlannerNode(
-        service=service,
-        namespace=f"/{params.namespace}",
-        context=ros_client.context,
-        parameter_overrides=[
-            Parameter(k, value=v) for k, v in planner_to_parameters(params).items()
-        ],
-    )
-    ros_client.executor.add_node(node)
-    return node
+    def __init__(self, ros_client: RosClient, service: Any) -> None:
+        from rclpy.parameter import Parameter
+        from timely_ros.bringup import executor_threads
+        from timely_ros.config import PlannerParams, RobotSpec, planner_to_parameters
+        from timely_ros.executor import TimelyExecutor
+        from timely_ros.planner_node import PlannerNode
+
+        params = PlannerParams(
+            engine="simulated",
+            robots=[RobotSpec(id="drone1", type="drone", streamed_skills=True)],
+            executor_wait_s=TEST_EXECUTOR_WAIT_S,
+            robot_timeout_s=TEST_ROBOT_TIMEOUT_S,
+        )
+        self.service = service
+        self.node = PlannerNode(
+            service=service,
+            namespace=f"/{params.namespace}",
+            context=ros_client.context,
+            parameter_overrides=[
+                Parameter(k, value=v) for k, v in planner_to_parameters(params).items()
+            ],
+        )
+        self._executor = TimelyExecutor(
+            num_threads=executor_threads([self.node]), context=ros_client.context
+        )
+        self._executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        with contextlib.suppress(ExternalShutdownException):
+            self._executor.spin()
+
+    def close(self) -> None:
+        self._executor.shutdown(timeout_sec=2.0)
+        self.node.destroy_node()
+        self.service.close_tools()
+        self._thread.join(timeout=5)
 
 
 def _drone(node_processes: StartNodes, time_scale: float, **params: Any) -> NodeProcess:
@@ -101,18 +126,15 @@ def _drone(node_processes: StartNodes, time_scale: float, **params: Any) -> Node
 
 @pytest.fixture
 def planner_for(ros_client: RosClient) -> Iterator[Any]:
-    started: list[Any] = []
+    started: list[_Planner] = []
 
     def start(decode_s: float) -> Any:
-        service = _service(decode_s)
-        started.append((_planner(ros_client, service), service))
-        return service
+        started.append(_Planner(ros_client, _service(decode_s)))
+        return started[-1].service
 
     yield start
-    for node, service in started:
-        ros_client.executor.remove_node(node)
-        node.destroy_node()
-        service.close_tools()
+    for planner in started:
+        planner.close()
 
 
 def _runs(robot: NodeProcess, task_id: str, event: str) -> list[tuple[list[str], float]]:
