@@ -176,10 +176,16 @@ def test_each_leg_runs_on_the_drone_while_the_path_is_decoded(
         *([leg] for leg in LEGS),
         ["land()"],
     ]
-    # the first three legs had run on the drone before the path's segment (at its
-    # ')') reached the client
+    # before the path's segment (at its ')') reached the client, the drone had flown
+    # the first two legs and started the third (each leg is decoded in about 1.2 s
+    # and flown in about 0.3 s)
     path_segment_at = call.segment_times[1]
-    assert all(mono < path_segment_at for _, mono in executed[1:4])
+    assert all(mono < path_segment_at for _, mono in executed[1:3])
+    started = re.findall(
+        rf"event=segment_started robot=drone1 task={task_id} segment=\d+ mono=([\d.]+)",
+        drone.output(),
+    )
+    assert len(started) == 6 and float(started[3]) < path_segment_at  # tk, 4 legs, ld
     # the path's segment starts with its first leg and ends after its last
     wait_until(lambda: any(p["event"] == "end" and p["segment"] == 2 for p in progress), 10, "")
     path = [(p["event"], p.get("element")) for p in progress if p["segment"] == 1]
