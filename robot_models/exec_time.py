@@ -5,7 +5,8 @@ report them: `OnlineRefit`, `split_duration`), and saving back to the data file.
 Model kinds (parameters live in `data/<robot>.yaml`, see the comments there):
 - linear: mean = overhead_s + |arg| / rate (moves by distance, turns by angle);
 - constant: mean = mean_s;
-- empirical: a profile of measured durations (search-like skills).
+- empirical: a profile of measured durations (search-like skills);
+- path: a streamed skill's elements are straight legs, each overhead_s + length / rate.
 For linear and constant skills the minimum is mean * (1 - 2 * noise_cv) and a
 sample is Normal(mean, noise_cv * mean) clipped to [minimum, mean * (1 + 3 cv)].
 For empirical skills the minimum is the smallest recorded duration and a sample is
@@ -14,6 +15,7 @@ drawn uniformly from the recorded durations (as TimelyLLM's simulator does).
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import threading
@@ -37,6 +39,7 @@ from robot_models.skills import (
     ConstantTime,
     EmpiricalTime,
     LinearTime,
+    PathTime,
     Skill,
     SkillSet,
 )
@@ -62,9 +65,9 @@ class ExecTimeModel:
         self._skills = skill_set.model_copy(deep=True)
 
     @staticmethod
-    def for_robot(robot_type: str) -> ExecTimeModel:
-        """The packaged model of `robot_type`."""
-        return ExecTimeModel(SkillSet.load(robot_type))
+    def for_robot(robot_type: str, streamed: bool = False) -> ExecTimeModel:
+        """The packaged model of `robot_type` (`streamed`: its streamed skills too)."""
+        return ExecTimeModel(SkillSet.load(robot_type, streamed=streamed))
 
     @staticmethod
     def load(path: Path | str) -> ExecTimeModel:
@@ -92,6 +95,12 @@ class ExecTimeModel:
         if isinstance(model, ConstantTime):
             mean = model.mean_s
             return _lower(mean, model.noise_cv), mean
+        if isinstance(model, PathTime):
+            low_cm, mean_cm = _path_lengths(skill, call)
+            legs = max(1, len(call.args) // len(skill.args))
+            low_path = legs * model.overhead_s + low_cm / model.rate
+            return _lower(low_path, model.noise_cv), legs * model.overhead_s + mean_cm / model.rate
+        assert isinstance(model, LinearTime)
         low_arg, mean_arg = self._linear_arg(skill, model, call)
         low_mean = model.overhead_s + low_arg / model.rate
         mean = model.overhead_s + mean_arg / model.rate
@@ -250,6 +259,29 @@ def split_duration(
     ]
 
 
+def _path_lengths(skill: Skill, call: SkillCall | BoundCall) -> tuple[float, float]:
+    """(shortest, mean) total length of a path call's legs; a leg with an argument
+    not known before it runs counts 0 in the shortest and half its range's longest."""
+    if isinstance(call, BoundCall):
+        values: tuple[object, ...] | None = call.args
+    else:
+        values = call.literal_args()
+    width = len(skill.args)
+    count = len(call.args)
+    low = mean = 0.0
+    for start in range(0, count - width + 1, width):
+        leg = None if values is None else values[start : start + width]
+        if leg is not None and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in leg
+        ):
+            length = math.hypot(*(float(v) for v in leg))  # type: ignore[arg-type]
+            low, mean = low + length, mean + length
+        else:
+            longest = math.hypot(*(max(abs(a.min or 0), abs(a.max or 0)) for a in skill.args))
+            mean += longest / 2
+    return low, mean
+
+
 def _lower(mean: float, cv: float) -> float:
     return mean * max(0.0, 1 - 2 * cv)
 
@@ -263,9 +295,21 @@ def _can_return(body: Sequence[Stmt]) -> bool:
 
 def _refit_one(
     skill: Skill, records: list[ExecutionRecord]
-) -> LinearTime | ConstantTime | EmpiricalTime:
+) -> LinearTime | ConstantTime | EmpiricalTime | PathTime:
     durations = [r.duration_s for r in records]
     model = skill.exec_time
+    if isinstance(model, PathTime):  # the cruise rate stays; the per-leg overhead moves
+        lengths = [_path_lengths(skill, r.call)[0] for r in records]
+        legs = [max(1, len(r.call.args) // len(skill.args)) for r in records]
+        overhead = max(
+            0.0,
+            statistics.fmean(
+                (y - x / model.rate) / n for x, y, n in zip(lengths, durations, legs, strict=True)
+            ),
+        )
+        predicted = [n * overhead + x / model.rate for x, n in zip(lengths, legs, strict=True)]
+        cv = _cv(durations, predicted, model.noise_cv)
+        return PathTime(kind="path", overhead_s=overhead, rate=model.rate, noise_cv=cv)
     if isinstance(model, EmpiricalTime):
         samples = [*model.samples_s, *durations][-MAX_EMPIRICAL_SAMPLES:]
         return EmpiricalTime(kind="empirical", samples_s=samples)

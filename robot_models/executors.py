@@ -73,7 +73,9 @@ class SimulatedExecutor:
         self._robot_type = check_robot_type(robot_type)
         self._rng = rng or random.Random(0)
         self._sleep = sleep
-        self._exec_time = exec_time or ExecTimeModel.for_robot(robot_type)
+        # every skill the robot can run, streamed ones too (what a planner may write
+        # is its language's business)
+        self._exec_time = exec_time or ExecTimeModel.for_robot(robot_type, streamed=True)
         self._world = world or SimulatedWorld()
         self._steps = progress_steps
         self.history: list[ExecutionRecord] = []

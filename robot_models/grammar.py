@@ -30,7 +30,9 @@ It is the parser's language written canonically, with these deliberate limits
 - a block (`?cond{...}`, `n{...}`) holds at least one statement;
 - an argument of a typed parameter (int, float, str, bool) is a literal, checked
   here; only `any` parameters (`lg`) take variables and skill calls, whose
-  values the parser cannot know either.
+  values the parser cannot know either;
+- a streamed skill (`Skill.max_elements`) takes 1 to max_elements elements, each
+  its arguments in order.
 """
 
 from __future__ import annotations
@@ -141,6 +143,8 @@ def _call_rule(skill: Skill, terminals: _Terminals) -> str:
     names = sorted({skill.short, skill.name}, key=len)
     head = "(" + " | ".join(f'"{n}"' for n in names) + ")" if len(names) > 1 else f'"{names[0]}"'
     args = ' "," '.join(_argument(skill, arg, terminals) for arg in skill.args)
+    if skill.max_elements is not None and skill.max_elements > 1:  # a streamed skill
+        args = f'{args} ("," {args}){{0,{skill.max_elements - 1}}}'
     body = f'{head} "(" {args} ")"' if args else f'{head} "(" ")"'
     return f"{_ref(skill).replace('::_', '')}{'::_' if _takes_values(skill) else ''} : {body}"
 

@@ -112,10 +112,16 @@ class PlanInterpreter:
     def _call(self, call: SkillCall) -> SkillValue:
         args = tuple(self._value(a) for a in call.args)
         try:
-            self._skills.validate_call(call.name, args)
+            skill = self._skills.validate_call(call.name, args)
         except ValueError as error:
             raise PlanRuntimeError(f"cannot run {call.short}: {error}") from error
-        bound = BoundCall(call.name, call.short, args)
+        if skill.streamed:  # element by element, as a streaming planner sends them
+            for element in skill.elements(args):
+                self._execute(BoundCall(call.name, call.short, element))
+            return None
+        return self._execute(BoundCall(call.name, call.short, args))
+
+    def _execute(self, bound: BoundCall) -> SkillValue:
         progress = self._on_call(bound) if self._on_call else None
         value = self._executor.execute(bound, progress)
         self.outcome.calls.append((bound, value))

@@ -27,11 +27,17 @@ class RobotPlanLanguage:
         robot_type: str,
         exec_time: ExecTimeModel | None = None,
         learn_from_executions: bool = False,
+        streamed_skills: bool = False,
     ) -> None:
         """`learn_from_executions`: measured segment durations (`observe_execution`,
-        called by the planning service on `segment_done`) refine `exec_time`."""
+        called by the planning service on `segment_done`) refine `exec_time`.
+        `streamed_skills`: the robot type's streamed skills (`fp`) join its skills,
+        prompt and grammar (the shipped checkpoint was not trained on them)."""
         self._robot_type = check_robot_type(robot_type)
-        self._exec_time = exec_time or ExecTimeModel.for_robot(robot_type)
+        self._streamed = streamed_skills
+        self._exec_time = exec_time or ExecTimeModel(
+            SkillSet.load(robot_type, streamed=streamed_skills)
+        )
         self._skills = self._exec_time.skill_set
         self._learner = OnlineRefit(self._exec_time) if learn_from_executions else None
         self._grammar: str | None = None
@@ -48,8 +54,12 @@ class RobotPlanLanguage:
     def exec_time(self) -> ExecTimeModel:
         return self._exec_time
 
+    @property
+    def streamed_skills(self) -> bool:
+        return self._streamed
+
     def prompt_prefix(self) -> str:
-        return prompt_prefix(self._robot_type)
+        return prompt_prefix(self._robot_type, streamed=self._streamed)
 
     def format_request(self, scene: str, instruction: str) -> str:
         return format_request(scene, instruction)
@@ -110,8 +120,13 @@ class RobotPlanLanguage:
         return nodes
 
 
-def load_language(robot_type: str, learn_from_executions: bool = False) -> RobotPlanLanguage:
-    """The plan language of "drone" or "arm"; ValueError listing the known types otherwise."""
+def load_language(
+    robot_type: str, learn_from_executions: bool = False, streamed_skills: bool = False
+) -> RobotPlanLanguage:
+    """The plan language of "drone" or "arm"; ValueError listing the known types otherwise.
+    `streamed_skills` adds the type's streamed skills (`SkillSet.load(streamed=True)`)."""
     if robot_type not in ROBOT_TYPES:
         check_robot_type(robot_type)
-    return RobotPlanLanguage(robot_type, learn_from_executions=learn_from_executions)
+    return RobotPlanLanguage(
+        robot_type, learn_from_executions=learn_from_executions, streamed_skills=streamed_skills
+    )

@@ -22,6 +22,7 @@ A statement that breaks a limit is not applied: the task ends with it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -169,16 +170,20 @@ class LimitChecker:
                 return pose
             distance = float(number)  # type: ignore[arg-type]
             walk.distance_cm += distance
-            self._check_distance(call, walk)
+            self._check_distance(_render(call), walk)
             forward, left, up = (distance * d for d in motion.direction)
-            return self._checked(pose.moved(forward, left, up), call)
+            return self._checked(pose.moved(forward, left, up), _render(call))
+        if motion.kind == "path":
+            return self._path(call, args, pose, walk)
         if motion.kind == "turn":
             angle = float(number) * motion.direction[0] if known else None  # type: ignore[arg-type]
             return pose.turned(angle)
         if motion.kind == "turn_unknown":
             return pose.turned(None)
         if motion.kind == "takeoff":
-            return self._checked(pose.at_altitude(TAKEOFF_ALTITUDE_CM, at_least=True), call)
+            return self._checked(
+                pose.at_altitude(TAKEOFF_ALTITUDE_CM, at_least=True), _render(call)
+            )
         if motion.kind == "land":
             return pose.at_altitude(0.0, at_least=False)  # never blocked: landing is safe
         if motion.kind == "move_unknown":
@@ -186,6 +191,27 @@ class LimitChecker:
             return pose
         if motion.kind == "arm_target":
             self._check_arm_target(call, args)
+        return pose
+
+    def _path(
+        self,
+        call: SkillCall,
+        args: tuple[object, ...] | None,
+        pose: PoseBounds,
+        walk: _Walk,
+    ) -> PoseBounds:
+        """A streamed path: each leg in turn, so the first leg that breaks a limit is
+        named (its elements before it were fine: a streamed skill may have sent them)."""
+        if args is None:
+            self._unknowable(call, "its legs are only known when it runs")
+            return pose
+        skill = self._skills.get(call.name)
+        for number, leg in enumerate(skill.elements(args), start=1):  # type: ignore[arg-type]
+            forward, left, up = (float(v) for v in leg)  # type: ignore[arg-type]
+            where = f"{_render(call)} leg {number} ({','.join(str(v) for v in leg)})"
+            walk.distance_cm += math.hypot(forward, left, up)
+            self._check_distance(where, walk)
+            pose = self._checked(pose.moved(forward, left, up), where)
         return pose
 
     # --- the limits -------------------------------------------------------------------
@@ -200,26 +226,27 @@ class LimitChecker:
                     f"checked against {field} before it runs",
                 )
 
-    def _check_distance(self, call: SkillCall, walk: _Walk) -> None:
+    def _check_distance(self, where: str, walk: _Walk) -> None:
         limit = self._limits.max_distance_cm
         if limit is not None and walk.distance_cm > limit:
             raise _Breach(
                 "max_distance_cm",
-                f"the statement commands {walk.distance_cm:g} cm of moves by {_render(call)}, "
+                f"the statement commands {walk.distance_cm:g} cm of moves by {where}, "
                 f"more than {limit:g} cm",
             )
 
-    def _checked(self, pose: PoseBounds, call: SkillCall) -> PoseBounds:
+    def _checked(self, pose: PoseBounds, where: str) -> PoseBounds:
+        """`pose` (after the move `where` names) inside the altitude and geofence."""
         may = "would " if pose.exact else "could "
         limit = self._limits.max_altitude_cm
         if limit is not None and pose.z.hi > limit:
             raise _Breach(
                 "max_altitude_cm",
-                f"{_render(call)}: altitude {may}reach {pose.z.hi:g} cm, above {limit:g} cm",
+                f"{where}: altitude {may}reach {pose.z.hi:g} cm, above {limit:g} cm",
             )
         fence = self._limits.geofence_cm
         if fence is not None:
-            _inside(fence, pose, f"{_render(call)}: ", may, "geofence_cm", "cm")
+            _inside(fence, pose, f"{where}: ", may, "geofence_cm", "cm")
         return pose
 
     def _check_arm_target(self, call: SkillCall, args: tuple[object, ...] | None) -> None:

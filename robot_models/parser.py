@@ -243,29 +243,27 @@ class PlanParser:
             after = yield
         else:
             while True:
-                if len(args) == len(skill.args):
+                if len(args) == skill.max_args():
                     raise SkillValidationError(
                         skill.name,
                         "",
                         skill.signature(),
-                        f"takes {len(skill.args)} argument(s), got more",
+                        f"takes {skill.max_args()} argument(s) at most, got more"
+                        if skill.streamed
+                        else f"takes {len(skill.args)} argument(s), got more",
                     )
                 value, sep = yield from self._expr(token)
                 if isinstance(value, Literal):
-                    self._skills.validate_arg(skill, skill.args[len(args)], value.value)
+                    self._skills.validate_arg(skill, skill.arg_spec(len(args)), value.value)
                 args.append(value)
                 if sep.kind == ")":
                     after = yield
                     break
                 self._expect(sep, ",", "',' or ')' after the argument")
                 token = yield
-        if len(args) != len(skill.args):
-            raise SkillValidationError(
-                skill.name,
-                "",
-                skill.signature(),
-                f"takes {len(skill.args)} argument(s), got {len(args)}",
-            )
+        problem = skill.arity_problem(len(args))
+        if problem:
+            raise SkillValidationError(skill.name, "", skill.signature(), problem)
         return SkillCall(skill.name, skill.short, tuple(args)), after
 
     @staticmethod

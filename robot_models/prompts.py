@@ -207,10 +207,12 @@ def _examples(robot_type: str) -> str:
 
 
 @cache
-def prompt_prefix(robot_type: str) -> str:
-    """The fixed prompt of `robot_type`: role, skills, language, guidance, examples."""
+def prompt_prefix(robot_type: str, streamed: bool = False) -> str:
+    """The fixed prompt of `robot_type`: role, skills, language, guidance, examples.
+    `streamed`: its streamed skills are listed too (a different prefix, which the
+    shipped checkpoint was not trained on)."""
     check_robot_type(robot_type)
-    skill_set = SkillSet.load(robot_type)
+    skill_set = SkillSet.load(robot_type, streamed=streamed)
     return (
         f"# Planner for {_ARTICLE[robot_type]} {robot_type}\n{_ROBOT_INTRO[robot_type]}\n\n"
         f"{_skill_table(skill_set)}\n"

@@ -20,6 +20,7 @@ MotionKind = Literal[
     "turn_unknown",  # turns by an angle only known when it runs (closed loop)
     "move_unknown",  # moves by a distance and direction only known when it runs
     "arm_target",  # moves the arm's gripper to its (x, y, z) arguments (mm)
+    "path",  # straight legs, one per element: (forward, left, up) cm in its own frame
 ]
 
 
@@ -46,6 +47,7 @@ _MOTIONS: dict[str, dict[str, Motion]] = {
         "sweep": Motion("turn_unknown"),  # 45 degree steps until the object is seen
         "orient": Motion("turn_unknown"),  # until the object is centred
         "approach": Motion("move_unknown"),  # towards the object, wherever it is
+        "fly_path": Motion("path"),  # a streamed skill (data/drone_streamed.yaml)
     },
     # pick, place, stack, sort and home go where the arm's controller finds the
     # objects (or its home pose): their targets are not in the plan to check

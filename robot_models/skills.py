@@ -20,6 +20,7 @@ from robot_models.errors import SkillValidationError
 DATA_DIR = Path(__file__).resolve().parent / "data"
 ROBOT_TYPES: tuple[str, ...] = ("drone", "arm")
 MAX_STRING_ARG_CHARS = 64
+MAX_ELEMENTS = 32  # the most elements a streamed skill may declare
 
 SkillValue = bool | int | float | str | None
 """What a skill call takes as argument or returns."""
@@ -96,7 +97,20 @@ class EmpiricalTime(BaseModel):
         return self
 
 
-ExecTimeSpec = Annotated[LinearTime | ConstantTime | EmpiricalTime, Field(discriminator="kind")]
+class PathTime(BaseModel):
+    """A streamed path (one relative leg per element): each element costs
+    overhead_s + its leg's length / rate."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["path"]
+    overhead_s: float = Field(ge=0)
+    rate: float = Field(gt=0)
+    noise_cv: float = Field(ge=0, le=1)
+
+
+ExecTimeSpec = Annotated[
+    LinearTime | ConstantTime | EmpiricalTime | PathTime, Field(discriminator="kind")
+]
 
 
 class Skill(BaseModel):
@@ -110,6 +124,10 @@ class Skill(BaseModel):
     args: list[ArgSpec] = Field(default_factory=list)
     returns: Literal["none", "bool", "int", "float", "str"] = "none"
     exec_time: ExecTimeSpec
+    # A streamed skill: its arguments are `args` (one element, e.g. a waypoint's x, y,
+    # z) repeated for 1 to max_elements elements; the robot may start each element as
+    # soon as it is decoded (docs/service-api.md, "Tool plugins").
+    max_elements: int | None = Field(default=None, ge=1, le=MAX_ELEMENTS)
 
     @model_validator(mode="after")
     def _linear_arg_exists(self) -> Skill:
@@ -119,11 +137,47 @@ class Skill(BaseModel):
             raise ValueError(
                 f"skill '{self.name}': exec_time.arg '{self.exec_time.arg}' is not an argument"
             )
+        if (self.max_elements is not None) != isinstance(self.exec_time, PathTime):
+            raise ValueError(f"skill '{self.name}': max_elements goes with exec_time kind path")
+        if self.max_elements is not None and not self.args:
+            raise ValueError(f"skill '{self.name}': a streamed skill needs element arguments")
         return self
 
+    @property
+    def streamed(self) -> bool:
+        return self.max_elements is not None
+
+    def max_args(self) -> int:
+        return len(self.args) * (self.max_elements or 1)
+
+    def arg_spec(self, index: int) -> ArgSpec:
+        """The spec of argument `index` (a streamed skill's repeat per element)."""
+        return self.args[index % len(self.args)] if self.streamed else self.args[index]
+
+    def arity_problem(self, count: int) -> str:
+        """Why `count` arguments are wrong for this skill ("" when they are right)."""
+        if not self.streamed:
+            if count == len(self.args):
+                return ""
+            return f"takes {len(self.args)} argument(s), got {count}"
+        width = len(self.args)
+        if count % width == 0 and 1 <= count // width <= (self.max_elements or 1):
+            return ""
+        return (
+            f"takes 1 to {self.max_elements} elements of {width} argument(s) each, got {count} "
+            "argument(s)"
+        )
+
+    def elements(self, args: Sequence[SkillValue]) -> list[tuple[SkillValue, ...]]:
+        """A streamed call's arguments cut into its elements (complete ones only)."""
+        width = len(self.args)
+        return [tuple(args[i : i + width]) for i in range(0, len(args) - width + 1, width)]
+
     def signature(self) -> str:
-        """`short(arg:type)` as shown to the model in the prompt."""
-        return f"{self.short}({', '.join(f'{a.name}:{a.type}' for a in self.args)})"
+        """`short(arg:type)` as shown to the model in the prompt (a streamed skill's
+        element, then `...`: more elements follow)."""
+        shown = ", ".join(f"{a.name}:{a.type}" for a in self.args)
+        return f"{self.short}({shown}{', ...' if self.streamed else ''})"
 
 
 class SkillSet(BaseModel):
@@ -145,9 +199,15 @@ class SkillSet(BaseModel):
         return self
 
     @staticmethod
-    def load(robot_type: str) -> SkillSet:
-        """The packaged skill set of `robot_type` ("drone" or "arm")."""
-        return _load_packaged(robot_type).model_copy(deep=True)
+    def load(robot_type: str, streamed: bool = False) -> SkillSet:
+        """The packaged skill set of `robot_type` ("drone" or "arm"). `streamed` adds
+        its streamed skills (`data/<type>_streamed.yaml`): opt-in, so the prompt, the
+        grammar and the planner checkpoint of robots without them stay as they were."""
+        base = _load_packaged(robot_type).model_copy(deep=True)
+        if streamed:
+            base.skills.extend(s.model_copy(deep=True) for s in _load_streamed(robot_type))
+            base = SkillSet.model_validate(base.model_dump())  # names unique across both
+        return base
 
     @staticmethod
     def load_file(path: Path | str) -> SkillSet:
@@ -184,13 +244,11 @@ class SkillSet(BaseModel):
     def validate_call(self, name: str, args: Sequence[SkillValue]) -> Skill:
         """Check a complete call: skill exists, argument count, types and ranges."""
         skill = self.get(name)
-        if len(args) != len(skill.args):
-            shape = skill.signature()
-            raise SkillValidationError(
-                skill.name, "", shape, f"takes {len(skill.args)} argument(s), got {len(args)}"
-            )
-        for spec, value in zip(skill.args, args, strict=True):
-            self.validate_arg(skill, spec, value)
+        problem = skill.arity_problem(len(args))
+        if problem:
+            raise SkillValidationError(skill.name, "", skill.signature(), problem)
+        for i, value in enumerate(args):
+            self.validate_arg(skill, skill.arg_spec(i), value)
         return skill
 
     def validate_arg(self, skill: Skill, spec: ArgSpec, value: SkillValue) -> None:
@@ -232,6 +290,13 @@ def check_robot_type(robot_type: str) -> str:
             f"unknown robot type {robot_type!r}; known types: {', '.join(ROBOT_TYPES)}"
         )
     return robot_type
+
+
+@cache
+def _load_streamed(robot_type: str) -> tuple[Skill, ...]:
+    check_robot_type(robot_type)
+    path = DATA_DIR / f"{robot_type}_streamed.yaml"
+    return tuple(SkillSet.load_file(path).skills) if path.is_file() else ()
 
 
 @cache

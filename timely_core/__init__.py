@@ -22,7 +22,7 @@ from timely_core.errors import (
     UnknownRobotType,
     UnknownTask,
 )
-from timely_core.events import Rollback, Segment, TaskResult
+from timely_core.events import Rollback, Segment, StreamedElement, TaskResult
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.request import SceneUpdate, TaskRequest
 from timely_core.scheduling.policies import POLICY_NAMES
@@ -50,6 +50,7 @@ __all__ = [
     "ServiceError",
     "ServiceStats",
     "ServiceStopped",
+    "StreamedElement",
     "TaskFinished",
     "TaskHandle",
     "TaskRequest",

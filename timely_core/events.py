@@ -23,6 +23,25 @@ class Segment:
     # the robot's guard says an operator must approve these statements before the
     # robot runs them (one message each); the caller holds the segment until then
     approvals: tuple[str, ...] = ()
+    # elements of its streamed call already delivered (`StreamedElement`, before this
+    # segment): the robot runs those, not the segment again; 0 for ordinary segments
+    streamed_elements: int = 0
+
+
+@dataclass(frozen=True)
+class StreamedElement:
+    """One element of a streamed skill call (a leg of a drone's path), accepted by
+    the robot's streaming tool while the call is still being decoded: the robot may
+    start it now. Elements come in order, before the segment holding their call
+    (`Segment.streamed_elements` counts them); `index` is that segment's."""
+
+    task_id: str
+    robot_id: str
+    index: int  # the segment the call will be part of
+    element: int  # 0 for the call's first element
+    text: str  # an executable call of this one element, e.g. "fp(100,0,50)"
+    call_text: str  # the call as decoded when the element was accepted
+    emitted_at_s: float  # service clock
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,14 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from timely_core.events import Rollback, Segment, TaskResult
+from timely_core.events import Rollback, Segment, StreamedElement, TaskResult
 
 log = logging.getLogger(__name__)
 
 SegmentCallback = Callable[[Segment], None]
 ResultCallback = Callable[[TaskResult], None]
 RollbackCallback = Callable[[Rollback], None]
+ElementCallback = Callable[[StreamedElement], None]
 
 
 class TaskControl(Protocol):
@@ -48,6 +49,8 @@ class TaskHandle:
         self._result_callbacks: list[ResultCallback] = []
         self._rollbacks: list[Rollback] = []
         self._rollback_callbacks: list[RollbackCallback] = []
+        self._elements: list[StreamedElement] = []
+        self._element_callbacks: list[ElementCallback] = []
 
     def segments(self, timeout_s: float | None = None) -> Iterator[Segment]:
         """Segments in order, blocking for each; ends after the task's result.
@@ -104,6 +107,20 @@ class TaskHandle:
         for rollback in past:
             _call(callback, rollback)
 
+    def on_element(self, callback: ElementCallback) -> None:
+        """`callback(element)` for each element of a streamed call, in order with the
+        segments (an element comes before the segment that holds its call)."""
+        with self._cond:
+            self._element_callbacks.append(callback)
+            past = list(self._elements)
+        for element in past:
+            _call(callback, element)
+
+    def elements(self) -> list[StreamedElement]:
+        """The streamed elements delivered so far."""
+        with self._cond:
+            return list(self._elements)
+
     def rollbacks(self) -> list[Rollback]:
         """The rollbacks so far (`segment_failed`)."""
         with self._cond:
@@ -139,6 +156,13 @@ class TaskHandle:
             self._cond.notify_all()
         for callback in callbacks:
             _call(callback, segment)
+
+    def deliver_element(self, element: StreamedElement) -> None:
+        with self._cond:
+            self._elements.append(element)
+            callbacks = list(self._element_callbacks)
+        for callback in callbacks:
+            _call(callback, element)
 
     def deliver_rollback(self, rollback: Rollback) -> None:
         with self._cond:

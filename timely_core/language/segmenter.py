@@ -31,6 +31,8 @@ class SegmentCut:
     # ids the engine holds past the prompt at this cut's end (appended observations
     # included): where a rollback to it truncates; -1 when not recorded
     generated_end: int = -1
+    # elements of its streamed call already delivered (serving/segment_dispatch.py)
+    streamed_elements: int = 0
 
 
 class Segmenter:

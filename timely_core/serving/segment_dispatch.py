@@ -11,6 +11,11 @@ than G and one iteration, by the estimates) waits in the batch for that one toke
 before it is delivered; the first segment, and any the robot already waits for,
 go at once, and then `final` may be False on the last one (the result follows).
 
+Streamed skills: the elements a robot's streaming tool accepted at this token
+(`ToolRouter.take_elements`) are delivered at once as `StreamedElement`s, before
+the segment that holds their call, which says how many there were
+(`Segment.streamed_elements`); whole-plan policies send the statement whole instead.
+
 Safety: a robot with a guard (`statement_guard.py`) has each statement checked
 before its segment is built. A violation ends the task there: the segment and
 everything after it are never delivered (segments delivered before stay as they
@@ -21,10 +26,11 @@ were: they passed). A statement that needs approval is delivered marked
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 from timely_core.engine.protocol import RewritableEngine, StepOutput
-from timely_core.events import Segment
+from timely_core.events import Segment, StreamedElement
 from timely_core.language.plan_language import PlanStatement
 from timely_core.language.segmenter import SegmentationError, SegmentCut
 from timely_core.language.statement_guard import GUARD_APPROVAL, GUARD_OK
@@ -56,8 +62,13 @@ class SegmentDispatch:
             state.tools.on_decoded(generation, bool(new))  # tools see calls as they stream
         except SegmentationError as exc:  # also a tool's error (ToolRejected)
             self._on_cuts(generation, held, now, plan_ended=False)  # it was valid
+            self._stream(generation, now)  # the elements accepted before the bad one
             state.fail(generation, str(exc))
             return
+        self._stream(generation, now)
+        count = state.tools.cut_elements(generation.task_id) if new else 0
+        if count:  # they belong to the last cut's call
+            new[-1] = dataclasses.replace(new[-1], streamed_elements=count)
         if not output.finished:
             update_closing(state.engine, generation, state.sampling_params(generation))
         if new and not output.finished and self._may_wait_for_next_token(generation, now):
@@ -128,8 +139,35 @@ class SegmentDispatch:
             generation.held_ids.extend(cut.token_ids)
             return True
         return self._dispatch(
-            generation, cut.text, cut.statements, cut.token_ids, now, final, cut.generated_end
+            generation,
+            cut.text,
+            cut.statements,
+            cut.token_ids,
+            now,
+            final,
+            cut.generated_end,
+            cut.streamed_elements,
         )
+
+    def _stream(self, generation: Generation, now: float) -> None:
+        """Deliver the elements the robot's streaming tools accepted (segmented
+        policies: a whole-plan policy sends the statement whole, at the end)."""
+        state = self._state
+        elements = state.tools.take_elements(generation.task_id)
+        if not elements or state.policy.dispatch is DispatchMode.WHOLE:
+            return
+        handle = state.handles[generation.task_id]
+        for out in elements:
+            element = StreamedElement(
+                task_id=generation.task_id,
+                robot_id=generation.robot_id,
+                index=generation.next_index,
+                element=out.element,
+                text=out.text,
+                call_text=out.call_text,
+                emitted_at_s=now,
+            )
+            state.deliveries.append(functools.partial(handle.deliver_element, element))
 
     def _guard(
         self, generation: Generation, statements: Sequence[PlanStatement]
@@ -167,6 +205,7 @@ class SegmentDispatch:
         now: float,
         final: bool,
         generated_end: int = -1,
+        streamed_elements: int = 0,
     ) -> bool:
         state = self._state
         approvals = self._guard(generation, statements)
@@ -184,6 +223,7 @@ class SegmentDispatch:
             emitted_at_s=now,
             final=final,
             approvals=tuple(approvals),
+            streamed_elements=streamed_elements,
         )
         generation.records.append(
             SegmentRecord(

@@ -71,6 +71,11 @@ class CallStream:
         self._calls = 0
 
     @property
+    def calls(self) -> int:
+        """Calls opened so far (the next call's index)."""
+        return self._calls
+
+    @property
     def open_calls(self) -> int:
         return sum(1 for frame in self._stack if frame.name)
 

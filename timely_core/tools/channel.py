@@ -82,6 +82,8 @@ def call_to_wire(request_id: int, call: ToolCall) -> dict[str, Any]:
         "complete": call.complete,
         "text": call.text,
         "scene": call.scene,
+        "before": call.before,
+        "epoch": call.epoch,
     }
 
 
@@ -95,6 +97,8 @@ def call_from_wire(message: dict[str, Any]) -> ToolCall:
         complete=bool(message["complete"]),
         text=str(message["text"]),
         scene=str(message.get("scene", "")),
+        before=str(message.get("before", "")),
+        epoch=int(message.get("epoch", 0)),
     )
 
 

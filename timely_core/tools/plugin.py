@@ -7,6 +7,12 @@ far) and whether it validates (the statement is delivered to the robot only once
 it accepted the complete call). Each method returns a `ToolReply`: ok, a value, an
 observation, or an error naming the argument at fault. The plugin runs in its own
 process (`worker.py`); this module imports nothing heavy so that process starts fast.
+
+A streaming plugin (`streams`, for a streamed skill such as a drone's path) answers
+each call with the elements that became complete and passed its checks
+(`ToolReply.elements`): the service hands them to the robot at once, before the
+call is fully decoded; the service waits for its reply at the token that produced
+the call, so an element it rejects stops the generation before anything after it.
 """
 
 from __future__ import annotations
@@ -39,6 +45,12 @@ class ToolCall:
     complete: bool  # the closing parenthesis was decoded
     text: str  # the call's text so far, e.g. "visit('a','b'"
     scene: str = ""  # the scene the task plans in (its request's, or the robot's published)
+    # the task's plan text before the call (the statements it follows); streaming
+    # tools only, the others get ""
+    before: str = ""
+    # the task's rollbacks so far (a failed segment): a call after one is a new call,
+    # also at an index and with a text an earlier call had
+    epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,12 @@ class ToolReply:
         return ToolReply("observation", text)
 
     @staticmethod
+    def elements(texts: list[str]) -> ToolReply:
+        """A streaming tool's answer: these elements (each an executable call, e.g.
+        "fp(100,0,50)") go to the robot now, in order."""
+        return ToolReply("value", list(texts))
+
+    @staticmethod
     def error(message: str, argument: int | None = None) -> ToolReply:
         return ToolReply("error", message=message, argument=argument)
 
@@ -79,6 +97,9 @@ class ToolPlugin:
     skills: ClassVar[frozenset[str]] = frozenset()
     partial: ClassVar[bool] = False  # receives calls as their arguments stream out
     validates: ClassVar[bool] = False  # its verdict gates the statement's delivery
+    # its value replies are elements for the robot (`ToolReply.elements`), awaited at
+    # every token that produced a call (implies partial and validates)
+    streams: ClassVar[bool] = False
 
     def __init__(self, options: dict[str, Any]) -> None:
         """`options`: the `ToolSpec.options` the plugin was registered with."""

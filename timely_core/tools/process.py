@@ -50,6 +50,7 @@ class ToolInfo:
     partial: bool
     validates: bool
     network: str  # "allowed", "isolated", or "not isolated: why"
+    streams: bool = False  # hands the robot elements of calls as they are decoded
 
 
 @dataclass
@@ -188,6 +189,7 @@ class PluginProcess:
             partial=bool(hello["partial"]),
             validates=bool(hello["validates"]),
             network=str(hello["network"]),
+            streams=bool(hello.get("streams", False)),
         )
 
     def _send(self, running: _Running, message: dict[str, Any]) -> None:

@@ -10,6 +10,13 @@ decoded so far, so a statement with a call a validator rejects is never sent.
 Replies also go to the task's outcomes (`outcomes`). A task that waits suspended
 between segments sees an error of a non-validating tool when it resumes.
 
+Streamed skills: a streaming tool (`ToolPlugin.streams`) answers each call with
+the elements that became complete and passed its checks; `on_decoded` waits for
+its reply at every token that produced a call for it (an IPC round trip, like a
+validator's verdict at a segment's end), so each element is ready for the robot
+(`take_elements`) at the token that completed it, and an element it rejects ends
+the task before the next token: nothing after it is handed on.
+
 Plans that react: the observations of a tool registered with
 `append_observations` are appended to the generation when the segment holding
 their calls completes (`RewritableEngine.rewrite`, at the end of the generated
@@ -60,6 +67,19 @@ class ToolOutcome:
     replied_s: float
 
 
+@dataclass(frozen=True)
+class StreamedOut:
+    """An element a streaming tool accepted, for the robot: `text` is an executable
+    call (e.g. "fp(100,0,50)"); `element` counts from 0 within its call."""
+
+    call_index: int
+    skill: str
+    element: int
+    text: str
+    call_text: str  # the call as decoded when the element was accepted
+    tool: str
+
+
 @dataclass
 class _Tool:
     spec: ToolSpec
@@ -85,6 +105,10 @@ class _Task:
     observations: list[str] = field(default_factory=list)  # to append, in arrival order
     ended: bool = False
     epoch: int = 0  # rollbacks so far: replies to calls of older text are only recorded
+    streaming: set[int] = field(default_factory=set)  # tickets of unanswered streamed calls
+    elements: list[StreamedOut] = field(default_factory=list)  # accepted, not yet taken
+    element_counts: dict[int, int] = field(default_factory=dict)  # per call index
+    uncut: int = 0  # elements taken since the last segment cut (`cut_elements`)
 
 
 @dataclass(frozen=True)
@@ -178,8 +202,16 @@ class ToolRouter:
             for tool in task.tools:
                 partial = tool.info.partial and tool.spec.partial_calls
                 if event.skill in tool.info.skills and (event.complete or partial):
-                    self._send(task, tool, event)
+                    before = text[: event.start] if tool.info.streams else ""
+                    self._send(task, tool, event, before)
         with self._cond:
+            if task.streaming and not task.error:  # each element before the next token
+                wall_s = max(t.spec.wall_s for t in task.tools if t.info.streams)
+                deadline = time.monotonic() + wall_s + VERDICT_GRACE_S
+                while task.streaming and not task.error and time.monotonic() < deadline:
+                    self._cond.wait(deadline - time.monotonic())
+                if task.streaming and not task.error:
+                    task.error = f"robot {task.robot_id}: no answer from its streaming tool"
             if segment_done and task.awaiting and not task.error:
                 wall_s = max(t.spec.wall_s for t in task.tools if t.info.validates)
                 deadline = time.monotonic() + wall_s + VERDICT_GRACE_S
@@ -214,6 +246,26 @@ class ToolRouter:
                 f"be appended to the plan: {exc}"
             ) from exc
 
+    def take_elements(self, task_id: str) -> list[StreamedOut]:
+        """The elements streaming tools accepted since the last take, in order."""
+        with self._cond:
+            task = self._tasks.get(task_id)
+            if task is None:
+                return []
+            elements, task.elements = task.elements, []
+            task.uncut += len(elements)
+            return elements
+
+    def cut_elements(self, task_id: str) -> int:
+        """How many elements were taken since the last cut (or rollback): those of
+        the call the segment being cut holds."""
+        with self._cond:
+            task = self._tasks.get(task_id)
+            if task is None:
+                return 0
+            count, task.uncut = task.uncut, 0
+            return count
+
     def task_ended(self, task_id: str) -> None:
         """The task ended: its tools drop what they hold for it."""
         with self._cond:
@@ -240,6 +292,12 @@ class ToolRouter:
             task.stream, task.fed = stream, len(text)
             task.observations.clear()
             task.awaiting.clear()
+            task.streaming.clear()
+            task.elements.clear()
+            task.uncut = 0
+            task.element_counts = {  # a call past the rollback is a new one
+                i: n for i, n in task.element_counts.items() if i < stream.calls
+            }
             task.epoch += 1
             self._cond.notify_all()
 
@@ -267,12 +325,14 @@ class ToolRouter:
                 task = self._tasks[task_id] = _Task(task_id, robot_id, scene, tools)
             return task
 
-    def _send(self, task: _Task, tool: _Tool, event: CallEvent) -> None:
+    def _send(self, task: _Task, tool: _Tool, event: CallEvent, before: str) -> None:
         with self._cond:
             self._tickets += 1
             ticket = _Ticket(self._tickets, task, tool, event, task.epoch)
             if tool.info.validates:
                 task.awaiting.add(ticket.number)
+            if tool.info.streams:
+                task.streaming.add(ticket.number)
         call = ToolCall(
             task_id=task.task_id,
             robot_id=task.robot_id,
@@ -282,6 +342,8 @@ class ToolRouter:
             complete=event.complete,
             text=event.text,
             scene=task.scene,
+            before=before,
+            epoch=ticket.epoch,
         )
         try:
             tool.process.submit(call, ticket)
@@ -298,6 +360,9 @@ class ToolRouter:
         with self._cond:
             current = ticket.epoch == task.epoch  # not a call of rolled-back text
             task.awaiting.discard(ticket.number)
+            task.streaming.discard(ticket.number)
+            if current and tool.info.streams and reply.kind == "value" and not task.error:
+                self._accept_elements(task, tool, event, reply.value)
             task.outcomes.append(
                 ToolOutcome(
                     tool=tool.spec.name,
@@ -318,6 +383,16 @@ class ToolRouter:
                 task.error = _error_message(task.robot_id, tool.spec.name, event, reply)
                 task.error_s = now
             self._cond.notify_all()
+
+    def _accept_elements(self, task: _Task, tool: _Tool, event: CallEvent, value: Any) -> None:
+        """A streaming tool's elements, numbered within their call (cond held)."""
+        texts = value if isinstance(value, list) else [value]
+        for text in texts:
+            number = task.element_counts.get(event.index, 0)
+            task.element_counts[event.index] = number + 1
+            task.elements.append(
+                StreamedOut(event.index, event.skill, number, str(text), event.text, tool.spec.name)
+            )
 
 
 def _error_message(robot_id: str, tool: str, event: CallEvent, reply: ToolReply) -> str:

@@ -54,8 +54,9 @@ def start(channel: Channel) -> tuple[ToolPlugin, float]:
         {
             "op": "ready",
             "skills": sorted(plugin.skills),
-            "partial": plugin.partial,
-            "validates": plugin.validates,
+            "partial": plugin.partial or plugin.streams,
+            "validates": plugin.validates or plugin.streams,
+            "streams": plugin.streams,
             "network": network,
             "pid": os.getpid(),
         }

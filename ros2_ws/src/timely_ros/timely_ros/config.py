@@ -116,12 +116,22 @@ class RobotSpec(BaseModel):
         description="fleet variant its plans run with: a name in the planner's adapters; "
         "empty: the base model",
     )
+    streamed_skills: bool = Field(
+        default=False,
+        description="its type's streamed skills (a drone's fp path) join its plan language, "
+        "and each element goes to the robot as soon as it is decoded and checked "
+        "(docs/ros.md); the shipped planner checkpoint was not trained on them",
+    )
 
     @model_validator(mode="after")
     def _limits_fit_the_type(self) -> RobotSpec:
+        if self.streamed_skills and not any(
+            s.streamed for s in SkillSet.load(self.type, streamed=True).skills
+        ):
+            raise ValueError(f"streamed_skills: the {self.type} has no streamed skill")
         if self.limits is not None:
             try:
-                self.limits.check_for(SkillSet.load(self.type))
+                self.limits.check_for(SkillSet.load(self.type, streamed=self.streamed_skills))
             except ValueError as err:
                 raise ValueError(f"limits.{err}") from None
         return self

@@ -8,7 +8,7 @@ from builtin_interfaces.msg import Time
 from timely_interfaces.msg import Segment as SegmentMsg
 from timely_interfaces.msg import Skill as SkillMsg
 
-from timely_core.events import Segment
+from timely_core.events import Segment, StreamedElement
 from timely_ros.skill_text import call_text, expr_text
 
 
@@ -30,6 +30,21 @@ def skill_msgs(segment: Segment) -> list[SkillMsg]:
                 )
             )
     return out
+
+
+def element_msg(element: StreamedElement, stamp: Time) -> SegmentMsg:
+    """One element of a streamed call as a goal of its own: a bare call (no plan
+    text), which the robot runs as it is, e.g. `fp(100,0,50)`."""
+    name, _, rest = element.text.partition("(")
+    args = [a for a in rest.removesuffix(")").split(",") if a]
+    return SegmentMsg(
+        task_id=element.task_id,
+        robot_id=element.robot_id,
+        index=element.index,
+        skills=[SkillMsg(name=name, args=args, raw_text=element.text)],
+        text="",
+        stamp=stamp,
+    )
 
 
 def segment_msg(segment: Segment, stamp: Time) -> SegmentMsg:

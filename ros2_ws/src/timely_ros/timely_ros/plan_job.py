@@ -13,6 +13,16 @@ the failure) are dropped here, never sent; the ones after it go on as usual. Whe
 the service cannot replan (the plan had ended, the recovery cap) the robot's
 failure ends the goal, as without the option.
 
+Streamed skills (a robot with `streamed_skills`): each element of a streamed call
+(`StreamedElement`, a leg of a drone's path) comes before the segment holding the
+call and is sent to the robot at once as an ExecuteSkill goal of its own (a bare
+call), after whatever the robot runs before it: goals go one at a time, each when
+the one before has ended, so the robot runs them in order (concurrent goals of
+one action server have no order rclpy guarantees, and a goal cannot be extended
+once sent). The segment that follows (`Segment.streamed_elements`) is streamed as
+feedback but not sent again: its elements ran. A cancel stops the element the
+robot runs; the elements still queued here are never sent.
+
 A segment whose statements need an operator's approval (`Segment.approvals`, from
 the robot's limits) waits here, before it is sent: the robot waits too, and the
 hold is reported to the service (`segment_started`) so it counts in the task's
@@ -36,11 +46,11 @@ from timely_interfaces.action import ExecuteSkill, PlanTask
 from timely_interfaces.msg import Segment as SegmentMsg
 
 from timely_core.errors import ServiceError
-from timely_core.events import Rollback, Segment, TaskResult
+from timely_core.events import Rollback, Segment, StreamedElement, TaskResult
 from timely_ros.approval_desk import ApprovalDesk
 from timely_ros.goal_state import end_cancelled
 from timely_ros.goals import CheckedGoal
-from timely_ros.messages import segment_msg
+from timely_ros.messages import element_msg, segment_msg
 from timely_ros.robot_link import RobotLink, SegmentRun
 
 _CANCELLED = object()
@@ -174,6 +184,7 @@ class PlanJob:
         if cancelled:
             self.cancel()
         handle.on_segment(self._events.put)
+        handle.on_element(self._events.put)
         handle.on_rollback(self._events.put)
         handle.on_result(self._events.put)
         return self._loop(handle)
@@ -189,6 +200,16 @@ class PlanJob:
             if isinstance(event, Rollback):
                 self._rolled_back(event)
                 continue
+            if isinstance(event, StreamedElement):
+                failure = self._deliver_element(event)
+                if failure is None:
+                    continue
+                with contextlib.suppress(ServiceError):
+                    handle.cancel()
+                if self._run.cancelled.is_set() or gh.is_cancel_requested:
+                    return self._cancelled()
+                gh.abort()
+                return self._error(failure)
             assert isinstance(event, Segment)
             if self._withdrawing:  # planned past the failure: never sent
                 self._hooks.log(
@@ -217,21 +238,12 @@ class PlanJob:
         self._hooks.publish_segment(msg)
         if self._link is None:
             return None
-
-        def event(kind: str, progress: float, skill: str = "") -> None:
-            self._hooks.publish_progress(
-                {
-                    "event": kind,
-                    "robot_id": self.robot_id,
-                    "task_id": segment.task_id,
-                    "segment": segment.index,
-                    "progress": round(progress, 4),
-                    "current_skill": skill,
-                }
-            )
-
-        def relay(feedback: ExecuteSkill.Feedback) -> None:
-            event("progress", float(feedback.progress), feedback.current_skill)
+        event, relay = self._progress(segment.task_id, segment.index)
+        if segment.streamed_elements:  # its elements ran, each sent as it came
+            event("end", 1.0)  # its `start` was its first element's
+            with contextlib.suppress(ServiceError):
+                handle.segment_done(segment.index, finished_at_s=self._service.clock.now())
+            return None
 
         if segment.approvals:
             refused = self._await_approval(handle, segment)
@@ -252,6 +264,61 @@ class PlanJob:
         # the task may have ended meanwhile (cancel); the loop sees that next
         with contextlib.suppress(ServiceError):
             handle.segment_done(segment.index, finished_at_s=self._service.clock.now())
+        return None
+
+    def _progress(
+        self, task_id: str, index: int, element: int | None = None
+    ) -> tuple[Callable[..., None], Callable[[ExecuteSkill.Feedback], None]]:
+        """Publishers of a segment's (or one of its elements') progress events."""
+
+        def event(kind: str, progress: float, skill: str = "") -> None:
+            report: dict[str, object] = {
+                "event": kind,
+                "robot_id": self.robot_id,
+                "task_id": task_id,
+                "segment": index,
+                "progress": round(progress, 4),
+                "current_skill": skill,
+            }
+            if element is not None:
+                report["element"] = element
+            self._hooks.publish_progress(report)
+
+        def relay(feedback: ExecuteSkill.Feedback) -> None:
+            event("progress", float(feedback.progress), feedback.current_skill)
+
+        return event, relay
+
+    def _deliver_element(self, element: StreamedElement) -> str | None:
+        """Run one element of a streamed call on the robot (after what it ran before);
+        the reason when it did not complete it."""
+        if self._withdrawing:  # planned past a failure: never sent
+            return None
+        if self._link is None:
+            return None  # not dispatching: the call streams with its segment
+        msg = element_msg(element, self._hooks.now_stamp())
+        event, relay = self._progress(element.task_id, element.index, element.element)
+        self._hooks.log(
+            f"event=element_sent robot={self.robot_id} task={element.task_id} "
+            f"segment={element.index} element={element.element} call={element.text!r} "
+            f"decoded={element.call_text!r} mono={time.monotonic():.6f}"
+        )
+        # the segment starts with its first element (`start`, as /timely/robot_progress
+        # readers such as the LRTrace replay expect); it ends with its last
+        event("start" if element.element == 0 else "element_start", 0.0, element.text)
+        self.state = f"executing segment {element.index}, element {element.element + 1}"
+        outcome = self._link.execute(msg, self._run, relay)
+        self.state = "planning"
+        if outcome.cancelled:
+            return "cancelled by the client"
+        if outcome.robot_lost:
+            return outcome.message
+        if not outcome.success:
+            return (
+                f"robot {self.robot_id} aborted element {element.element + 1} ({element.text}) "
+                f"of segment {element.index}: {outcome.message}"
+            )
+        event("element_end", 1.0, element.text)
         return None
 
     def _replan(self, handle: Any, segment: Segment) -> bool:

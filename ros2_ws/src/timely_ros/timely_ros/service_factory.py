@@ -14,7 +14,7 @@ from timely_core.engine.protocol import HandlingStrategy, OutOfKvMemory
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
-from timely_ros.config import ConfigError, PlannerParams
+from timely_ros.config import ConfigError, PlannerParams, RobotSpec
 from timely_ros.fleet_variants import load_adapters, lora_rank
 
 # The engine thread shares the GIL with the executor threads of every node in the
@@ -24,6 +24,10 @@ from timely_ros.fleet_variants import load_adapters, lora_rank
 # miss their budgets. A short interval bounds each of those waits. Measured in
 # `timely demo`: docs/design-notes.md, "GIL switch interval".
 GIL_SWITCH_INTERVAL_S = 2e-4
+STREAMED_PATH_TOOL = "streamed_path"
+# A statement must complete within the segment limit (64 tokens by default); an fp
+# path of 8 legs takes up to about 130 of the planner's tokens (one per digit).
+STREAMED_MAX_SEGMENT_TOKENS = 160
 
 
 def resolve_model_path(model_path: str) -> Path:
@@ -104,6 +108,20 @@ def build_vllm_engine(params: PlannerParams, path: Path) -> Any:
         raise ConfigError(f"engine {params.engine!r}: {err}") from None
 
 
+def register_streamed_path(service: PlanningService, robot: RobotSpec) -> None:
+    """The robot's `StreamedPath` tool: each element of its streamed calls checked
+    (ranges, its limits) and handed on as it is decoded (docs/ros.md)."""
+    limits = None if robot.limits is None else robot.limits.model_dump(mode="json")
+    service.register_tool(
+        robot.id,
+        {
+            "name": STREAMED_PATH_TOOL,
+            "plugin": "robot_models.tools.path_stream:StreamedPath",
+            "options": {"robot_type": robot.type, "limits": limits},
+        },
+    )
+
+
 def build_service(params: PlannerParams) -> PlanningService:
     sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL_S))
     path = resolve_model_path(params.model_path)
@@ -133,16 +151,30 @@ def build_service(params: PlannerParams) -> PlanningService:
     )
     for robot in params.robots:
         try:
+            # a robot with streamed skills plans in a language of its own (they join its
+            # skills, prompt and grammar)
+            language = (
+                load_language(robot.type, learn_from_executions=True, streamed_skills=True)
+                if robot.streamed_skills
+                else languages[robot.type]
+            )
             # a robot with limits: every task's statements are checked before they are
             # sent, by a LimitChecker of its own (tracking the pose from the task's start)
             guard = (
-                checker_factory(robot.limits, languages[robot.type].skill_set)
+                checker_factory(robot.limits, language.skill_set)
                 if robot.limits is not None
                 else None
             )
             service.register_robot(
-                robot.id, robot_type=robot.type, guard=guard, variant=robot.variant or None
+                robot.id,
+                language=language,
+                robot_type=robot.type,
+                guard=guard,
+                variant=robot.variant or None,
+                max_segment_tokens=STREAMED_MAX_SEGMENT_TOKENS if robot.streamed_skills else None,
             )
+            if robot.streamed_skills:
+                register_streamed_path(service, robot)
         except OutOfKvMemory as err:
             raise ConfigError(
                 f"kv_budget_mb={params.kv_budget_mb:g} cannot hold robot {robot.id!r}'s "

@@ -31,7 +31,8 @@ def simulated_return(skill: Skill, rng: random.Random) -> str:
 
 class SimBackend:
     def __init__(self, params: ExecutorParams) -> None:
-        self._model = ExecTimeModel.for_robot(params.robot_type)
+        # streamed skills too: a planner's robot with `streamed_skills` sends fp legs
+        self._model = ExecTimeModel.for_robot(params.robot_type, streamed=True)
         self._rng = random.Random(f"{params.seed}/{params.robot_id}")
         self._scale = params.time_scale
         self._period = params.feedback_period_s
