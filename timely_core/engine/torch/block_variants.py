@@ -1,0 +1,187 @@
+"""Full fine-tunes served as block variants (BlockLLM): a variant given as a whole HF
+checkpoint is compared with the base model block by block, and holds only the blocks
+that differ; every other block is the base's own tensors, held once.
+
+Blocks are the architectural units robot_models/blocks/partition.py names (mirrored
+here, since timely_core does not import robot_models): `embedding`, per layer
+`layers.<i>.input_norm`, `layers.<i>.attention` (q/k/v/o), `layers.<i>.post_attention_norm`,
+`layers.<i>.ffn` (gate/up/down), then `norm` and `lm_head`. Blocks are compared in the
+engine's dtype, the precision the engine computes in: a block equal there runs the
+same for the variant as for the base.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from timely_core.engine.protocol import AdapterError
+from timely_core.engine.torch.loader import (
+    CheckpointError,
+    build_weights,
+    load_model_config,
+    read_tensors,
+)
+from timely_core.engine.torch.model.config import ModelConfig
+from timely_core.engine.torch.model.llama import LayerWeights, ModelWeights
+from timely_core.engine.variants import BASE_VARIANT
+
+LAYER_BLOCKS: dict[str, tuple[str, ...]] = {  # block unit -> its LayerWeights fields
+    "input_norm": ("input_norm",),
+    "attention": ("qkv", "qkv_bias", "o", "o_bias"),
+    "post_attention_norm": ("post_norm",),
+    "ffn": ("gate_up", "gate_up_bias", "down", "down_bias"),
+}
+TOP_BLOCKS: dict[str, str] = {"embedding": "embed", "norm": "norm", "lm_head": "lm_head"}
+# config fields that may differ: they change no block's shape or meaning
+_FREE_CONFIG = {"eos_token_ids", "tie_word_embeddings"}
+
+
+def layer_block(layer: int, unit: str) -> str:
+    return f"layers.{layer}.{unit}"
+
+
+@dataclass(frozen=True)
+class BlockVariant:
+    """A full fine-tune over the base: `weights` is its whole model, where every block
+    it does not own is the very tensors of the base model (no copy)."""
+
+    name: str
+    path: Path
+    weights: ModelWeights
+    owned: frozenset[str]  # the blocks it holds itself, by name
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its own blocks only."""
+        return sum(t.nbytes for block in self.owned for t in _block_tensors(self.weights, block))
+
+    def owned_blocks(self) -> list[str]:
+        """Its own blocks in the order a token passes them."""
+        order = ["embedding"]
+        for i in range(len(self.weights.layers)):
+            order.extend(layer_block(i, unit) for unit in LAYER_BLOCKS)
+        order.extend(("norm", "lm_head"))
+        return [b for b in order if b in self.owned]
+
+
+def _block_tensors(weights: ModelWeights, block: str) -> list[torch.Tensor]:
+    if block in TOP_BLOCKS:
+        return [getattr(weights, TOP_BLOCKS[block])]
+    _, layer, unit = block.split(".")
+    fields = (getattr(weights.layers[int(layer)], f) for f in LAYER_BLOCKS[unit])
+    return [t for t in fields if t is not None]
+
+
+def checkpoint_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor an HF checkpoint of this shape holds, with its shape (`lm_head`
+    included; a checkpoint with tied embeddings may leave it out)."""
+    h, inter, v = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
+    q, kv = cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
+    shapes: dict[str, tuple[int, ...]] = {
+        "model.embed_tokens.weight": (v, h),
+        "model.norm.weight": (h,),
+        "lm_head.weight": (v, h),
+    }
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        att, mlp = p + "self_attn.", p + "mlp."
+        shapes[p + "input_layernorm.weight"] = (h,)
+        shapes[p + "post_attention_layernorm.weight"] = (h,)
+        for proj, out in (("q", q), ("k", kv), ("v", kv)):
+            shapes[f"{att}{proj}_proj.weight"] = (out, h)
+            if cfg.attention_bias:
+                shapes[f"{att}{proj}_proj.bias"] = (out,)
+        shapes[att + "o_proj.weight"] = (h, q)
+        if cfg.output_bias:
+            shapes[att + "o_proj.bias"] = (h,)
+        for proj, shape in (("gate", (inter, h)), ("up", (inter, h)), ("down", (h, inter))):
+            shapes[f"{mlp}{proj}_proj.weight"] = shape
+            if cfg.mlp_bias:
+                shapes[f"{mlp}{proj}_proj.bias"] = (shape[0],)
+    return shapes
+
+
+def _check_config(cfg: ModelConfig, base: ModelConfig, where: str) -> None:
+    ours, theirs = cfg.model_dump(exclude=_FREE_CONFIG), base.model_dump(exclude=_FREE_CONFIG)
+    for field, value in ours.items():
+        if value != theirs[field]:
+            raise AdapterError(
+                f"{where}: config {field} is {value!r}, the base model's is {theirs[field]!r} "
+                "(a block variant must have the base's architecture)"
+            )
+
+
+def _check_tensors(tensors: dict[str, torch.Tensor], cfg: ModelConfig, where: str) -> None:
+    shapes = checkpoint_shapes(cfg)
+    for name, tensor in sorted(tensors.items()):
+        if name not in shapes:
+            raise AdapterError(f"{where}: unexpected tensor {name!r} (not in the base's layout)")
+        if tuple(tensor.shape) != shapes[name]:
+            raise AdapterError(
+                f"{where}: tensor {name!r} is {list(tensor.shape)}, the base model's is "
+                f"{list(shapes[name])}"
+            )
+    missing = sorted(set(shapes) - set(tensors) - {"lm_head.weight"})
+    if missing:
+        raise AdapterError(f"{where}: lacks tensor {missing[0]!r} of the base's layout")
+
+
+def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _share(variant: ModelWeights, base: ModelWeights) -> tuple[ModelWeights, frozenset[str]]:
+    """The variant's weights with every block equal to the base's replaced by the
+    base's tensors, and the blocks that differ."""
+    owned: set[str] = set()
+    layers = []
+    for i, (ours, theirs) in enumerate(zip(variant.layers, base.layers, strict=True)):
+        fields = {}
+        for unit, names in LAYER_BLOCKS.items():
+            mine = [getattr(ours, n) for n in names]
+            if _same(
+                [t for t in mine if t is not None], _block_tensors(base, layer_block(i, unit))
+            ):
+                fields.update({n: getattr(theirs, n) for n in names})
+            else:
+                owned.add(layer_block(i, unit))
+                fields.update(dict(zip(names, mine, strict=True)))
+        layers.append(LayerWeights(**fields))
+    top = {}
+    for block, field in TOP_BLOCKS.items():
+        if torch.equal(getattr(variant, field), getattr(base, field)):
+            top[field] = getattr(base, field)
+        else:
+            owned.add(block)
+            top[field] = getattr(variant, field)
+    return ModelWeights(layers=layers, **top), frozenset(owned)
+
+
+def load_block_variant(
+    name: str, path: str | Path, base_config: ModelConfig, base: ModelWeights, dtype: torch.dtype
+) -> BlockVariant:
+    """Read a full fine-tune checkpoint (config.json + *.safetensors) of the base model
+    as variant `name`; AdapterError naming the variant and what does not fit (the
+    config field, or the tensor with both shapes)."""
+    if not name or name == BASE_VARIANT:
+        raise AdapterError(f"variant name {name!r}: give a name other than '' and 'base'")
+    folder = Path(path)
+    where = f"variant {name!r} ({folder})"
+    if not folder.is_dir():
+        raise AdapterError(f"{where}: folder does not exist")
+    if (folder / "adapter_config.json").is_file():
+        raise AdapterError(f"{where}: holds a LoRA adapter (adapter_config.json), not a checkpoint")
+    try:
+        cfg = load_model_config(folder)
+        _check_config(cfg, base_config, where)
+        tensors = read_tensors(folder)
+        _check_tensors(tensors, cfg, where)
+        weights = build_weights(tensors, cfg, dtype, folder)
+    except CheckpointError as exc:
+        raise AdapterError(f"{where}: {exc}") from None
+    del tensors
+    shared, owned = _share(weights, base)
+    return BlockVariant(name, folder, shared, owned)

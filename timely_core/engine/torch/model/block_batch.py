@@ -1,0 +1,113 @@
+"""One iteration's rows of block variants (full fine-tunes): per block that a variant
+in the batch owns, the base runs it over the other rows and each owning variant over
+its own rows (gathered, run, copied back); blocks no variant in the batch owns run
+once over the whole batch, as without variants. The attention itself has no weights:
+it runs once over every row, each row's K/V being what its own q/k/v block made."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from timely_core.engine.torch.block_variants import BlockVariant
+    from timely_core.engine.torch.model.llama import ModelWeights
+
+_HEAD = ("norm", "lm_head")  # run over the rows whose logits are taken
+
+
+@dataclass(frozen=True)
+class RowSplit:
+    """Which weights run one block over which rows: the base's over the rows of no
+    owning variant, each owning variant's over its own (never an empty part, but
+    at least one part)."""
+
+    parts: tuple[tuple[ModelWeights, torch.Tensor], ...]
+
+    def map(
+        self, x: torch.Tensor, fn: Callable[[ModelWeights, torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        """fn(weights, x[rows]) per part, the results in the rows' places."""
+        out: torch.Tensor | None = None
+        for weights, rows in self.parts:
+            y = fn(weights, x.index_select(0, rows))
+            if out is None:
+                out = y.new_empty((x.shape[0], *y.shape[1:]))
+            out.index_copy_(0, rows, y)
+        assert out is not None  # a split has at least one part
+        return out
+
+    def residual(
+        self,
+        hidden: torch.Tensor,
+        x: torch.Tensor,
+        fn: Callable[[ModelWeights, torch.Tensor, torch.Tensor], torch.Tensor],
+    ) -> None:
+        """hidden[rows] = fn(weights, hidden[rows], x[rows]) per part, in place."""
+        for weights, rows in self.parts:
+            out = fn(weights, hidden.index_select(0, rows), x.index_select(0, rows))
+            hidden.index_copy_(0, rows, out)
+
+
+class BlockBatch:
+    """The block variants of an iteration's rows; rows of the base model and of LoRA
+    variants run every block with the base's weights."""
+
+    def __init__(
+        self, base: ModelWeights, variants: list[BlockVariant], owner: torch.Tensor
+    ) -> None:
+        """owner: per row, its index in `variants` (-1: a row of no block variant)."""
+        self._base = base
+        self._variants = variants
+        self._owner = owner
+        self._owned = frozenset().union(*(v.owned for v in variants))
+        self.layers = frozenset(
+            int(b.split(".")[1]) for b in self._owned if b.startswith("layers.")
+        )
+        self._splits = {b: self._split(b, owner) for b in self._owned if b not in _HEAD}
+
+    @classmethod
+    def from_segments(
+        cls, base: ModelWeights, segments: list[tuple[BlockVariant | None, int]]
+    ) -> BlockBatch | None:
+        """From consecutive (variant, row count) segments (None: rows of no block
+        variant); None if no row has a block variant that owns a block."""
+        index: dict[str, int] = {}
+        variants: list[BlockVariant] = []
+        owner: list[torch.Tensor] = []
+        for variant, count in segments:
+            if variant is None or not variant.owned:
+                owner.append(torch.full((count,), -1, dtype=torch.long))
+                continue
+            if variant.name not in index:
+                index[variant.name] = len(variants)
+                variants.append(variant)
+            owner.append(torch.full((count,), index[variant.name], dtype=torch.long))
+        if not variants:
+            return None
+        return cls(base, variants, torch.cat(owner))
+
+    def split(self, block: str) -> RowSplit | None:
+        """Who runs `block` (an embedding or layer block) over the batch's rows; None
+        when no variant in the batch owns it (the base runs it over every row)."""
+        return self._splits.get(block)
+
+    def head(self, logits_index: torch.Tensor | None) -> tuple[RowSplit | None, RowSplit | None]:
+        """The splits of the final norm and the lm_head over the selected rows
+        (`logits_index`; None: every row)."""
+        owner = self._owner if logits_index is None else self._owner.index_select(0, logits_index)
+        norm, head = (self._split(b, owner) if b in self._owned else None for b in _HEAD)
+        return norm, head
+
+    def _split(self, block: str, owner: torch.Tensor) -> RowSplit:
+        owning = [i for i, v in enumerate(self._variants) if block in v.owned]
+        base_rows = (~torch.isin(owner, torch.tensor(owning))).nonzero().squeeze(1)
+        parts = [(self._base, base_rows)] if base_rows.numel() else []
+        for i in owning:
+            rows = (owner == i).nonzero().squeeze(1)
+            if rows.numel():
+                parts.append((self._variants[i].weights, rows))
+        return RowSplit(tuple(parts) or ((self._base, base_rows),))
