@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
 from timely_core.engine.protocol import AdapterError
 from timely_core.engine.torch.loader import (
@@ -176,12 +177,12 @@ def load_block_variant(
         raise AdapterError(f"{where}: holds a LoRA adapter (adapter_config.json), not a checkpoint")
     try:
         cfg = load_model_config(folder)
-        _check_config(cfg, base_config, where)
         tensors = read_tensors(folder)
-        _check_tensors(tensors, cfg, where)
-        weights = build_weights(tensors, cfg, dtype, folder)
-    except CheckpointError as exc:
+    except (CheckpointError, ValueError, OSError, SafetensorError) as exc:  # bad JSON too
         raise AdapterError(f"{where}: {exc}") from None
+    _check_config(cfg, base_config, where)
+    _check_tensors(tensors, cfg, where)
+    weights = build_weights(tensors, cfg, dtype, folder)
     del tensors
     shared, owned = _share(weights, base)
     return BlockVariant(name, folder, shared, owned)
