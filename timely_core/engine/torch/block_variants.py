@@ -185,4 +185,9 @@ def load_block_variant(
     weights = build_weights(tensors, cfg, dtype, folder)
     del tensors
     shared, owned = _share(weights, base)
+    if not owned:  # most likely the base checkpoint itself, named by mistake
+        raise AdapterError(
+            f"{where}: every block equals the base model's; a robot that plans with the "
+            "base names no variant"
+        )
     return BlockVariant(name, folder, shared, owned)

@@ -103,6 +103,8 @@ def test_names_and_folders_are_checked(base: Path, variant: Path, tmp_path: Path
         engine.load_adapter("site-x", tmp_path / "nowhere")
     with pytest.raises(AdapterError, match="give a name other than '' and 'base'"):
         engine.load_adapter("base", variant)
+    with pytest.raises(AdapterError, match="every block equals the base model's"):
+        engine.load_adapter("site-x", base)  # the base itself, named as a variant
     lora = random_adapter(base, tmp_path / "lora", seed=2)
     with pytest.raises(AdapterError, match=r"holds a LoRA adapter \(adapter_config\.json\)"):
         engine.load_block_variant("site-x", lora)
