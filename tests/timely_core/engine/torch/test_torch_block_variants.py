@@ -79,6 +79,10 @@ def test_mixed_batch_matches_hf_on_each_checkpoint(fleet: dict[str, Path]) -> No
     got = drive(engine, prompts, PARAMS, arrivals, variants=variants)
     for prompt, variant, output in zip(prompts, variants, got, strict=True):
         assert output == _reference(fleet, variant, prompt, NEW_TOKENS), variant
+    # a batch of one fine-tune's rows only runs its blocks over the whole batch
+    alone = drive(engine, prompts[:3], PARAMS, [0, 0, 1], variants=["late"] * 3)
+    for prompt, output in zip(prompts[:3], alone, strict=True):
+        assert output == _reference(fleet, "late", prompt, NEW_TOKENS)
     # the fine-tunes matter: one prompt decodes four ways
     outs = drive(engine, [prompts[0]] * 4, PARAMS, variants=[None, "lora", "early", "late"])
     assert len({tuple(o) for o in outs}) == 4

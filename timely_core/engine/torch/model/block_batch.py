@@ -22,10 +22,10 @@ _HEAD = ("norm", "lm_head")  # run over the rows whose logits are taken
 @dataclass(frozen=True)
 class RowSplit:
     """Which weights run one block over which rows: the base's over the rows of no
-    owning variant, each owning variant's over its own (never an empty part, but
-    at least one part)."""
+    owning variant, each owning variant's over its own (no empty part, at least one
+    part; rows None: the part is every row, run without gathering)."""
 
-    parts: tuple[tuple[ModelWeights, torch.Tensor], ...]
+    parts: tuple[tuple[ModelWeights, torch.Tensor | None], ...]
 
     def map(
         self, x: torch.Tensor, fn: Callable[[ModelWeights, torch.Tensor], torch.Tensor]
@@ -33,6 +33,8 @@ class RowSplit:
         """fn(weights, x[rows]) per part, the results in the rows' places."""
         out: torch.Tensor | None = None
         for weights, rows in self.parts:
+            if rows is None:
+                return fn(weights, x)
             y = fn(weights, x.index_select(0, rows))
             if out is None:
                 out = y.new_empty((x.shape[0], *y.shape[1:]))
@@ -48,26 +50,33 @@ class RowSplit:
     ) -> None:
         """hidden[rows] = fn(weights, hidden[rows], x[rows]) per part, in place."""
         for weights, rows in self.parts:
+            if rows is None:
+                hidden.copy_(fn(weights, hidden, x))
+                return
             out = fn(weights, hidden.index_select(0, rows), x.index_select(0, rows))
             hidden.index_copy_(0, rows, out)
 
 
 class BlockBatch:
     """The block variants of an iteration's rows; rows of the base model and of LoRA
-    variants run every block with the base's weights."""
+    variants run every block with the base's weights. A split is computed once per
+    set of owning variants (a fine-tune's blocks usually share one)."""
 
-    def __init__(
-        self, base: ModelWeights, variants: list[BlockVariant], owner: torch.Tensor
-    ) -> None:
+    def __init__(self, base: ModelWeights, variants: list[BlockVariant], owner: list[int]) -> None:
         """owner: per row, its index in `variants` (-1: a row of no block variant)."""
         self._base = base
         self._variants = variants
-        self._owner = owner
+        self._owner = torch.tensor(owner, dtype=torch.long)
         self._owned = frozenset().union(*(v.owned for v in variants))
         self.layers = frozenset(
             int(b.split(".")[1]) for b in self._owned if b.startswith("layers.")
         )
-        self._splits = {b: self._split(b, owner) for b in self._owned if b not in _HEAD}
+        self._memo: dict[tuple[int, ...], RowSplit] = {}
+        self._splits = {
+            b: self._split(self._owning(b), self._owner, self._memo)
+            for b in self._owned
+            if b not in _HEAD
+        }
 
     @classmethod
     def from_segments(
@@ -77,18 +86,18 @@ class BlockBatch:
         variant); None if no row has a block variant that owns a block."""
         index: dict[str, int] = {}
         variants: list[BlockVariant] = []
-        owner: list[torch.Tensor] = []
+        owner: list[int] = []
         for variant, count in segments:
             if variant is None or not variant.owned:
-                owner.append(torch.full((count,), -1, dtype=torch.long))
+                owner.extend([-1] * count)
                 continue
             if variant.name not in index:
                 index[variant.name] = len(variants)
                 variants.append(variant)
-            owner.append(torch.full((count,), index[variant.name], dtype=torch.long))
+            owner.extend([index[variant.name]] * count)
         if not variants:
             return None
-        return cls(base, variants, torch.cat(owner))
+        return cls(base, variants, owner)
 
     def split(self, block: str) -> RowSplit | None:
         """Who runs `block` (an embedding or layer block) over the batch's rows; None
@@ -98,16 +107,36 @@ class BlockBatch:
     def head(self, logits_index: torch.Tensor | None) -> tuple[RowSplit | None, RowSplit | None]:
         """The splits of the final norm and the lm_head over the selected rows
         (`logits_index`; None: every row)."""
-        owner = self._owner if logits_index is None else self._owner.index_select(0, logits_index)
-        norm, head = (self._split(b, owner) if b in self._owned else None for b in _HEAD)
+        if logits_index is None:
+            owner, memo = self._owner, self._memo
+        else:
+            owner, memo = self._owner.index_select(0, logits_index), {}
+        norm, head = (
+            self._split(self._owning(b), owner, memo) if b in self._owned else None for b in _HEAD
+        )
         return norm, head
 
-    def _split(self, block: str, owner: torch.Tensor) -> RowSplit:
-        owning = [i for i, v in enumerate(self._variants) if block in v.owned]
+    def _owning(self, block: str) -> tuple[int, ...]:
+        return tuple(i for i, v in enumerate(self._variants) if block in v.owned)
+
+    def _split(
+        self, owning: tuple[int, ...], owner: torch.Tensor, memo: dict[tuple[int, ...], RowSplit]
+    ) -> RowSplit:
+        found = memo.get(owning)
+        if found is not None:
+            return found
         base_rows = (~torch.isin(owner, torch.tensor(owning))).nonzero().squeeze(1)
-        parts = [(self._base, base_rows)] if base_rows.numel() else []
+        parts: list[tuple[ModelWeights, torch.Tensor | None]] = []
+        if base_rows.numel():
+            whole = base_rows.numel() == owner.numel()
+            parts.append((self._base, None if whole else base_rows))
         for i in owning:
             rows = (owner == i).nonzero().squeeze(1)
-            if rows.numel():
+            if rows.numel() == owner.numel():  # every row is this variant's
+                parts.append((self._variants[i].weights, None))
+            elif rows.numel():
                 parts.append((self._variants[i].weights, rows))
-        return RowSplit(tuple(parts) or ((self._base, base_rows),))
+        if not parts:  # no rows at all
+            parts.append((self._base, None))
+        memo[owning] = RowSplit(tuple(parts))
+        return memo[owning]
