@@ -12,7 +12,12 @@
    base (what serving the fine-tune's blocks adds), timed alternately in the same
    run; per token, and the mixed batch against each of the others.
 
-Prefix caching is off so every layout attends over private blocks alike.
+Timed three times: the drone's prompts (its ~1,900-token prefix and a request)
+with private KV (prefix caching off: every row prefills and attends over its own
+blocks) and with the prefix cache on (the prefix computed once per variant; a
+single-variant batch then attends over it as shared blocks; prefill figures then
+mostly count cache hits), and 64-token prompts with private KV (cheap attention:
+what the variants' weights add shows most).
 
     PYTHONPATH=. .venv/bin/python bench/block_variants.py [--batch 8] [--rounds 10]
 """
@@ -24,8 +29,9 @@ import gc
 import json
 import os
 import platform
-import random
+import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -40,12 +46,9 @@ from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 
 RESULTS = Path(__file__).resolve().parent / "results" / "block_variants.json"
-KV = EngineConfig(
-    device_kv_bytes=2**25, host_kv_bytes=0, max_generations=64, enable_prefix_caching=False
-)
+KV = EngineConfig(device_kv_bytes=2**27, host_kv_bytes=0, max_generations=64)
 LORAS = ("warehouse-drone", "heavy-drone", "packing-arm")
 FULL = "warehouse-drone-full"
-PROMPT_TOKENS = 64
 
 
 def _rss() -> int:
@@ -65,9 +68,22 @@ def _matmul_gflops(size: int = 1024, repeats: int = 5) -> float:
     return 2 * size**3 / best / 1e9
 
 
-def _fleet_engine() -> TorchEngine:
+def _without_eos(root: Path) -> Path:
+    """A copy of the planner that names no EOS token: its plans are short, and timed
+    batches must stay whole for `--steps` decodes (the weights are the planner's)."""
+    folder = root / "planner-no-eos"
+    shutil.copytree(default_planner_path(), folder)
+    for name in ("config.json", "generation_config.json"):
+        raw = json.loads((folder / name).read_text())
+        raw["eos_token_id"] = None
+        (folder / name).write_text(json.dumps(raw))
+    return folder
+
+
+def _fleet_engine(base: Path, prefix_caching: bool) -> TorchEngine:
     variants = default_planner_path().parent / "variants"
-    engine = TorchEngine(default_planner_path(), KV)
+    config = KV.model_copy(update={"enable_prefix_caching": prefix_caching})
+    engine = TorchEngine(base, config)
     for name in (*LORAS, FULL):
         engine.load_adapter(name, variants / name)
     return engine
@@ -103,23 +119,46 @@ def memory() -> dict[str, Any]:
     }
 
 
-def _prompt(seed: int) -> list[int]:
-    rng = random.Random(seed)
-    return [rng.randrange(10, 1500) for _ in range(PROMPT_TOKENS)]
+REQUESTS = (  # drone requests
+    ("visible: door, lamp", "Fly forward 450 cm, then turn left 90 degrees"),
+    ("visible: door, rack", "Can you find my wallet?"),
+    ("visible: window, shelf", "Go up 80 cm, fly a square of 100 cm, then land"),
+    ("visible: box, chair", "Check whether the box is on the chair, then come back"),
+)
+
+
+def _prompts() -> list[list[int]]:
+    """The drone's prompt (its prefix and a request) for each request."""
+    from robot_models.prompts import format_request, prompt_prefix
+    from timely_core.engine.torch.loader import load_tokenizer
+
+    tokenizer = load_tokenizer(default_planner_path())
+    prefix = tokenizer.encode(prompt_prefix("drone")).ids
+    return [prefix + tokenizer.encode(format_request(*r)).ids for r in REQUESTS]
 
 
 def _round(
-    engine: TorchEngine, variants: list[str | None], steps: int, first_id: int
+    engine: TorchEngine,
+    variants: list[str | None],
+    prompts: list[list[int]],
+    steps: int,
+    first_id: int,
 ) -> tuple[float, list[float]]:
-    """Seconds of the batch's prefill iteration, and of each of up to `steps` decode
-    iterations of the whole batch (the round ends at the first generation that ends)."""
+    """Seconds of the batch's prefill (the iterations until every generation has its
+    first token), and of each of up to `steps` decode iterations of the whole batch
+    (the planner copy has no EOS: every generation runs them all)."""
     ids = []
     for i, variant in enumerate(variants):
-        params = SamplingParams(max_tokens=steps + 2)
-        engine.add(first_id + i, _prompt(first_id + i), params, variant=variant)
+        params = SamplingParams(max_tokens=steps + 1)
+        engine.add(first_id + i, prompts[i % len(prompts)], params, variant=variant)
         ids.append(first_id + i)
     started = time.perf_counter()
-    finished = {o.gen_id for o in engine.step(ids) if o.finished}
+    first: set[int] = set()
+    finished: set[int] = set()
+    while len(first) < len(ids) and not finished:
+        outputs = engine.step(ids)
+        first |= {o.gen_id for o in outputs}
+        finished = {o.gen_id for o in outputs if o.finished}
     prefill = time.perf_counter() - started
     times: list[float] = []
     while not finished and len(times) < steps:
@@ -133,42 +172,58 @@ def _round(
     return prefill, times
 
 
-def mixed_cost(batch: int, steps: int, rounds: int) -> dict[str, Any]:
-    engine = _fleet_engine()
+def _short_prompts(count: int, length: int = 64) -> list[list[int]]:
+    """Prompts of `length` ids, one per row: attention over a short context costs
+    little, so what the variants' own weights add shows most."""
+    return [[(7 * i + j) % 1400 + 10 for j in range(length)] for i in range(count)]
+
+
+def mixed_cost(
+    base: Path,
+    batch: int,
+    steps: int,
+    rounds: int,
+    prefix_caching: bool,
+    prompts: list[list[int]],
+) -> dict[str, Any]:
+    """Per-token cost of each layout. With prefix caching the drone's prefix is
+    computed once per variant and decodes attend over it as shared blocks when the
+    whole batch holds the same ones (one variant), which a mixed batch cannot."""
+    engine = _fleet_engine(base, prefix_caching)
     third = max(1, batch // 3)
     loras: list[str | None] = [LORAS[i % len(LORAS)] for i in range(third)]
-    mixed: list[str | None] = [FULL] * third + loras + [None] * (batch - 2 * third)
+    rest: list[str | None] = [None] * (batch - 2 * third)
     layouts: dict[str, list[str | None]] = {
         "base": [None] * batch,
         "lora": [LORAS[0]] * batch,
         "blocks": [FULL] * batch,
         # the mixed batch with its full fine-tune rows on the base: what the blocks add
-        "mixed_no_blocks": [None] * third + loras + [None] * (batch - 2 * third),
-        "mixed": mixed,
+        "mixed_no_blocks": [None] * third + loras + rest,
+        "mixed": [FULL] * third + loras + rest,
     }
     prefill: dict[str, list[float]] = {k: [] for k in layouts}
     decode: dict[str, list[float]] = {k: [] for k in layouts}
     gen_id = 0
     for _ in range(rounds):  # alternate so load changes hit every layout alike
         for key, variants in layouts.items():
-            p, d = _round(engine, variants, steps, gen_id)
+            p, d = _round(engine, variants, prompts, steps, gen_id)
             prefill[key].append(p)
             decode[key] += d
             gen_id += batch
     prefill_ms = {k: 1e3 * statistics.median(v) for k, v in prefill.items()}
+    prefill_tokens = sum(len(prompts[i % len(prompts)]) for i in range(batch))
     decode_ms = {k: 1e3 * statistics.median(v) for k, v in decode.items()}
     return {
+        "prefix_caching": prefix_caching,
         "batch": batch,
-        "prompt_tokens": PROMPT_TOKENS,
+        "prompt_tokens": [len(p) for p in prompts],
         "rounds": rounds,
         "timed_decode_iterations": {k: len(v) for k, v in decode.items()},
         "layouts": {k: [v or "base" for v in vs] for k, vs in layouts.items()},
         "median_prefill_ms": prefill_ms,
         "median_decode_ms": decode_ms,
         "decode_us_per_token": {k: 1e3 * v / batch for k, v in decode_ms.items()},
-        "prefill_us_per_token": {
-            k: 1e3 * v / (batch * PROMPT_TOKENS) for k, v in prefill_ms.items()
-        },
+        "prefill_us_per_token": {k: 1e3 * v / prefill_tokens for k, v in prefill_ms.items()},
         "mixed_decode_vs": {k: decode_ms["mixed"] / v for k, v in decode_ms.items()},
         "mixed_prefill_vs": {k: prefill_ms["mixed"] / v for k, v in prefill_ms.items()},
     }
@@ -176,7 +231,7 @@ def mixed_cost(batch: int, steps: int, rounds: int) -> dict[str, Any]:
 
 def _print(result: dict[str, Any]) -> None:
     console = Console()
-    mem, cost = result["memory"], result["mixed_batch"]
+    mem = result["memory"]
     table = Table(title="resident weights: base + 3 LoRA + the full fine-tune")
     for column in ("setup", "weight bytes", "x one base"):
         table.add_column(column, justify="right")
@@ -193,17 +248,23 @@ def _print(result: dict[str, Any]) -> None:
         f"{mem['separate_engines_weight_bytes'] / base:.2f}",
     )
     console.print(table)
-    steps = Table(title=f"batch of {cost['batch']} (medians of the same run)")
-    for column in ("layout", "prefill us/token", "decode us/token", "mixed decode vs it"):
-        steps.add_column(column, justify="right")
-    for key in cost["median_decode_ms"]:
-        steps.add_row(
-            key,
-            f"{cost['prefill_us_per_token'][key]:.1f}",
-            f"{cost['decode_us_per_token'][key]:.0f}",
-            f"{cost['mixed_decode_vs'][key]:.2f}",
-        )
-    console.print(steps)
+    for key, title in (
+        ("private_kv", "drone prompts, private KV"),
+        ("cached_prefix", "drone prompts, prefix cache on"),
+        ("short_private_kv", "64-token prompts, private KV"),
+    ):
+        cost = result[key]
+        steps = Table(title=f"batch of {cost['batch']}, {title} (medians of the same run)")
+        for column in ("layout", "prefill us/token", "decode us/token", "mixed decode vs it"):
+            steps.add_column(column, justify="right")
+        for layout in cost["median_decode_ms"]:
+            steps.add_row(
+                layout,
+                f"{cost['prefill_us_per_token'][layout]:.2f}",
+                f"{cost['decode_us_per_token'][layout]:.0f}",
+                f"{cost['mixed_decode_vs'][layout]:.2f}",
+            )
+        console.print(steps)
     machine = result["machine"]
     console.print(
         f"load {machine['load_before']:.1f} -> {machine['load_after']:.1f} on "
@@ -222,7 +283,13 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     peak = _matmul_gflops()
     mem = memory()
-    cost = mixed_cost(args.batch, args.steps, args.rounds)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = _without_eos(Path(tmp))
+        drone, short = _prompts(), _short_prompts(args.batch)
+        runs = (args.batch, args.steps, args.rounds)
+        private = mixed_cost(base, *runs, prefix_caching=False, prompts=drone)
+        cached = mixed_cost(base, *runs, prefix_caching=True, prompts=drone)
+        short_private = mixed_cost(base, *runs, prefix_caching=False, prompts=short)
     result = {
         "machine": {
             "cpu": platform.processor() or platform.machine(),
@@ -233,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
             "load_after": os.getloadavg()[0],
         },
         "memory": mem,
-        "mixed_batch": cost,
+        "private_kv": private,
+        "cached_prefix": cached,
+        "short_private_kv": short_private,
     }
     _print(result)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")

@@ -42,6 +42,20 @@ class RowSplit:
         assert out is not None  # a split has at least one part
         return out
 
+    def row_weights(self, pick: Callable[[ModelWeights], torch.Tensor]) -> torch.Tensor:
+        """A norm's weight per row, [rows, width] (its one weight vector when one part
+        holds every row): the norm then runs once over all rows, each row scaled by
+        its own weight, the very products it would get run part by part."""
+        weights, rows = self.parts[0]
+        if rows is None:
+            return pick(weights)
+        total = sum(r.shape[0] for _, r in self.parts if r is not None)
+        out = pick(weights).new_empty((total, pick(weights).shape[0]))
+        for weights, rows in self.parts:
+            assert rows is not None  # only a lone part holds every row
+            out.index_copy_(0, rows, pick(weights).expand(rows.shape[0], -1))
+        return out
+
     def residual(
         self,
         hidden: torch.Tensor,

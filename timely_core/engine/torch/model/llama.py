@@ -174,7 +174,7 @@ class LlamaModel:
         if norm_split is None:
             selected = self.norm(selected, self.weights.norm)
         else:
-            selected = norm_split.map(selected, lambda w, h: self.norm(h, w.norm))
+            selected = self.norm(selected, norm_split.row_weights(lambda w: w.norm))
         if head_split is None:
             return (selected @ self.weights.lm_head).to(torch.float32)
         return head_split.map(selected, lambda w, h: h @ w.lm_head).to(torch.float32)
@@ -217,7 +217,7 @@ class LlamaModel:
         if split is None:
             x = self.norm(hidden, base.input_norm)
         else:
-            x = split.map(hidden, lambda w, h: self.norm(h, w.layers[i].input_norm))
+            x = self.norm(hidden, split.row_weights(lambda w: w.layers[i].input_norm))
         attention = blocks.split(p + "attention")
         if attention is None:
             qkv = linear(x, base.qkv, base.qkv_bias)
@@ -238,7 +238,7 @@ class LlamaModel:
         if split is None:
             x = self.norm(hidden, base.post_norm)
         else:
-            x = split.map(hidden, lambda w, h: self.norm(h, w.layers[i].post_norm))
+            x = self.norm(hidden, split.row_weights(lambda w: w.layers[i].post_norm))
         ffn = blocks.split(p + "ffn")
         if ffn is None:
             gate_up = linear(x, base.gate_up, base.gate_up_bias)
