@@ -14,17 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 
 from timely_core.engine.protocol import AdapterError
-from timely_core.engine.torch.loader import (
-    CheckpointError,
-    build_weights,
-    load_model_config,
-    read_tensors,
-)
+from timely_core.engine.torch.loader import CheckpointError, build_layer, load_model_config
 from timely_core.engine.torch.model.config import ModelConfig
 from timely_core.engine.torch.model.llama import LayerWeights, ModelWeights
 from timely_core.engine.variants import BASE_VARIANT
@@ -115,17 +111,30 @@ def _check_config(cfg: ModelConfig, base: ModelConfig, where: str) -> None:
             )
 
 
-def _check_tensors(tensors: dict[str, torch.Tensor], cfg: ModelConfig, where: str) -> None:
+def _open(folder: Path, where: str) -> dict[str, Any]:
+    """Tensor name -> the open safetensors file holding it (nothing read yet)."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise AdapterError(f"{where}: no *.safetensors files in the folder")
+    handles: dict[str, Any] = {}
+    for file in files:
+        handle = safe_open(str(file), framework="pt")
+        handles.update(dict.fromkeys(handle.keys(), handle))
+    return handles
+
+
+def _check_tensors(handles: dict[str, Any], cfg: ModelConfig, where: str) -> None:
     shapes = checkpoint_shapes(cfg)
-    for name, tensor in sorted(tensors.items()):
+    for name, handle in sorted(handles.items()):
         if name not in shapes:
             raise AdapterError(f"{where}: unexpected tensor {name!r} (not in the base's layout)")
-        if tuple(tensor.shape) != shapes[name]:
+        shape = tuple(handle.get_slice(name).get_shape())
+        if shape != shapes[name]:
             raise AdapterError(
-                f"{where}: tensor {name!r} is {list(tensor.shape)}, the base model's is "
+                f"{where}: tensor {name!r} is {list(shape)}, the base model's is "
                 f"{list(shapes[name])}"
             )
-    missing = sorted(set(shapes) - set(tensors) - {"lm_head.weight"})
+    missing = sorted(set(shapes) - set(handles) - {"lm_head.weight"})
     if missing:
         raise AdapterError(f"{where}: lacks tensor {missing[0]!r} of the base's layout")
 
@@ -134,30 +143,55 @@ def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
     return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-def _share(variant: ModelWeights, base: ModelWeights) -> tuple[ModelWeights, frozenset[str]]:
-    """The variant's weights with every block equal to the base's replaced by the
-    base's tensors, and the blocks that differ."""
+def _share_layer(i: int, ours: LayerWeights, base: LayerWeights, owned: set[str]) -> LayerWeights:
+    """Layer `i` of the variant: each block equal to the base's is the base's tensors,
+    each other one its own (added to `owned`)."""
+    fields: dict[str, torch.Tensor | None] = {}
+    for unit, names in LAYER_BLOCKS.items():
+        mine = [getattr(ours, n) for n in names]
+        theirs = [getattr(base, n) for n in names]
+        if _same([t for t in mine if t is not None], [t for t in theirs if t is not None]):
+            fields.update(zip(names, theirs, strict=True))
+        else:
+            owned.add(layer_block(i, unit))
+            fields.update(zip(names, mine, strict=True))
+    return LayerWeights(**fields)  # type: ignore[arg-type]
+
+
+def _stream(
+    handles: dict[str, Any], cfg: ModelConfig, base: ModelWeights, dtype: torch.dtype, where: Path
+) -> tuple[ModelWeights, frozenset[str]]:
+    """The variant's weights read one layer at a time (so loading holds at most one
+    layer beyond the blocks kept), shared where equal to the base's."""
+
+    def read(name: str) -> torch.Tensor:
+        # a copy: a kept tensor must not hold the file's mapping (or its pages) alive
+        return handles[name].get_tensor(name).to(dtype, copy=True)
+
     owned: set[str] = set()
     layers = []
-    for i, (ours, theirs) in enumerate(zip(variant.layers, base.layers, strict=True)):
-        fields = {}
-        for unit, names in LAYER_BLOCKS.items():
-            mine = [getattr(ours, n) for n in names]
-            if _same(
-                [t for t in mine if t is not None], _block_tensors(base, layer_block(i, unit))
-            ):
-                fields.update({n: getattr(theirs, n) for n in names})
-            else:
-                owned.add(layer_block(i, unit))
-                fields.update(dict(zip(names, mine, strict=True)))
-        layers.append(LayerWeights(**fields))
-    top = {}
-    for block, field in TOP_BLOCKS.items():
-        if torch.equal(getattr(variant, field), getattr(base, field)):
+    for i in range(cfg.num_hidden_layers):
+        prefix = f"model.layers.{i}."
+        raw = {n: read(n) for n in handles if n.startswith(prefix)}
+        layers.append(
+            _share_layer(i, build_layer(raw, cfg, i, dtype, where), base.layers[i], owned)
+        )
+    embed = read("model.embed_tokens.weight")
+    tied = cfg.tie_word_embeddings or "lm_head.weight" not in handles
+    head = (
+        embed if tied else read("lm_head.weight")
+    )  # [vocab, hidden]; the engine's is [hidden, vocab]
+    top: dict[str, torch.Tensor] = {}
+    for block, field, tensor in (
+        ("embedding", "embed", embed),
+        ("norm", "norm", read("model.norm.weight")),
+        ("lm_head", "lm_head", head.t()),
+    ):
+        if torch.equal(tensor, getattr(base, field)):
             top[field] = getattr(base, field)
         else:
             owned.add(block)
-            top[field] = getattr(variant, field)
+            top[field] = tensor.contiguous()
     return ModelWeights(layers=layers, **top), frozenset(owned)
 
 
@@ -177,17 +211,15 @@ def load_block_variant(
         raise AdapterError(f"{where}: holds a LoRA adapter (adapter_config.json), not a checkpoint")
     try:
         cfg = load_model_config(folder)
-        tensors = read_tensors(folder)
+        handles = _open(folder, where)
     except (CheckpointError, ValueError, OSError, SafetensorError) as exc:  # bad JSON too
         raise AdapterError(f"{where}: {exc}") from None
     _check_config(cfg, base_config, where)
-    _check_tensors(tensors, cfg, where)
-    weights = build_weights(tensors, cfg, dtype, folder)
-    del tensors
-    shared, owned = _share(weights, base)
+    _check_tensors(handles, cfg, where)
+    weights, owned = _stream(handles, cfg, base, dtype, folder)
     if not owned:  # most likely the base checkpoint itself, named by mistake
         raise AdapterError(
             f"{where}: every block equals the base model's; a robot that plans with the "
             "base names no variant"
         )
-    return BlockVariant(name, folder, shared, owned)
+    return BlockVariant(name, folder, weights, owned)

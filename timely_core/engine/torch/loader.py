@@ -102,6 +102,13 @@ def _layer(w: _Weights, cfg: ModelConfig, i: int) -> LayerWeights:
     )
 
 
+def build_layer(
+    tensors: dict[str, torch.Tensor], cfg: ModelConfig, i: int, dtype: torch.dtype, where: Path
+) -> LayerWeights:
+    """Layer `i` in the engine's layout from (at least) that layer's tensors."""
+    return _layer(_Weights(tensors, dtype, where), cfg, i)
+
+
 def build_weights(
     tensors: dict[str, torch.Tensor], cfg: ModelConfig, dtype: torch.dtype, where: Path
 ) -> ModelWeights:
