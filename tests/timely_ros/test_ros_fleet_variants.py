@@ -59,20 +59,30 @@ def test_variants_round_trip_through_ros_names() -> None:
     )
 
 
-def test_the_shipped_fleet_variants_config_serves_three_variants_on_one_base() -> None:
+def test_the_shipped_fleet_variants_config_serves_its_variants_on_one_base() -> None:
     config_dir = Path(__file__).resolve().parents[2] / "ros2_ws/src/timely_ros/config"
     params = load_bringup(config_dir / "fleet_variants.yaml").planner
     assert params is not None
     service = build_service(params)
     weights = service.resident_weights()
     assert weights is not None
-    assert weights.names() == ["warehouse-drone", "heavy-drone", "packing-arm"]
+    assert weights.names() == [
+        "warehouse-drone",
+        "heavy-drone",
+        "packing-arm",
+        "warehouse-drone-full",
+    ]
     assert service.robot_variants() == {
         "drone1": "warehouse-drone",
         "drone2": "heavy-drone",
         "drone3": None,
         "arm1": "packing-arm",
+        "drone4": "warehouse-drone-full",
     }
+    # the full fine-tune is reported as its own blocks (the rest shared with the base)
+    msg = status_msg(service.stats(), None, params, GoalCounts(0, 0), Time(), weights=weights)
+    assert list(msg.variant_kinds) == ["lora", "lora", "lora", "blocks"]
+    assert 0 < msg.variant_bytes[-1] < msg.base_weight_bytes / 2
 
 
 @pytest.mark.parametrize(
@@ -110,9 +120,11 @@ def test_bad_variant_configs_name_what_is_wrong(changes: dict[str, object], mess
 def test_adapter_folders_that_do_not_fit_are_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"adapters\.heavy-drone: no adapter folder at 'nowhere'"):
         build_service(_params(adapters={"heavy-drone": "nowhere"}))
-    planner = str(default_planner_path())  # a folder, but a model's, not an adapter's
-    with pytest.raises(ConfigError, match=r"adapters\.heavy-drone: .*no adapter_config\.json"):
+    planner = str(default_planner_path())  # a checkpoint, but the base itself
+    with pytest.raises(ConfigError, match=r"adapters\.heavy-drone: .*every block equals the base"):
         build_service(_params(adapters={"heavy-drone": planner}))
+    with pytest.raises(ConfigError, match=r"adapters\.heavy-drone: .*neither a peft LoRA"):
+        build_service(_params(adapters={"heavy-drone": str(tmp_path)}))  # an empty folder
     # an adapter of another base: q_proj's input wider than this planner's hidden size
     other = tmp_path / "other-base"
     shutil.copytree(VARIANTS / "heavy-drone", other)

@@ -21,12 +21,16 @@ BASE_VARIANT = "base"  # how weight reports name the base model; no adapter may 
 
 @dataclass(frozen=True)
 class ResidentVariant:
-    """One variant's own weights: a LoRA adapter holds only its factors."""
+    """One variant's own weights: a LoRA adapter holds only its factors, a full
+    fine-tune only the blocks where it differs from the base (BlockLLM)."""
 
     name: str
-    kind: str  # "lora": low-rank factors applied over the shared base weights
+    # "lora": low-rank factors applied over the shared base weights; "blocks": a full
+    # fine-tune's own blocks, the others shared with the base
+    kind: str
     nbytes: int
-    source: str  # where it was loaded from (an adapter folder)
+    source: str  # where it was loaded from (an adapter or checkpoint folder)
+    blocks: tuple[str, ...] = ()  # kind "blocks": its own blocks (embedding, layers.3.ffn, ...)
 
 
 @dataclass(frozen=True)

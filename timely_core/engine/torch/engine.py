@@ -19,6 +19,7 @@ from timely_core.engine.paged_engine import PagedEngine
 from timely_core.engine.protocol import SamplingParams, StepOutput, UnknownVariant
 from timely_core.engine.sequence import Sequence
 from timely_core.engine.sim.latency import LatencyKvCosts
+from timely_core.engine.torch.block_variants import BlockVariant, load_block_variant
 from timely_core.engine.torch.config import CPU_KV_COST_PROFILE, EngineConfig
 from timely_core.engine.torch.grammar import GrammarCompiler
 from timely_core.engine.torch.grammar_mask import GrammarMasker
@@ -96,7 +97,9 @@ class TorchEngine(PagedEngine):
             eos_ids=_eos_ids(path, mc.eos_token_ids),
         )
         self.adapters: dict[str, LoraAdapter] = {}  # LoRA variants, batched with the base
-        self.runner = ModelRunner(self.model, self.cache, size, self.adapters)
+        self.block_variants: dict[str, BlockVariant] = {}  # full fine-tunes, as shared blocks
+        self._variant_order: list[str] = []  # every variant's name, in load order
+        self.runner = ModelRunner(self.model, self.cache, size, self.adapters, self.block_variants)
         self.timings = StepTimings()
         self._grammars: GrammarCompiler | None = None
         self.masker = GrammarMasker(
@@ -113,34 +116,69 @@ class TorchEngine(PagedEngine):
         self.timings.total_s += time.perf_counter() - started
         return outputs
 
-    # ---- LoRA variants ---------------------------------------------------
-    def load_adapter(self, name: str, path: str | Path) -> LoraAdapter:
-        """Serve the peft LoRA adapter in `path` as variant `name` (AdapterError if it
-        does not fit this base model); generations name it in `add(variant=...)`."""
-        if name in self.adapters:
-            raise AdapterError(f"variant {name!r} is already loaded")
+    # ---- fleet variants --------------------------------------------------
+    def load_adapter(self, name: str, path: str | Path) -> LoraAdapter | BlockVariant:
+        """Serve the variant in `path` as `name`; generations name it in
+        `add(variant=...)`. A peft LoRA adapter folder (adapter_config.json) is served
+        as its factors, a full fine-tune checkpoint (config.json + *.safetensors) as
+        the blocks where it differs from the base; AdapterError if it does not fit
+        this base model."""
+        folder = Path(path)
+        if not folder.is_dir() or (folder / "adapter_config.json").is_file():
+            return self._load_lora(name, folder)  # a missing folder is named there
+        if (folder / "config.json").is_file():
+            return self.load_block_variant(name, folder)
+        raise AdapterError(
+            f"variant {name!r} ({folder}): neither a peft LoRA adapter "
+            "(adapter_config.json) nor a full fine-tune checkpoint (config.json)"
+        )
+
+    def _load_lora(self, name: str, path: Path) -> LoraAdapter:
+        self._check_new(name)
         adapter = load_adapter(name, path, self.model.config, self.config.torch_dtype)
         self.adapters[name] = adapter
+        self._variant_order.append(name)
         return adapter
 
+    def load_block_variant(self, name: str, path: str | Path) -> BlockVariant:
+        """Serve the full fine-tune checkpoint in `path` as variant `name`: blocks equal
+        to the base's are the base's tensors, only the differing ones are held
+        (AdapterError naming the config field or tensor that does not fit)."""
+        self._check_new(name)
+        weights, dtype = self.model.weights, self.config.torch_dtype
+        variant = load_block_variant(name, path, self.model.config, weights, dtype)
+        self.block_variants[name] = variant
+        self._variant_order.append(name)
+        return variant
+
+    def _check_new(self, name: str) -> None:
+        if name in self.adapters or name in self.block_variants:
+            raise AdapterError(f"variant {name!r} is already loaded")
+
     def resident_weights(self) -> ResidentWeights:
-        """`VariantEngine`: the base's weight bytes once, each LoRA variant's factor
-        bytes, in load order."""
-        return ResidentWeights(
-            self.model.weights_nbytes,
-            tuple(
-                ResidentVariant(name, "lora", adapter.nbytes, str(adapter.path))
-                for name, adapter in self.adapters.items()
-            ),
-        )
+        """`VariantEngine`: the base's weight bytes once, then each variant's own
+        bytes in load order (a LoRA's factors, a full fine-tune's own blocks)."""
+        variants = []
+        for name in self._variant_order:
+            if name in self.adapters:
+                adapter = self.adapters[name]
+                variants.append(ResidentVariant(name, "lora", adapter.nbytes, str(adapter.path)))
+            else:
+                own = self.block_variants[name]
+                variants.append(
+                    ResidentVariant(
+                        name, "blocks", own.nbytes, str(own.path), tuple(own.owned_blocks())
+                    )
+                )
+        return ResidentWeights(self.model.weights_nbytes, tuple(variants))
 
     def set_closing(self, gen_id: int, closing: bool) -> None:
         """`ClosingEngine`: close its grammar at the next chance (masker)."""
         self._state(gen_id).closing = closing
 
     def _check_variant(self, variant: str | None, what: str) -> None:
-        if variant is not None and variant not in self.adapters:
-            served = ", ".join(sorted(self.adapters)) or "none"
+        if variant is not None and variant not in self.adapters | self.block_variants:
+            served = ", ".join(sorted(self._variant_order)) or "none"
             raise UnknownVariant(
                 f"{what}: unknown variant {variant!r}; loaded variants: {served} "
                 "(the base model is variant None)"

@@ -36,7 +36,8 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     return Tokenizer.from_file(str(tokenizer_path))
 
 
-def _read_tensors(path: Path) -> dict[str, torch.Tensor]:
+def read_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of the folder's safetensors files, by name."""
     files = sorted(path.glob("*.safetensors"))
     if not files:
         raise CheckpointError(f"no *.safetensors files in checkpoint folder {path}")
@@ -101,13 +102,18 @@ def _layer(w: _Weights, cfg: ModelConfig, i: int) -> LayerWeights:
     )
 
 
-def load_model(path: str | Path, dtype: torch.dtype = torch.float32) -> LlamaModel:
-    """Build the model from a local checkpoint folder (sharded safetensors allowed)."""
-    folder = Path(path)
-    if not folder.is_dir():
-        raise CheckpointError(f"checkpoint folder {folder} does not exist")
-    cfg = load_model_config(folder)
-    w = _Weights(_read_tensors(folder), dtype, folder)
+def build_layer(
+    tensors: dict[str, torch.Tensor], cfg: ModelConfig, i: int, dtype: torch.dtype, where: Path
+) -> LayerWeights:
+    """Layer `i` in the engine's layout from (at least) that layer's tensors."""
+    return _layer(_Weights(tensors, dtype, where), cfg, i)
+
+
+def build_weights(
+    tensors: dict[str, torch.Tensor], cfg: ModelConfig, dtype: torch.dtype, where: Path
+) -> ModelWeights:
+    """The engine's layout (fused, transposed projections) of a checkpoint's tensors."""
+    w = _Weights(tensors, dtype, where)
     embed = w.get("model.embed_tokens.weight")
     if embed.shape != (cfg.vocab_size, cfg.hidden_size):
         raise CheckpointError(
@@ -115,10 +121,18 @@ def load_model(path: str | Path, dtype: torch.dtype = torch.float32) -> LlamaMod
             f"(vocab_size={cfg.vocab_size}, hidden_size={cfg.hidden_size})"
         )
     tied = cfg.tie_word_embeddings or not w.has("lm_head.weight")
-    weights = ModelWeights(
+    return ModelWeights(
         embed=embed,
         layers=[_layer(w, cfg, i) for i in range(cfg.num_hidden_layers)],
         norm=w.get("model.norm.weight"),
         lm_head=_transposed(embed if tied else w.get("lm_head.weight")),
     )
-    return LlamaModel(cfg, weights, dtype)
+
+
+def load_model(path: str | Path, dtype: torch.dtype = torch.float32) -> LlamaModel:
+    """Build the model from a local checkpoint folder (sharded safetensors allowed)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise CheckpointError(f"checkpoint folder {folder} does not exist")
+    cfg = load_model_config(folder)
+    return LlamaModel(cfg, build_weights(read_tensors(folder), cfg, dtype, folder), dtype)

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 import torch
 
 from timely_core.engine.iteration_scheduler import Chunk
+from timely_core.engine.torch.block_variants import BlockVariant
 from timely_core.engine.torch.kv_cache import KvCache
 from timely_core.engine.torch.lora import LoraAdapter
 from timely_core.engine.torch.model.attention import AttentionBatch, PrefillSpan
+from timely_core.engine.torch.model.block_batch import BlockBatch
 from timely_core.engine.torch.model.decode_attention import DecodeGroup, DecodePart
 from timely_core.engine.torch.model.llama import LlamaModel
 from timely_core.engine.torch.model.lora_batch import LoraBatch
@@ -62,12 +64,15 @@ class ModelRunner:
         cache: KvCache,
         block_size: int,
         adapters: dict[str, LoraAdapter] | None = None,
+        block_variants: dict[str, BlockVariant] | None = None,
     ) -> None:
-        """`adapters`: the LoRA variants by name (the engine's dict, read per run)."""
+        """`adapters`, `block_variants`: the LoRA variants and the full fine-tunes by
+        name (the engine's dicts, read per run)."""
         self.model = model
         self.cache = cache
         self.block_size = block_size
         self.adapters = adapters if adapters is not None else {}
+        self.block_variants = block_variants if block_variants is not None else {}
         self._offsets = torch.arange(block_size)
         cfg = model.config
         self._query_group = cfg.num_attention_heads // cfg.num_key_value_heads
@@ -177,6 +182,7 @@ class ModelRunner:
             batch,
             torch.tensor(flat.logits_rows, dtype=torch.long),
             self._lora(flat.variants),
+            self._blocks(flat.variants),
         )
         return flat.sampled, logits
 
@@ -188,16 +194,29 @@ class ModelRunner:
         batch: AttentionBatch,
         logits_index: torch.Tensor | None,
         lora: LoraBatch | None,
+        blocks: BlockBatch | None,
     ) -> torch.Tensor:
-        """The model forward; an iteration of base rows only calls it as without LoRA."""
+        """The model forward; an iteration of base rows only calls it as without
+        variants."""
         args = (ids, positions, max_position, batch, self.cache.layer_views, logits_index)
-        return self.model.forward(*args) if lora is None else self.model.forward(*args, lora)
+        if lora is None and blocks is None:
+            return self.model.forward(*args)
+        return self.model.forward(*args, lora, blocks)
 
     def _lora(self, variants: list[tuple[str | None, int]]) -> LoraBatch | None:
-        """The iteration's LoRA rows (None when every row runs the base model)."""
+        """The iteration's LoRA rows (None when no row has a LoRA variant)."""
         if not self.adapters or all(v is None for v, _ in variants):
             return None
-        return LoraBatch.from_segments([(self.adapters[v] if v else None, n) for v, n in variants])
+        adapters = self.adapters
+        return LoraBatch.from_segments([(adapters.get(v) if v else None, n) for v, n in variants])
+
+    def _blocks(self, variants: list[tuple[str | None, int]]) -> BlockBatch | None:
+        """The iteration's rows of full fine-tunes (None when no row has one)."""
+        if not self.block_variants or all(v is None for v, _ in variants):
+            return None
+        own = self.block_variants
+        segments = [(own.get(v) if v else None, n) for v, n in variants]
+        return BlockBatch.from_segments(self.model.weights, segments)
 
     def _add_decodes(self, flat: _FlatBatch, decodes: list[Chunk]) -> DecodeGroup:
         """Append the decodes as the batch's first rows, every one sampling."""
@@ -286,8 +305,9 @@ class ModelRunner:
         inputs = self._decode_inputs(decodes)
         batch = AttentionBatch(slot_mapping=inputs[2], decode=self._decode_group(decodes), spans=())
         max_position = max(c.start for c in decodes)
-        lora = self._lora([(c.state.variant, 1) for c in decodes])
-        return self._forward(inputs[0], inputs[1], max_position, batch, None, lora)
+        variants: list[tuple[str | None, int]] = [(c.state.variant, 1) for c in decodes]
+        lora, blocks = self._lora(variants), self._blocks(variants)
+        return self._forward(inputs[0], inputs[1], max_position, batch, None, lora, blocks)
 
 
 def _common_blocks(tables: list[list[int]], limit: int) -> int:

@@ -301,7 +301,8 @@ class PlannerParams(BaseModel):
     )
     adapters: dict[str, str] = Field(
         default_factory=dict,
-        description="fleet variants to load, name -> peft LoRA adapter folder (relative "
+        description="fleet variants to load, name -> peft LoRA adapter folder, or (engine "
+        "torch) a full fine-tune checkpoint folder, served as its differing blocks (relative "
         "paths from the repository root; vllm-server: each server started with them); "
         "robots name one in their variant",
     )

@@ -25,9 +25,10 @@ def resolve_adapter(name: str, path: str) -> Path:
 
 
 def load_adapters(engine: Any, params: PlannerParams) -> None:
-    """Load every configured adapter into `engine` (any engine with `load_adapter`). A
-    folder that is not a peft LoRA adapter of this base model, or one a vLLM server
-    was not started with, is a ConfigError naming the adapter and what does not fit."""
+    """Load every configured adapter into `engine` (any engine with `load_adapter`; the
+    torch engine also takes a full fine-tune's checkpoint folder). A folder that is not
+    a variant of this base model, or one a vLLM server was not started with, is a
+    ConfigError naming the adapter and what does not fit."""
     from timely_core.engine.protocol import AdapterError
 
     for name, path in params.adapters.items():

@@ -9,6 +9,7 @@ one-row products of decoding on CPU (and no slower for prefill).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +18,9 @@ from timely_core.engine.torch.model.attention import AttentionBatch, paged_atten
 from timely_core.engine.torch.model.config import ModelConfig
 from timely_core.engine.torch.model.lora_batch import LoraBatch
 from timely_core.engine.torch.model.rope import RotaryTable, apply_rotary
+
+if TYPE_CHECKING:
+    from timely_core.engine.torch.model.block_batch import BlockBatch
 
 
 class RmsNorm:
@@ -58,6 +62,15 @@ def add_linear(
         hidden.addmm_(x, weight_t)
     else:
         hidden += torch.addmm(bias, x, weight_t)
+
+
+def added_linear(
+    hidden: torch.Tensor, x: torch.Tensor, weight_t: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """hidden + x @ weight_t (+ bias) as a new tensor, the same kernels as `add_linear`."""
+    if bias is None:
+        return torch.addmm(hidden, x, weight_t)
+    return hidden + torch.addmm(bias, x, weight_t)
 
 
 @dataclass
@@ -117,6 +130,7 @@ class LlamaModel:
         kv_caches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
         logits_index: torch.Tensor | None,
         lora: LoraBatch | None = None,
+        blocks: BlockBatch | None = None,
     ) -> torch.Tensor:
         """Logits ([len(logits_index), vocab], float32) of the selected tokens (of
         every token when `logits_index` is None).
@@ -124,24 +138,22 @@ class LlamaModel:
         kv_caches: per layer, the [2 (k, v), kv_heads, slots, head_dim] view and its
         k and v views. lora: the adapters of the rows that have one (their deltas
         added to the projections' outputs, rows of the base model untouched).
+        blocks: the rows of full fine-tunes, each running its own blocks (None: every
+        row runs the base's; layers no variant in the batch owns run as without).
         """
-        cfg = self.config
         cos, sin = self.rotary.lookup(positions, max_position)
         hidden = F.embedding(input_ids, self.weights.embed)
-        tokens = input_ids.shape[0]
+        if blocks is not None and (split := blocks.split("embedding")) is not None:
+            hidden = split.map(input_ids, lambda w, ids: F.embedding(ids, w.embed))
         for i, (layer, cache) in enumerate(zip(self.weights.layers, kv_caches, strict=True)):
+            if blocks is not None and i in blocks.layers:
+                self._mixed_layer(i, hidden, cache, batch, cos, sin, lora, blocks)
+                continue
             x = self.norm(hidden, layer.input_norm)
             qkv = linear(x, layer.qkv, layer.qkv_bias)
             if lora is not None:
                 lora.add(qkv, x, i, "qkv")
-            # q and k are adjacent columns: rotate them in one go, in place, so the
-            # rotated k sits next to v and both enter the cache in one copy
-            qk = qkv[:, : self._q_size + self._kv_size].view(tokens, -1, cfg.head_dim)
-            apply_rotary(qk, cos, sin, out=qk)
-            q = qk[:, : cfg.num_attention_heads]
-            kv = qkv[:, self._q_size :].view(tokens, 2, -1, cfg.head_dim)
-            attn = paged_attention(q, kv, cache, batch)
-            attn = attn.reshape(tokens, self._q_size)
+            attn = self._attend(qkv, cos, sin, cache, batch)
             add_linear(hidden, attn, layer.o, layer.o_bias)
             if lora is not None:
                 lora.add(hidden, attn, i, "o")
@@ -155,5 +167,96 @@ class LlamaModel:
             if lora is not None:
                 lora.add(hidden, act, i, "down")
         selected = hidden if logits_index is None else hidden.index_select(0, logits_index)
-        selected = self.norm(selected, self.weights.norm)
-        return (selected @ self.weights.lm_head).to(torch.float32)
+        if blocks is None:
+            selected = self.norm(selected, self.weights.norm)
+            return (selected @ self.weights.lm_head).to(torch.float32)
+        norm_split, head_split = blocks.head(logits_index)
+        if norm_split is None:
+            selected = self.norm(selected, self.weights.norm)
+        else:
+            selected = self.norm(selected, norm_split.row_weights(lambda w: w.norm))
+        if head_split is None:
+            return (selected @ self.weights.lm_head).to(torch.float32)
+        return head_split.map(selected, lambda w, h: h @ w.lm_head).to(torch.float32)
+
+    def _attend(
+        self,
+        qkv: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cache: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        batch: AttentionBatch,
+    ) -> torch.Tensor:
+        """Rotary on q and k, the new k/v written to the cache, attention over every
+        row ([tokens, heads * head_dim])."""
+        cfg, tokens = self.config, qkv.shape[0]
+        # q and k are adjacent columns: rotate them in one go, in place, so the
+        # rotated k sits next to v and both enter the cache in one copy
+        qk = qkv[:, : self._q_size + self._kv_size].view(tokens, -1, cfg.head_dim)
+        apply_rotary(qk, cos, sin, out=qk)
+        q = qk[:, : cfg.num_attention_heads]
+        kv = qkv[:, self._q_size :].view(tokens, 2, -1, cfg.head_dim)
+        return paged_attention(q, kv, cache, batch).reshape(tokens, self._q_size)
+
+    def _mixed_layer(
+        self,
+        i: int,
+        hidden: torch.Tensor,
+        cache: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        batch: AttentionBatch,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        lora: LoraBatch | None,
+        blocks: BlockBatch,
+    ) -> None:
+        """Layer `i` (in place on `hidden`) when a variant in the batch owns one of its
+        blocks: each block the base's over most rows, the owners' over theirs."""
+        base = self.weights.layers[i]
+        p = f"layers.{i}."
+        split = blocks.split(p + "input_norm")
+        if split is None:
+            x = self.norm(hidden, base.input_norm)
+        else:
+            x = self.norm(hidden, split.row_weights(lambda w: w.layers[i].input_norm))
+        attention = blocks.split(p + "attention")
+        if attention is None:
+            qkv = linear(x, base.qkv, base.qkv_bias)
+        else:
+            qkv = attention.map(x, lambda w, a: linear(a, w.layers[i].qkv, w.layers[i].qkv_bias))
+        if lora is not None:
+            lora.add(qkv, x, i, "qkv")
+        attn = self._attend(qkv, cos, sin, cache, batch)
+        if attention is None:
+            add_linear(hidden, attn, base.o, base.o_bias)
+        else:
+            attention.residual(
+                hidden, attn, lambda w, h, a: added_linear(h, a, w.layers[i].o, w.layers[i].o_bias)
+            )
+        if lora is not None:
+            lora.add(hidden, attn, i, "o")
+        split = blocks.split(p + "post_attention_norm")
+        if split is None:
+            x = self.norm(hidden, base.post_norm)
+        else:
+            x = self.norm(hidden, split.row_weights(lambda w: w.layers[i].post_norm))
+        ffn = blocks.split(p + "ffn")
+        if ffn is None:
+            gate_up = linear(x, base.gate_up, base.gate_up_bias)
+        else:
+            gate_up = ffn.map(
+                x, lambda w, a: linear(a, w.layers[i].gate_up, w.layers[i].gate_up_bias)
+            )
+        if lora is not None:
+            lora.add(gate_up, x, i, "gate_up")
+        gate, up = gate_up.chunk(2, dim=-1)
+        act = F.silu(gate, inplace=True).mul_(up)
+        if ffn is None:
+            add_linear(hidden, act, base.down, base.down_bias)
+        else:
+            ffn.residual(
+                hidden,
+                act,
+                lambda w, h, a: added_linear(h, a, w.layers[i].down, w.layers[i].down_bias),
+            )
+        if lora is not None:
+            lora.add(hidden, act, i, "down")
