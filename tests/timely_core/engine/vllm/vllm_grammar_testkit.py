@@ -107,11 +107,13 @@ class Robots:
         return ended
 
 
-def resume_after_every_token(strategies: list[HandlingStrategy]) -> Between:
-    """Suspend every live generation after each step and resume it at once, with the
-    strategies in turn: on vLLM each token comes from a new request."""
+def resume_after_every_token(strategies: list[HandlingStrategy], every: int = 1) -> Between:
+    """Suspend every live generation after every `every` steps and resume it at once,
+    with the strategies in turn: on vLLM the next token comes from a new request."""
 
     def between(engine: Any, live: list[int], step: int) -> None:
+        if step % every != every - 1:
+            return
         for gen_id in live:
             engine.suspend(gen_id, strategies[(gen_id + step) % len(strategies)])
             engine.resume(gen_id)
