@@ -1,6 +1,7 @@
 """`timely demo` with the shipped vLLM config (sim_fleet_vllm.yaml): the planner on
 vLLM's engine in process (the CPU build) and the simulated fleet over ROS 2 complete
-a short workload; and a vLLM config that asks for grammars is refused, naming why."""
+a short workload; a vLLM config may ask for grammars (decoded under them by the
+grammar processor, timely_core/engine/vllm/grammar_processor.py)."""
 
 from __future__ import annotations
 
@@ -49,17 +50,22 @@ def test_demo_completes_on_engine_vllm(tmp_path: Path) -> None:
     assert len(re.findall(r"on (?:drone|arm)\d+: ok", out)) == n
 
 
-def test_engine_vllm_with_grammars_is_refused_at_configuration(tmp_path: Path) -> None:
-    from timely_ros.config import ConfigError, load_bringup
+def test_engine_vllm_with_grammars_is_accepted_at_configuration(tmp_path: Path) -> None:
+    from timely_ros.config import load_bringup
 
     planner = load_bringup(CONFIG).planner
     assert planner is not None and planner.engine == "vllm"
     gpu = load_bringup(CONFIG.with_name("sim_fleet_vllm_gpu.yaml")).planner
     assert gpu is not None and gpu.vllm_attention_backend == "FLASHINFER"
-    bad = tmp_path / "grammar.yaml"
-    bad.write_text(CONFIG.read_text().replace("grammar: false", "grammar: true"))
-    with pytest.raises(ConfigError, match=r"digit place marks.*grammar: false"):
-        load_bringup(bad)
+    for engine in ("vllm ", "vllm-server "):
+        grammar = tmp_path / "grammar.yaml"
+        text = CONFIG.read_text().replace("grammar: false", "grammar: true")
+        text = text.replace("engine: vllm ", f"engine: {engine}").replace(
+            "    vllm_dtype:", "    vllm_server_urls: [http://127.0.0.1:8100]\n    vllm_dtype:"
+        )
+        grammar.write_text(text)
+        planned = load_bringup(grammar).planner
+        assert planned is not None and planned.grammar and planned.engine == engine.strip()
 
 
 def test_engine_vllm_server_needs_urls(tmp_path: Path) -> None:

@@ -179,12 +179,13 @@ class GrammarMasker:
                 log.warning("grammar dead end (%s): the plan ends here", grammar and grammar.error)
                 allowed[i] = 0
                 allowed[i, self._eos] = 1
-        forbidden = torch.from_numpy(allowed) == 0
+        # built on the host; moved only where the logits live elsewhere (vLLM on a GPU)
+        forbidden = (torch.from_numpy(allowed) == 0).to(logits.device)
         first, last = rows[0], rows[-1]
         if last - first + 1 == len(rows):  # consecutive rows (the usual batch): a view
             logits[first : last + 1].masked_fill_(forbidden, -torch.inf)
         else:
-            index = torch.tensor(rows, dtype=torch.long)
+            index = torch.tensor(rows, dtype=torch.long, device=logits.device)
             selected = logits.index_select(0, index).masked_fill_(forbidden, -torch.inf)
             logits.index_copy_(0, index, selected)
         self.masked_rows += len(rows)

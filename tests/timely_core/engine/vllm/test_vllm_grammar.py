@@ -5,7 +5,9 @@ processor leaves alone; the same when every token comes from a new vLLM request
 (resume after each token, tokens straddling a statement boundary included); a
 rollback and an observation continue from the same grammar state as on torch;
 closing (the token window and `set_closing`) takes the same tokens; sampled plans
-under the grammar always parse; bad grammars and refused observations are named."""
+under the grammar always parse; bad grammars and refused observations are named;
+the service on vLLM, grammar on (its default), plans the golden plans segment by
+segment."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from vllm_grammar_testkit import (
     resume_after_every_token,
     straddling,
 )
+from vllm_testkit import plan_with_service
 
 from robot_models.plan_check import check_plan
 from timely_core.engine.protocol import EngineError, HandlingStrategy, SamplingParams
@@ -191,3 +194,22 @@ def test_bad_grammar_requests_are_refused_naming_them(robots: Robots, vllm_engin
     for gen_id in (520, 521):
         with pytest.raises(EngineError):
             vllm_engine.generation(gen_id)
+
+
+def test_the_service_on_vllm_plans_under_the_grammar(
+    vllm_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    grammars: list[str | None] = []
+    add = vllm_engine.add
+
+    def recording_add(gen_id: int, prompt: list[int], params: SamplingParams, *a: Any) -> None:
+        grammars.append(params.grammar)
+        add(gen_id, prompt, params, *a)
+
+    monkeypatch.setattr(vllm_engine, "add", recording_add)
+    robots = 8
+    failures, stats = plan_with_service(vllm_engine, robots, grammar=True)
+    assert not failures, "\n".join(failures)
+    assert stats.succeeded == robots
+    assert stats.segments_emitted > robots  # each plan resumed as new vLLM requests
+    assert len(grammars) >= robots and all(g is not None for g in grammars)
