@@ -1,7 +1,8 @@
 """`timely demo` with the shipped vLLM config (sim_fleet_vllm.yaml): the planner on
 vLLM's engine in process (the CPU build) and the simulated fleet over ROS 2 complete
-a short workload; a vLLM config may ask for grammars (decoded under them by the
-grammar processor, timely_core/engine/vllm/grammar_processor.py)."""
+a short workload, its plans decoded under the robots' grammars (vLLM's grammar
+processor, timely_core/engine/vllm/grammar_processor.py), which a vLLM config may ask
+for."""
 
 from __future__ import annotations
 
@@ -54,18 +55,15 @@ def test_engine_vllm_with_grammars_is_accepted_at_configuration(tmp_path: Path) 
     from timely_ros.config import load_bringup
 
     planner = load_bringup(CONFIG).planner
-    assert planner is not None and planner.engine == "vllm"
+    assert planner is not None and planner.engine == "vllm" and planner.grammar
     gpu = load_bringup(CONFIG.with_name("sim_fleet_vllm_gpu.yaml")).planner
     assert gpu is not None and gpu.vllm_attention_backend == "FLASHINFER"
-    for engine in ("vllm ", "vllm-server "):
-        grammar = tmp_path / "grammar.yaml"
-        text = CONFIG.read_text().replace("grammar: false", "grammar: true")
-        text = text.replace("engine: vllm ", f"engine: {engine}").replace(
-            "    vllm_dtype:", "    vllm_server_urls: [http://127.0.0.1:8100]\n    vllm_dtype:"
-        )
-        grammar.write_text(text)
-        planned = load_bringup(grammar).planner
-        assert planned is not None and planned.grammar and planned.engine == engine.strip()
+    servers = tmp_path / "servers.yaml"
+    urls = "    vllm_server_urls: [http://127.0.0.1:8100]\n"
+    text = CONFIG.read_text().replace("engine: vllm ", "engine: vllm-server ")
+    servers.write_text(text.replace("    vllm_dtype:", urls + "    vllm_dtype:"))
+    planned = load_bringup(servers).planner
+    assert planned is not None and planned.engine == "vllm-server" and planned.grammar
 
 
 def test_engine_vllm_server_needs_urls(tmp_path: Path) -> None:
@@ -83,7 +81,7 @@ def test_engine_vllm_cannot_be_told_to_swap(tmp_path: Path) -> None:
     bad = tmp_path / "swap.yaml"
     text = CONFIG.read_text()
     bad.write_text(
-        text.replace("    grammar: false\n", "    grammar: false\n    handling_strategy: swap\n")
+        text.replace("    grammar: true\n", "    grammar: true\n    handling_strategy: swap\n")
     )
     with pytest.raises(ConfigError, match="cannot swap a waiting plan's KV"):
         load_bringup(bad)

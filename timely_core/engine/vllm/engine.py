@@ -407,5 +407,17 @@ class VllmEngine:
         except AttributeError:
             return None
 
+    def grammar_processor(self) -> Any:
+        """vLLM's instance of the grammar processor in process (its `seconds`: time
+        spent masking), None where this vLLM hides it."""
+        from timely_core.engine.vllm.grammar_processor import GrammarLogitsProcessor
+
+        try:
+            executor = self.llm.engine_core.engine_core.model_executor
+            processors = executor.driver_worker.worker.model_runner.input_batch.logitsprocs
+        except AttributeError:
+            return None
+        return next((p for p in processors.all if isinstance(p, GrammarLogitsProcessor)), None)
+
     def _block_pool(self) -> Any:
         return self._scheduler().kv_cache_manager.block_pool

@@ -14,7 +14,10 @@ on from the exact grammar state, a token straddling a statement boundary include
 
 Per row with grammar args: the matcher advances by each new output id (read in
 `apply`, when vLLM has filled in the ids of the last step), then the logits the
-grammar forbids become -inf, for greedy and sampled rows alike. In a closing row
+grammar forbids become -inf, for greedy and sampled rows alike. A greedy row whose
+argmax the grammar allows is left as it is (the torch engine's unmasked-first
+shortcut: the masked argmax is that same token), unless the request has penalties,
+which vLLM applies after the processors and which could move the argmax. In a closing row
 (the generation's last `close_within` tokens, or asked to close) the grammar's end,
 else the first closing id it allows, is the only token left; inside a statement the
 masked choice goes on, and a token that would run past a statement's end is cut back
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +65,7 @@ class _Row:
     output_ids: list[int]
     before: int  # plan ids in the prompt (generated or appended by earlier requests)
     temperature: float
+    shortcut: bool  # greedy without penalties: an allowed argmax needs no mask
     consumed: int = 0
 
     def advance(self, eos: int) -> None:
@@ -97,6 +102,9 @@ class GrammarLogitsProcessor(LogitsProcessor):
             vllm_config.scheduler_config.max_num_seqs, self._vocab_size, self._eos, False
         )
         self._rows: dict[int, _Row] = {}
+        self.seconds = 0.0  # spent in `apply` on rows with a grammar (bench/grammar_vllm.py)
+        self.masked_rows = 0  # rows whose mask was computed
+        self.shortcut_rows = 0  # greedy rows whose argmax the grammar allowed as is
 
     def is_argmax_invariant(self) -> bool:
         return False  # it changes which token greedy decoding takes
@@ -119,13 +127,23 @@ class GrammarLogitsProcessor(LogitsProcessor):
             if not matcher.accept(token):  # the engine checks rewrites: never expected
                 log.warning("grammar refused prompt token %d: %s", token, matcher.error)
                 break
-        return _Row(args, matcher, output_ids, len(plan), params.temperature)
+        greedy = params.temperature < GREEDY_BELOW
+        penalties = (
+            params.repetition_penalty != 1.0
+            or params.frequency_penalty != 0.0
+            or params.presence_penalty != 0.0
+        )
+        return _Row(
+            args, matcher, output_ids, len(plan), params.temperature, greedy and not penalties
+        )
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         if not self._rows:
             return logits
+        started = time.perf_counter()
         grammars: list[GrammarMatcher | None] = [None] * logits.shape[0]
         masked: list[int] = []
+        argmax: list[int] | None = None
         for index in sorted(self._rows):
             row = self._rows[index]
             row.advance(self._eos)
@@ -135,13 +153,23 @@ class GrammarLogitsProcessor(LogitsProcessor):
                 if closer is not None:
                     _force(logits, index, closer)
                     continue
+            elif row.shortcut and not row.matcher.failed:
+                if argmax is None:
+                    argmax = logits.argmax(dim=-1).tolist()
+                token = argmax[index]
+                # (llguidance validates EOS only through `accepting`)
+                if row.matcher.accepting if token == self._eos else row.matcher.allows(token):
+                    self.shortcut_rows += 1
+                    continue
             masked.append(index)
         if masked:
             self._masker.mask_rows(logits, masked, grammars)
+            self.masked_rows += len(masked)
         for index in masked:
             row = self._rows[index]
             if row.closing:
                 self._stop_at_boundary(logits, index, row)
+        self.seconds += time.perf_counter() - started
         return logits
 
     def _stop_at_boundary(self, logits: torch.Tensor, index: int, row: _Row) -> None:

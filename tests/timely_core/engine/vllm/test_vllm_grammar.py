@@ -54,10 +54,14 @@ def test_greedy_plans_equal_the_torch_engine_beside_unconstrained_ones(
     cases = LRTRACE[:5] + LRTRACE[8:] + ADVERSARIAL  # 14: both in one step of 28
     constrained = _params(robots, cases)
     free = _params(robots, cases, grammar=False)
+    processor = vllm_engine.grammar_processor()
+    shortcuts, masks = processor.shortcut_rows, processor.masked_rows
     # one vLLM batch: each case with and without the grammar
     got = robots.run(vllm_engine, cases + cases, constrained + free)
     expected = robots.run(torch_engine, cases + cases, constrained + free)
     assert got == expected
+    # most greedy rows kept their allowed argmax unmasked; refused ones were masked
+    assert processor.shortcut_rows - shortcuts > processor.masked_rows - masks > 0
     eos = vllm_engine.eos_token_id
     broken = 0
     for case, masked, plain in zip(cases, got[: len(cases)], got[len(cases) :], strict=True):
