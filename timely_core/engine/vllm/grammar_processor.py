@@ -184,7 +184,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
             return
         allowed = torch.isfinite(logits[index]).nonzero().flatten().tolist()
         moves = [(t, self._masker.to_boundary(row.matcher, t, closers)) for t in allowed]
-        _move_probability(logits[index], [(t, c) for t, c in moves if c != t], row.temperature)
+        move_probability(logits[index], [(t, c) for t, c in moves if c != t], row.temperature)
 
 
 def _force(logits: torch.Tensor, index: int, token: int) -> None:
@@ -193,7 +193,7 @@ def _force(logits: torch.Tensor, index: int, token: int) -> None:
     logits[index, token] = 0.0
 
 
-def _move_probability(
+def move_probability(
     row: torch.Tensor, moves: Sequence[tuple[int, int]], temperature: float
 ) -> None:
     """For each (token, target): add token's probability at `temperature` (vLLM

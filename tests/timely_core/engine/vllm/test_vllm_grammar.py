@@ -217,3 +217,27 @@ def test_the_service_on_vllm_plans_under_the_grammar(
     assert stats.succeeded == robots
     assert stats.segments_emitted > robots  # each plan resumed as new vLLM requests
     assert len(grammars) >= robots and all(g is not None for g in grammars)
+
+
+def test_a_cut_back_token_takes_the_probability_of_the_tokens_cut() -> None:
+    """Closing in a sampled row: drawing, then cutting a token back to a statement's
+    end, is the same distribution as drawing from the merged one at its temperature."""
+    import torch
+
+    from timely_core.engine.vllm.grammar_processor import move_probability
+
+    temperature = 1.6
+    row = torch.tensor([1.0, 2.0, 0.5, -1.0, 0.0])
+    before = torch.softmax(row / temperature, dim=0)
+    move_probability(row, [(1, 0), (3, 2)], temperature)
+    after = torch.softmax(row / temperature, dim=0)
+    expected = torch.stack(
+        [
+            before[0] + before[1],
+            torch.tensor(0.0),
+            before[2] + before[3],
+            torch.tensor(0.0),
+            before[4],
+        ]
+    )
+    assert torch.allclose(after, expected, atol=1e-6)
