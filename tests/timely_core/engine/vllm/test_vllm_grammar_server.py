@@ -1,7 +1,8 @@
 """Plan grammars through real vLLM servers on 127.0.0.1 (the planner checkpoint): a
 server started with Timely's grammar processor (`--logits-processors`) gives the
 torch engine's greedy plans under the robots' grammars, through resumes (each a new
-request carrying the plan so far) and closing; a server started without it is
+request carrying the plan so far) and closing, and the service on it plans the
+golden plans under the grammar; a server started without it is
 found out before any grammar request reaches it, with an error naming it and the
 flag; malformed grammar args are refused by the server (HTTP 400)."""
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from vllm_grammar_testkit import ADVERSARIAL, LRTRACE, Robots, resume_after_every_token
-from vllm_testkit import VllmServer
+from vllm_testkit import VllmServer, plan_with_service
 
 from timely_core.engine.protocol import EngineError, HandlingStrategy, SamplingParams
 from timely_core.engine.torch.config import EngineConfig
@@ -66,6 +67,18 @@ def test_greedy_plans_through_a_server_equal_the_torch_engine(
             for c in cases
         ]
         assert robots.run(engine, cases, window) == robots.run(reference, cases, window)
+    finally:
+        engine.close()
+
+
+def test_the_service_plans_under_the_grammar_through_a_server(
+    planner: Path, servers: dict[str, str]
+) -> None:
+    engine = _engine(planner, servers["with"])
+    try:
+        failures, stats = plan_with_service(engine, 6, grammar=True)
+        assert not failures, "\n".join(failures)
+        assert stats.succeeded == 6 and stats.segments_emitted > 6
     finally:
         engine.close()
 
