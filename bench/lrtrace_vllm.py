@@ -20,7 +20,8 @@ the planner checkpoint), three ways:
 
 Every configuration runs on the same checkpoint, vLLM settings (fp32, prefix
 caching, `--max-batch` sequences, 1 GiB KV, `--threads` OMP threads), service
-settings (no grammar: vLLM refuses it, see engine/vllm/generation.py) and trace;
+settings (no grammar, so the three compare scheduling alone; the measured figures
+predate grammars on vLLM) and trace;
 one fresh engine per run, the three alternating within each repeat so the shared
 machine's load drift hits them alike. Per configuration: urgent and normal drone
 utility (mean, and share of the maximum), response and waiting time; ratios of

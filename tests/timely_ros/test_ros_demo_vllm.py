@@ -1,6 +1,8 @@
 """`timely demo` with the shipped vLLM config (sim_fleet_vllm.yaml): the planner on
 vLLM's engine in process (the CPU build) and the simulated fleet over ROS 2 complete
-a short workload; and a vLLM config that asks for grammars is refused, naming why."""
+a short workload, its plans decoded under the robots' grammars (vLLM's grammar
+processor, timely_core/engine/vllm/grammar_processor.py), which a vLLM config may ask
+for."""
 
 from __future__ import annotations
 
@@ -49,17 +51,19 @@ def test_demo_completes_on_engine_vllm(tmp_path: Path) -> None:
     assert len(re.findall(r"on (?:drone|arm)\d+: ok", out)) == n
 
 
-def test_engine_vllm_with_grammars_is_refused_at_configuration(tmp_path: Path) -> None:
-    from timely_ros.config import ConfigError, load_bringup
+def test_engine_vllm_with_grammars_is_accepted_at_configuration(tmp_path: Path) -> None:
+    from timely_ros.config import load_bringup
 
     planner = load_bringup(CONFIG).planner
-    assert planner is not None and planner.engine == "vllm"
+    assert planner is not None and planner.engine == "vllm" and planner.grammar
     gpu = load_bringup(CONFIG.with_name("sim_fleet_vllm_gpu.yaml")).planner
     assert gpu is not None and gpu.vllm_attention_backend == "FLASHINFER"
-    bad = tmp_path / "grammar.yaml"
-    bad.write_text(CONFIG.read_text().replace("grammar: false", "grammar: true"))
-    with pytest.raises(ConfigError, match=r"digit place marks.*grammar: false"):
-        load_bringup(bad)
+    servers = tmp_path / "servers.yaml"
+    urls = "    vllm_server_urls: [http://127.0.0.1:8100]\n"
+    text = CONFIG.read_text().replace("engine: vllm ", "engine: vllm-server ")
+    servers.write_text(text.replace("    vllm_dtype:", urls + "    vllm_dtype:"))
+    planned = load_bringup(servers).planner
+    assert planned is not None and planned.engine == "vllm-server" and planned.grammar
 
 
 def test_engine_vllm_server_needs_urls(tmp_path: Path) -> None:
@@ -77,7 +81,7 @@ def test_engine_vllm_cannot_be_told_to_swap(tmp_path: Path) -> None:
     bad = tmp_path / "swap.yaml"
     text = CONFIG.read_text()
     bad.write_text(
-        text.replace("    grammar: false\n", "    grammar: false\n    handling_strategy: swap\n")
+        text.replace("    grammar: true\n", "    grammar: true\n    handling_strategy: swap\n")
     )
     with pytest.raises(ConfigError, match="cannot swap a waiting plan's KV"):
         load_bringup(bad)

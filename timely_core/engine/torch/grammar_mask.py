@@ -93,7 +93,7 @@ class GrammarMasker:
                 continue
             if closing is not None and closing[row]:
                 started = clock()
-                closer = self._closing(grammar, p.closing_ids)
+                closer = self.closing_token(grammar, p.closing_ids)
                 spent += clock() - started
                 if closer is not None:
                     tokens[row] = closer
@@ -113,7 +113,7 @@ class GrammarMasker:
             masked.append(row)
         if masked:
             started = clock()
-            self._apply(logits, masked, grammars)
+            self.mask_rows(logits, masked, grammars)
             spent += clock() - started
             for row in masked:
                 p, generator, grammar = params[row], generators[row], grammars[row]
@@ -124,7 +124,7 @@ class GrammarMasker:
                     token = int(logits[row].argmax())
                 started = clock()
                 if closing is not None and closing[row]:
-                    token = self._to_boundary(grammar, token, p.closing_ids)
+                    token = self.to_boundary(grammar, token, p.closing_ids)
                 if not grammar.accept(token) and token != self._eos:
                     log.warning("grammar refused token %d: %s", token, grammar.error)
                 spent += clock() - started
@@ -132,7 +132,7 @@ class GrammarMasker:
         self.seconds += spent
         return tokens
 
-    def _closing(self, grammar: GrammarMatcher, closing_ids: Sequence[int]) -> int | None:
+    def closing_token(self, grammar: GrammarMatcher, closing_ids: Sequence[int]) -> int | None:
         """The token that ends the grammar, or closes what is open, if one may come
         next (the matcher advanced by it); None when neither may."""
         if grammar.accepting and grammar.accept(self._eos):
@@ -142,7 +142,7 @@ class GrammarMasker:
                 return token_id
         return None
 
-    def _to_boundary(self, grammar: GrammarMatcher, token: int, closing_ids: Sequence[int]) -> int:
+    def to_boundary(self, grammar: GrammarMatcher, token: int, closing_ids: Sequence[int]) -> int:
         """`token`, or the token spelling its shortest start that reaches a point
         where the grammar may end or close (a token such as `;}?` runs past the end
         of a statement into the next one; closing stops at `;}`)."""
@@ -161,7 +161,7 @@ class GrammarMasker:
                 return shorter
         return token
 
-    def _apply(
+    def mask_rows(
         self, logits: torch.Tensor, rows: list[int], grammars: Sequence[GrammarMatcher | None]
     ) -> None:
         """Set every logit the rows' grammars forbid to -inf."""
@@ -179,12 +179,13 @@ class GrammarMasker:
                 log.warning("grammar dead end (%s): the plan ends here", grammar and grammar.error)
                 allowed[i] = 0
                 allowed[i, self._eos] = 1
-        forbidden = torch.from_numpy(allowed) == 0
+        # built on the host; moved only where the logits live elsewhere (vLLM on a GPU)
+        forbidden = (torch.from_numpy(allowed) == 0).to(logits.device)
         first, last = rows[0], rows[-1]
         if last - first + 1 == len(rows):  # consecutive rows (the usual batch): a view
             logits[first : last + 1].masked_fill_(forbidden, -torch.inf)
         else:
-            index = torch.tensor(rows, dtype=torch.long)
+            index = torch.tensor(rows, dtype=torch.long, device=logits.device)
             selected = logits.index_select(0, index).masked_fill_(forbidden, -torch.inf)
             logits.index_copy_(0, index, selected)
         self.masked_rows += len(rows)

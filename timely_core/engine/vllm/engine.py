@@ -27,7 +27,12 @@ every request submitted on arrival); this class maps the protocol onto it:
   generation's ids only (generation.rewrite_generation): its resume submits prompt
   + kept + appended ids, so vLLM's prefix cache restores the kept full blocks and
   vLLM computes the rest and samples after the appended ids;
-- grammars are refused (generation.GRAMMAR_REFUSED says why);
+- grammars: every request of a generation with one carries its grammar args
+  (grammar_args.py) and vLLM's grammar processor (grammar_processor.py, loaded in
+  the engine args) masks its rows from the plan's exact grammar state; `add` refuses
+  a grammar that does not compile and `rewrite` an observation the grammar refuses
+  (grammar_checks.py); `set_closing` re-submits a running generation with the new
+  closing flag (a request's args are fixed while it runs);
 - fleet variants are peft LoRA adapters served by vLLM's multi-LoRA (`variants.py`):
   a generation's and a prefix's `variant` becomes the LoRA request of every vLLM
   request made for it, so its cached KV is that variant's.
@@ -58,6 +63,7 @@ from timely_core.engine.vllm.generation import (
     priority_of,
     rewrite_generation,
 )
+from timely_core.engine.vllm.grammar_checks import GrammarChecks
 from timely_core.engine.vllm.runtime import build_llm_engine
 from timely_core.engine.vllm.variants import VllmVariants
 
@@ -93,6 +99,7 @@ class VllmEngine:
         kv = self._scheduler().kv_cache_config
         self._bytes_per_block = sum(t.size for t in kv.kv_cache_tensors) // max(1, kv.num_blocks)
         self.variants = VllmVariants(self.llm, Path(model_path), self.config)
+        self.grammars = GrammarChecks(Path(model_path), self.vocab_size)
 
     def close(self) -> None:
         """Shut vLLM's engine down now. vLLM's worker tears down process-wide state
@@ -201,6 +208,7 @@ class VllmEngine:
             raise EngineError(f"generation {gen_id} is already live")
         check_prompt(gen_id, prompt_token_ids, self.vocab_size, self.config.max_model_len)
         check_params(gen_id, params)
+        self.grammars.check_add(gen_id, params)
         self.variants.request(variant, f"generation {gen_id}")
         if prefix_id is not None:
             check_prefix_use(
@@ -253,9 +261,26 @@ class VllmEngine:
         request's prompt (see generation.rewrite_generation for the errors)."""
         state = self._state(gen_id)
         rewrite_generation(
-            state, keep_generated, list(append_ids), self.vocab_size, self.config.max_model_len
+            state,
+            keep_generated,
+            list(append_ids),
+            self.vocab_size,
+            self.config.max_model_len,
+            lambda generated: self.grammars.check_rewrite(gen_id, state.params, generated),
         )
         self.rewrites += 1
+
+    def set_closing(self, gen_id: int, closing: bool) -> None:
+        """`ClosingEngine`: close its grammar at the next chance. A running request's
+        args cannot change, so it is parked and re-submitted by the next step that
+        lists it (the prefix cache restores its KV)."""
+        state = self._state(gen_id)
+        if state.closing == closing or state.params.grammar is None:
+            state.closing = closing
+            return
+        state.closing = closing
+        if state.request_id is not None:
+            self._end_request(state)
 
     def abort(self, gen_id: int) -> None:
         state = self._state(gen_id)
@@ -328,6 +353,7 @@ class VllmEngine:
             stop_token_ids=list(params.stop_token_ids),
             output_kind=self._delta,
             detokenize=False,
+            extra_args=state.request_grammar(),
         )
         try:
             self.llm.add_request(
@@ -380,6 +406,18 @@ class VllmEngine:
             return executor.driver_worker.worker.model_runner.get_model()
         except AttributeError:
             return None
+
+    def grammar_processor(self) -> Any:
+        """vLLM's instance of the grammar processor in process (its `seconds`: time
+        spent masking), None where this vLLM hides it."""
+        from timely_core.engine.vllm.grammar_processor import GrammarLogitsProcessor
+
+        try:
+            executor = self.llm.engine_core.engine_core.model_executor
+            processors = executor.driver_worker.worker.model_runner.input_batch.logitsprocs
+        except AttributeError:
+            return None
+        return next((p for p in processors.all if isinstance(p, GrammarLogitsProcessor)), None)
 
     def _block_pool(self) -> Any:
         return self._scheduler().kv_cache_manager.block_pool

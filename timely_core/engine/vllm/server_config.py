@@ -12,8 +12,10 @@ class VllmServerConfig(BaseModel):
 
     Each URL is a vLLM OpenAI-compatible server (`vllm serve` / `python -m
     vllm.entrypoints.openai.api_server`) started with `--enable-prefix-caching
-    --scheduling-policy priority --enable-prompt-tokens-details`. A server that
-    fails is left out for `retry_after_s`, then tried again."""
+    --scheduling-policy priority --enable-prompt-tokens-details`, and for plans under
+    grammars `--logits-processors` with grammar_args.PROCESSOR_FQCN (a server without
+    it is refused before its first grammar request). A server that fails is left out
+    for `retry_after_s`, then tried again."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -19,8 +19,15 @@ it runs `affinity_slack` more streams than the least loaded one.
 A server whose stream breaks (connection lost, an error event, a 5xx) is left out
 for `retry_after_s` and the generation resumes on another from the token ids it has
 received, so no task is lost while any server answers. Swap is refused as in process
-(the servers offload KV only on GPU hosts, and only they could); grammars are refused
-(generation.GRAMMAR_REFUSED).
+(the servers offload KV only on GPU hosts, and only they could).
+
+Grammars: each server must run Timely's grammar processor (`--logits-processors
+timely_core.engine.vllm.grammar_processor:GrammarLogitsProcessor`); a generation's
+requests carry its grammar args as `vllm_xargs`, so any request of it (a resume, a
+failover) continues the plan's grammar where it stands. Each server is probed once
+before its first grammar request (server_probe.py): one without the processor is
+refused with an error naming it and the flag, never left to decode unconstrained.
+`set_closing` reopens a running generation's stream with the new closing flag.
 
 `rewrite` (plans that react) changes a suspended generation's ids only
 (generation.rewrite_generation); it has no stream then, and the next one (the resume,
@@ -66,7 +73,13 @@ from timely_core.engine.vllm.generation import (
     priority_of,
     rewrite_generation,
 )
+from timely_core.engine.vllm.grammar_checks import GrammarChecks
 from timely_core.engine.vllm.server_config import VllmServerConfig
+from timely_core.engine.vllm.server_probe import (
+    answered_by_processor,
+    missing_processor,
+    probe_body,
+)
 from timely_core.engine.vllm.server_router import Router, ServerState
 from timely_core.engine.vllm.variants import check_adapter, checkpoint_bytes, unknown_variant
 
@@ -109,6 +122,7 @@ class VllmServerEngine:
             [ServerState(u) for u in config.urls], config.affinity_slack, config.retry_after_s
         )
         self._model_path = Path(model_path)
+        self.grammars = GrammarChecks(self._model_path, self.vocab_size)
         self._adapters: dict[str, ResidentVariant] = {}  # loaded variants, in load order
         self._prefix_variants: dict[str, str | None] = {}
         self.max_model_len = self._discover()
@@ -289,6 +303,9 @@ class VllmServerEngine:
             raise EngineError(f"generation {gen_id} is already live")
         check_prompt(gen_id, prompt_token_ids, self.vocab_size, self.max_model_len)
         check_params(gen_id, params)
+        self.grammars.check_add(gen_id, params)
+        if params.grammar is not None:
+            self._check_grammar_servers()
         self._check_variant(variant, f"generation {gen_id}")
         if prefix_id is not None:
             check_prefix_use(
@@ -334,9 +351,24 @@ class VllmServerEngine:
         generation.rewrite_generation for the errors."""
         state = self._state(gen_id)
         rewrite_generation(
-            state, keep_generated, list(append_ids), self.vocab_size, self.max_model_len
+            state,
+            keep_generated,
+            list(append_ids),
+            self.vocab_size,
+            self.max_model_len,
+            lambda generated: self.grammars.check_rewrite(gen_id, state.params, generated),
         )
         self.rewrites += 1
+
+    def set_closing(self, gen_id: int, closing: bool) -> None:
+        """`ClosingEngine`: close its grammar at the next chance. A running request's
+        args cannot change, so its stream is closed (tokens not yet reported are
+        dropped) and the next step that lists it opens one with the new flag."""
+        state = self._state(gen_id)
+        changed = state.closing != closing
+        state.closing = closing
+        if changed and state.params.grammar is not None and gen_id in self._streams:
+            self._close_stream(gen_id)
 
     def abort(self, gen_id: int) -> None:
         self._state(gen_id)
@@ -466,8 +498,11 @@ class VllmServerEngine:
             if stream.epoch != epoch:
                 return
             kept = list(stream.received)  # prompt + every token received so far
+        if state.params.grammar is not None:
+            await self._probe_grammar(server)
         # what the server has not sent yet (appended ids count, as in `VllmGeneration`)
         seed_state = VllmGeneration(state.gen_id, kept, state.prompt_len, state.params)
+        seed_state.closing = state.closing
         body = self._body(
             server,
             kept,
@@ -477,6 +512,7 @@ class VllmServerEngine:
             True,
             seed_state.request_seed(),
             state.variant,
+            seed_state.request_grammar(),
         )
         state.submissions += 1
         url = f"{server.url}/v1/completions"
@@ -551,6 +587,7 @@ class VllmServerEngine:
         stream: bool,
         seed: int | None = None,
         variant: str | None = None,
+        grammar: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": variant or server.model,  # a LoRA is served under its own name
@@ -565,6 +602,8 @@ class VllmServerEngine:
         }
         if seed is not None:
             body["seed"] = seed
+        if grammar is not None:
+            body["vllm_xargs"] = grammar  # read by the servers' grammar processor
         if stream:
             body["stream_options"] = {"include_usage": True}
         return body
@@ -574,6 +613,51 @@ class VllmServerEngine:
         if state is None:
             raise UnknownGeneration(f"no live generation {gen_id}")
         return state
+
+    # ---- grammar processor on the servers ------------------------------------------
+    def _probe_body(self, server: ServerState) -> dict[str, Any]:
+        eos = self.eos_token_id
+        return probe_body(server.model, eos, (eos + 1) % self.vocab_size)
+
+    def _check_grammar_servers(self) -> None:
+        """EngineError naming the first answering server without the grammar
+        processor (each probed once); a server that fails the probe is left out."""
+        for server in self.router.up():
+            if server.grammar is None:
+                try:
+                    reply = self._control.post(
+                        f"{server.url}/v1/completions", json=self._probe_body(server)
+                    )
+                except self._httpx.TransportError as exc:
+                    self.router.mark_down(server, f"grammar probe failed: {exc!r}")
+                    continue
+                if reply.status_code >= 500:
+                    self.router.mark_down(server, f"grammar probe: HTTP {reply.status_code}")
+                    continue
+                _check_probe_reply(server.url, reply.status_code, reply.text)
+                server.grammar = answered_by_processor(reply.json(), self.eos_token_id)
+            if not server.grammar:
+                raise EngineError(missing_processor(server.url))
+
+    async def _probe_grammar(self, server: ServerState) -> None:
+        """Before a grammar request to `server`: ServerDown if the probe cannot reach
+        it, EngineError if it lacks the processor."""
+        if server.grammar is None:
+            url = f"{server.url}/v1/completions"
+            reply = await self._client.post(url, json=self._probe_body(server))
+            if reply.status_code >= 500:
+                raise ServerDown(f"grammar probe: HTTP {reply.status_code}")
+            _check_probe_reply(server.url, reply.status_code, reply.text)
+            server.grammar = answered_by_processor(reply.json(), self.eos_token_id)
+        if not server.grammar:
+            raise EngineError(missing_processor(server.url))
+
+
+def _check_probe_reply(url: str, status: int, text: str) -> None:
+    if status != 200:
+        raise EngineError(
+            f"vLLM server {url} refused the grammar probe: HTTP {status} {text[:300]}"
+        )
 
 
 def _import_httpx() -> Any:

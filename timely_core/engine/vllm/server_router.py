@@ -18,6 +18,7 @@ class ServerState:
     failures: int = 0
     homes: set[str] = field(default_factory=set)  # affinity keys it holds
     loras: set[str] = field(default_factory=set)  # LoRA adapters it serves (/v1/models)
+    grammar: bool | None = None  # runs Timely's grammar processor (None: not probed yet)
 
 
 class Router:

@@ -294,7 +294,9 @@ class PlannerParams(BaseModel):
     )
     vllm_server_urls: list[str] = Field(
         default_factory=list,
-        description="engine vllm-server: the servers, e.g. http://127.0.0.1:8100",
+        description="engine vllm-server: the servers, e.g. http://127.0.0.1:8100; with "
+        "grammar on, each started with --logits-processors "
+        "timely_core.engine.vllm.grammar_processor:GrammarLogitsProcessor",
     )
     vllm_attention_backend: str = Field(
         default="", description="engine vllm: e.g. FLASHINFER (the GPU image); empty: vLLM's"
@@ -349,12 +351,6 @@ class PlannerParams(BaseModel):
 
     @model_validator(mode="after")
     def _vllm_options(self) -> PlannerParams:
-        if self.engine in ("vllm", "vllm-server") and self.grammar:
-            raise ValueError(
-                f"engine {self.engine!r} cannot decode under grammars (vLLM's structured "
-                "outputs see the planner tokenizer's digit place marks, and restart the "
-                "grammar when a suspended plan resumes): set grammar: false"
-            )
         if self.engine in ("vllm", "vllm-server") and self.handling_strategy == "swap":
             raise ValueError(
                 f"engine {self.engine!r} cannot swap a waiting plan's KV to host memory "

@@ -32,7 +32,7 @@ def allowed_ids() -> torch.Tensor:
     vocab = compiler().vocab_size
     masker = GrammarMasker(1, vocab, EOS, unmasked_first=False)
     logits = torch.zeros(1, vocab)
-    masker._apply(logits, [0], [compiler().matcher(GRAMMAR)])
+    masker.mask_rows(logits, [0], [compiler().matcher(GRAMMAR)])
     return torch.isfinite(logits[0])
 
 

@@ -1,7 +1,7 @@
 """What is particular to the in-process vLLM engine: resume and registered prefixes
 reported cached by vLLM's prefix cache, the policy's ranking as vLLM priority, swap
-and grammars refused with the reason, and the faults a planner operator can meet
-(vLLM missing, a model vLLM cannot load) named."""
+refused with the reason, and the faults a planner operator can meet
+(vLLM missing, a model vLLM cannot load) named. Grammars: test_vllm_grammar*.py."""
 
 from __future__ import annotations
 
@@ -109,19 +109,11 @@ def test_swap_is_refused_at_configuration_and_on_suspend(vllm_engine: Any) -> No
     vllm_engine.abort(20)
 
 
-def test_grammar_is_refused_naming_why(vllm_engine: Any) -> None:
-    _, prompts = robot_prompts()
-    with pytest.raises(EngineError, match=r"place marks.*grammar: false"):
-        vllm_engine.add(30, prompts[0], SamplingParams(grammar='start: "a"'))
-    with pytest.raises(UnknownGeneration):
-        vllm_engine.generation(30)
-
-
 def test_vllm_token_bytes_disagree_with_the_planner_detokenizer(planner: Path) -> None:
-    """Why grammars are refused: the token-bytes view vLLM's guidance backend builds
-    (llguidance from the HF tokenizer) keeps the digit place marks our detokenizer
-    removes, so a grammar would judge text nobody sees. If this ever agrees, grammars
-    on vLLM can be switched on."""
+    """Why the vLLM engines mask plans with their own processor (grammar_processor.py)
+    rather than vLLM's structured outputs: the token-bytes view vLLM's guidance backend
+    builds (llguidance from the HF tokenizer) keeps the digit place marks our
+    detokenizer removes, so a grammar would judge text nobody sees."""
     import llguidance.hf
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast

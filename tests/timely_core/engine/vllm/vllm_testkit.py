@@ -191,13 +191,14 @@ class VllmServer:
 
 
 def plan_with_service(
-    engine: Any, robots: int, on_first_segment: Any = None
+    engine: Any, robots: int, on_first_segment: Any = None, grammar: bool = False
 ) -> tuple[list[str], Any]:
     """The PlanningService on `engine` (timely policy, background thread, real clock):
     `robots` robots each plan one LRTrace task, acknowledging every segment; returns
     what went wrong per robot (failure, a plan other than the task's golden plan,
     segments out of order) and the service's stats. `on_first_segment()` runs once,
-    when the first segment of any robot arrives (the other plans still in flight)."""
+    when the first segment of any robot arrives (the other plans still in flight).
+    `grammar`: plans decoded under their robot's grammar (the service's default)."""
     import threading
 
     from tokenizers import Tokenizer
@@ -217,8 +218,7 @@ def plan_with_service(
         tokenizer,
         policy="timely",
         clock=MonotonicClock(),
-        # vLLM refuses grammars (engine/vllm/generation.py says why)
-        config=ServiceConfig(max_tokens=200, grammar=False),
+        config=ServiceConfig(max_tokens=200, grammar=grammar),
         languages=languages,
     )
     tasks = [LRTRACE_TASKS[i % len(LRTRACE_TASKS)] for i in range(robots)]

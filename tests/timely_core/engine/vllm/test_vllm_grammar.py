@@ -1,0 +1,243 @@
+"""Plan grammars on vLLM in process (grammar_processor.py), on the shipped planner
+and the robots' own grammars, against the torch engine under the same grammar:
+greedy plans token-identical, in one batch with unconstrained generations that the
+processor leaves alone; the same when every token comes from a new vLLM request
+(resume after each token, tokens straddling a statement boundary included); a
+rollback and an observation continue from the same grammar state as on torch;
+closing (the token window and `set_closing`) takes the same tokens; sampled plans
+under the grammar always parse; bad grammars and refused observations are named;
+the service on vLLM, grammar on (its default), plans the golden plans segment by
+segment."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from vllm_grammar_testkit import (
+    ADVERSARIAL,
+    LRTRACE,
+    Case,
+    Robots,
+    resume_after_every_token,
+    straddling,
+)
+from vllm_testkit import plan_with_service
+
+from robot_models.plan_check import check_plan
+from timely_core.engine.protocol import EngineError, HandlingStrategy, SamplingParams
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def robots() -> Robots:
+    return Robots()
+
+
+@pytest.fixture(scope="module")
+def torch_engine(planner: Path) -> Iterator[TorchEngine]:
+    yield TorchEngine(planner, EngineConfig(num_threads=1))
+
+
+def _params(robots: Robots, cases: list[Case], **overrides: Any) -> list[SamplingParams]:
+    return [robots.params(c[0], **overrides) for c in cases]
+
+
+def test_greedy_plans_equal_the_torch_engine_beside_unconstrained_ones(
+    robots: Robots, vllm_engine: Any, torch_engine: TorchEngine
+) -> None:
+    cases = LRTRACE[:5] + LRTRACE[8:] + ADVERSARIAL  # 14: both in one step of 28
+    constrained = _params(robots, cases)
+    free = _params(robots, cases, grammar=False)
+    processor = vllm_engine.grammar_processor()
+    shortcuts, masks = processor.shortcut_rows, processor.masked_rows
+    # one vLLM batch: each case with and without the grammar
+    got = robots.run(vllm_engine, cases + cases, constrained + free)
+    expected = robots.run(torch_engine, cases + cases, constrained + free)
+    assert got == expected
+    # most greedy rows kept their allowed argmax unmasked; refused ones were masked
+    assert processor.shortcut_rows - shortcuts > processor.masked_rows - masks > 0
+    eos = vllm_engine.eos_token_id
+    broken = 0
+    for case, masked, plain in zip(cases, got[: len(cases)], got[len(cases) :], strict=True):
+        text, ended = robots.text(masked, eos)
+        check = check_plan(case[0], text, ended)
+        assert check.valid and check.right_skills, (case, text, check.error)
+        broken += not check_plan(case[0], *robots.text(plain, eos)).valid
+    assert broken >= 2  # what the grammar is for: these plans were broken without it
+
+
+def test_a_plan_resumed_after_every_token_keeps_its_grammar_state(
+    robots: Robots, vllm_engine: Any, torch_engine: TorchEngine
+) -> None:
+    cases = LRTRACE[1:2] + LRTRACE[8:9] + ADVERSARIAL[:2] + ADVERSARIAL[4:5]
+    params = _params(robots, cases)
+    expected = robots.run(torch_engine, cases, params)
+    between = resume_after_every_token([HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD])
+    got = robots.run(vllm_engine, cases, params, between)
+    assert got == expected
+    # each token was sampled by a new vLLM request; some ended one statement and
+    # began the next, so the next request's grammar began inside a statement
+    spelled = vllm_engine.grammars.compiler.vocab.tokens
+    crossing = [t for ids in got for t in straddling(ids, spelled)]
+    assert crossing, [robots.text(ids, vllm_engine.eos_token_id) for ids in got]
+
+
+def _rewritten(engine: Any, robots: Robots, case: Case, gen_id: int, edits: list[Any]) -> list[int]:
+    """Run one generation, applying `edits` ((after_tokens, keep, append ids)) as
+    suspend + rewrite + resume; its ids past the prompt at the end."""
+    engine.add(gen_id, robots.prompt(case), robots.params(case[0]))
+    generated: list[int] = []
+    pending = list(edits)
+    while True:
+        for out in engine.step([gen_id]):
+            generated.append(out.token_id)
+            if out.finished:
+                return generated
+        if pending and len(generated) >= pending[0][0]:
+            _, keep, append = pending.pop(0)
+            engine.suspend(gen_id, HandlingStrategy.DISCARD)
+            engine.rewrite(gen_id, keep, append)
+            engine.resume(gen_id)
+            generated = generated[:keep] + list(append)
+
+
+def test_rollback_and_observation_continue_from_the_same_grammar_state(
+    robots: Robots, vllm_engine: Any, torch_engine: TorchEngine
+) -> None:
+    case = LRTRACE[1]  # "Check for keys or wallets": a conditional plan
+    # "?sw('keys')==True{tp();->...": after 9 tokens, roll back into the condition
+    # (4 tokens kept); once 7 are back (the block opened), append a statement
+    edits = [(9, 4, []), (7, 7, robots.encode("tp();"))]
+    expected = _rewritten(torch_engine, robots, case, 500, edits)
+    got = _rewritten(vllm_engine, robots, case, 500, edits)
+    assert got == expected
+
+
+def test_an_observation_the_grammar_refuses_is_named_and_changes_nothing(
+    robots: Robots, vllm_engine: Any, torch_engine: TorchEngine
+) -> None:
+    case = ADVERSARIAL[2]
+    vllm_engine.add(510, robots.prompt(case), robots.params("drone"))
+    while len(vllm_engine.token_ids(510)) < len(robots.prompt(case)) + 3:
+        vllm_engine.step([510])
+    vllm_engine.suspend(510, HandlingStrategy.PRESERVE)
+    before = vllm_engine.token_ids(510)
+    with pytest.raises(EngineError, match=r"generation 510: the grammar refuses"):
+        vllm_engine.rewrite(510, 3, robots.encode("}}}}"))
+    assert vllm_engine.token_ids(510) == before
+    vllm_engine.resume(510)
+    while not any(o.finished for o in vllm_engine.step([510])):
+        pass
+    expected = robots.run(torch_engine, [case], [robots.params("drone")])[0]
+    assert before[len(robots.prompt(case)) :] == expected[:3]
+
+
+def test_closing_takes_the_tokens_the_torch_engine_takes(
+    robots: Robots, vllm_engine: Any, torch_engine: TorchEngine
+) -> None:
+    cases = LRTRACE + ADVERSARIAL
+    window = _params(
+        robots, cases, max_tokens=64, close_within=32, closing_ids=robots.closing_ids()
+    )
+    got = robots.run(vllm_engine, cases, window)
+    assert got == robots.run(torch_engine, cases, window)
+    cut = robots.run(vllm_engine, cases, _params(robots, cases, max_tokens=64))
+    assert sum(not robots.text(ids, vllm_engine.eos_token_id)[1] for ids in cut) >= 3
+    for case, ids in zip(cases, got, strict=True):
+        assert robots.assert_valid(case, ids, vllm_engine.eos_token_id), case
+
+    def ask_to_close(engine: Any, live: list[int], step: int) -> None:
+        if step == 6:
+            for gen_id in live:
+                engine.set_closing(gen_id, True)
+
+    asked = _params(robots, cases, closing_ids=robots.closing_ids())
+    got = robots.run(vllm_engine, cases, asked, ask_to_close)
+    assert got == robots.run(torch_engine, cases, asked, ask_to_close)
+    assert max(len(ids) for ids in got) < 40  # they closed soon after being asked
+
+
+@pytest.mark.parametrize("temperature", [1.0, 1.6])
+def test_sampled_plans_under_the_grammar_always_parse(
+    robots: Robots, vllm_engine: Any, temperature: float
+) -> None:
+    cases = (ADVERSARIAL + LRTRACE[:4]) * 2
+    params = [robots.params(c[0], temperature=temperature, seed=i) for i, c in enumerate(cases)]
+    got = robots.run(vllm_engine, cases, params)
+    ended = sum(
+        robots.assert_valid(c, ids, vllm_engine.eos_token_id)
+        for c, ids in zip(cases, got, strict=True)
+    )
+    assert ended >= len(cases) // 2
+    closing = [
+        robots.params(
+            c[0],
+            temperature=temperature,
+            seed=100 + i,
+            close_within=48,
+            closing_ids=robots.closing_ids(),
+        )
+        for i, c in enumerate(cases)
+    ]
+    for case, ids in zip(cases, robots.run(vllm_engine, cases, closing), strict=True):
+        assert robots.assert_valid(case, ids, vllm_engine.eos_token_id), case  # all ended
+
+
+def test_bad_grammar_requests_are_refused_naming_them(robots: Robots, vllm_engine: Any) -> None:
+    prompt = robots.prompt(ADVERSARIAL[0])
+    with pytest.raises(ValueError, match=r"generation 520: invalid grammar"):
+        vllm_engine.add(520, prompt, SamplingParams(grammar="start: ("))
+    with pytest.raises(ValueError, match=r"generation 521: closing_ids \[10000000\]"):
+        vllm_engine.add(521, prompt, robots.params("drone", close_within=8, closing_ids=(10**7,)))
+    for gen_id in (520, 521):
+        with pytest.raises(EngineError):
+            vllm_engine.generation(gen_id)
+
+
+def test_the_service_on_vllm_plans_under_the_grammar(
+    vllm_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    grammars: list[str | None] = []
+    add = vllm_engine.add
+
+    def recording_add(gen_id: int, prompt: list[int], params: SamplingParams, *a: Any) -> None:
+        grammars.append(params.grammar)
+        add(gen_id, prompt, params, *a)
+
+    monkeypatch.setattr(vllm_engine, "add", recording_add)
+    robots = 8
+    failures, stats = plan_with_service(vllm_engine, robots, grammar=True)
+    assert not failures, "\n".join(failures)
+    assert stats.succeeded == robots
+    assert stats.segments_emitted > robots  # each plan resumed as new vLLM requests
+    assert len(grammars) >= robots and all(g is not None for g in grammars)
+
+
+def test_a_cut_back_token_takes_the_probability_of_the_tokens_cut() -> None:
+    """Closing in a sampled row: drawing, then cutting a token back to a statement's
+    end, is the same distribution as drawing from the merged one at its temperature."""
+    import torch
+
+    from timely_core.engine.vllm.grammar_processor import move_probability
+
+    temperature = 1.6
+    row = torch.tensor([1.0, 2.0, 0.5, -1.0, 0.0])
+    before = torch.softmax(row / temperature, dim=0)
+    move_probability(row, [(1, 0), (3, 2)], temperature)
+    after = torch.softmax(row / temperature, dim=0)
+    expected = torch.stack(
+        [
+            before[0] + before[1],
+            torch.tensor(0.0),
+            before[2] + before[3],
+            torch.tensor(0.0),
+            before[4],
+        ]
+    )
+    assert torch.allclose(after, expected, atol=1e-6)

@@ -1,0 +1,118 @@
+"""Plan grammars through real vLLM servers on 127.0.0.1 (the planner checkpoint): a
+server started with Timely's grammar processor (`--logits-processors`) gives the
+torch engine's greedy plans under the robots' grammars, through resumes (each a new
+request carrying the plan so far) and closing, and the service on it plans the
+golden plans under the grammar; a server started without it is
+found out before any grammar request reaches it, with an error naming it and the
+flag; malformed grammar args are refused by the server (HTTP 400)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from vllm_grammar_testkit import ADVERSARIAL, LRTRACE, Robots, resume_after_every_token
+from vllm_testkit import VllmServer, plan_with_service
+
+from timely_core.engine.protocol import EngineError, HandlingStrategy, SamplingParams
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.engine.torch.engine import TorchEngine
+from timely_core.engine.vllm.grammar_args import PROCESSOR_FQCN, GrammarArgs
+from timely_core.engine.vllm.server_config import VllmServerConfig
+from timely_core.engine.vllm.server_engine import VllmServerEngine
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def servers(planner: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Two servers, started together: with the grammar processor and without it."""
+    logs = tmp_path_factory.mktemp("vllm-grammar-servers")
+    started = {
+        "with": VllmServer(
+            planner, logs / "with.log", extra_args=("--logits-processors", PROCESSOR_FQCN)
+        ),
+        "without": VllmServer(planner, logs / "without.log"),
+    }
+    try:
+        for server in started.values():
+            server.wait_ready(400)
+        yield {name: server.url for name, server in started.items()}
+    finally:
+        for server in started.values():
+            server.kill()
+
+
+def _engine(planner: Path, *urls: str) -> VllmServerEngine:
+    return VllmServerEngine(planner, VllmServerConfig(urls=list(urls)))
+
+
+def test_greedy_plans_through_a_server_equal_the_torch_engine(
+    planner: Path, servers: dict[str, str]
+) -> None:
+    robots = Robots()
+    reference = TorchEngine(planner, EngineConfig(num_threads=1))
+    engine = _engine(planner, servers["with"])
+    try:
+        cases = LRTRACE[1:2] + LRTRACE[8:9] + ADVERSARIAL[:3]
+        params = [robots.params(c[0]) for c in cases]
+        between = resume_after_every_token([HandlingStrategy.DISCARD], every=3)
+        got = robots.run(engine, cases, params, between)
+        assert got == robots.run(reference, cases, params)
+        assert all(engine.generation_failovers.get(g, 0) == 0 for g in range(len(cases)))
+        window = [
+            robots.params(c[0], max_tokens=64, close_within=32, closing_ids=robots.closing_ids())
+            for c in cases
+        ]
+        assert robots.run(engine, cases, window) == robots.run(reference, cases, window)
+    finally:
+        engine.close()
+
+
+def test_the_service_plans_under_the_grammar_through_a_server(
+    planner: Path, servers: dict[str, str]
+) -> None:
+    engine = _engine(planner, servers["with"])
+    try:
+        failures, stats = plan_with_service(engine, 6, grammar=True)
+        assert not failures, "\n".join(failures)
+        assert stats.succeeded == 6 and stats.segments_emitted > 6
+    finally:
+        engine.close()
+
+
+def test_a_server_without_the_processor_is_refused_naming_it(
+    planner: Path, servers: dict[str, str]
+) -> None:
+    robots = Robots()
+    prompt = robots.prompt(ADVERSARIAL[0])
+    grammar = robots.params("drone")
+    flag = rf"--logits-processors {PROCESSOR_FQCN}"
+    for urls in ([servers["without"]], [servers["with"], servers["without"]]):
+        engine = _engine(planner, *urls)
+        try:
+            with pytest.raises(EngineError, match=rf"{servers['without']} does not run .*{flag}"):
+                engine.add(1, prompt, grammar)
+            with pytest.raises(EngineError):
+                engine.generation(1)
+            # unconstrained generations still run there
+            engine.add(2, prompt, SamplingParams(max_tokens=3))
+            outputs = engine.step([2])
+            while not outputs[-1].finished:
+                outputs += engine.step([2])
+            assert len(outputs) == 3
+        finally:
+            engine.close()
+
+
+def test_malformed_grammar_args_are_refused_by_the_server(servers: dict[str, str]) -> None:
+    args = GrammarArgs(grammar='start: ""', plan_start=1, max_tokens=4).wire()
+    body = {"prompt": [5, 6], "max_tokens": 1, "vllm_xargs": args | {"timely_plan_start": 0}}
+    model = httpx.get(f"{servers['with']}/v1/models", timeout=10).json()["data"][0]["id"]
+    reply = httpx.post(
+        f"{servers['with']}/v1/completions", json=body | {"model": model}, timeout=60
+    )
+    assert reply.status_code == 400, reply.text
+    assert "plan_start" in reply.text

@@ -1,0 +1,83 @@
+"""What a grammar-constrained generation tells vLLM with each of its requests.
+
+vLLM sees a generation as a series of requests (each resume, park or failover is a
+new one, its prompt = the original prompt + every id generated so far), so the
+grammar processor inside vLLM (grammar_processor.py) is told where the plan starts
+in the request's prompt: it replays the plan's ids from there and goes on from the
+exact grammar state, a token straddling a statement boundary included. The token
+budget and the closing window are the generation's, not the request's, so closing
+counts over the generation's whole life.
+
+The args travel as `SamplingParams.extra_args` in process and as `vllm_xargs` in an
+OpenAI request body (flat keys, values str, int or list of int, as vLLM's API
+allows); the processor validates them with `GrammarArgs` (external input).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from timely_core.engine.protocol import SamplingParams
+
+# how vLLM loads the processor (`--logits-processors` on a server, engine args in process)
+PROCESSOR_FQCN = "timely_core.engine.vllm.grammar_processor:GrammarLogitsProcessor"
+PREFIX = "timely_"
+KEYS = ("grammar", "plan_start", "max_tokens", "close_within", "closing_ids", "closing")
+
+
+class GrammarArgs(BaseModel):
+    """One request's grammar: the grammar text, where in the prompt the generated
+    plan starts, and the generation's closing settings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    grammar: str = Field(min_length=1)
+    # index in the request's prompt of the plan's first generated (or appended) id
+    plan_start: int = Field(ge=1)
+    max_tokens: int = Field(ge=1)  # the generation's budget (SamplingParams.max_tokens)
+    close_within: int = Field(default=0, ge=0)
+    closing_ids: tuple[int, ...] = ()
+    closing: bool = False  # the service asked it to close (ClosingEngine.set_closing)
+
+    @model_validator(mode="after")
+    def _ids_not_negative(self) -> GrammarArgs:
+        if any(i < 0 for i in self.closing_ids):
+            raise ValueError(f"closing_ids must be token ids (>= 0), got {self.closing_ids}")
+        return self
+
+    def wire(self) -> dict[str, Any]:
+        """As `extra_args` / `vllm_xargs`: flat, prefixed keys."""
+        values = self.model_dump()
+        values["closing_ids"] = list(self.closing_ids)
+        values["closing"] = int(self.closing)
+        return {PREFIX + k: values[k] for k in KEYS}
+
+    @staticmethod
+    def read(extra_args: dict[str, Any] | None) -> GrammarArgs | None:
+        """The args in a request's `extra_args`; None when it carries none (a request
+        without a grammar); ValueError naming the field when they are malformed."""
+        if not extra_args or PREFIX + "grammar" not in extra_args:
+            return None
+        values = {k: extra_args[PREFIX + k] for k in KEYS if PREFIX + k in extra_args}
+        try:
+            return GrammarArgs.model_validate(values)
+        except ValidationError as exc:
+            raise ValueError(f"Timely grammar arguments: {exc}") from None
+
+
+def grammar_args(params: SamplingParams, prompt_len: int, closing: bool) -> dict[str, Any] | None:
+    """The wire args of a generation's next request (None without a grammar):
+    `prompt_len` is the generation's own prompt length, where its plan starts in
+    every request's prompt."""
+    if params.grammar is None:
+        return None
+    return GrammarArgs(
+        grammar=params.grammar,
+        plan_start=prompt_len,
+        max_tokens=params.max_tokens,
+        close_within=params.close_within,
+        closing_ids=params.closing_ids,
+        closing=closing,
+    ).wire()
