@@ -30,12 +30,18 @@ def _partial_adapter(base: Path, out: Path) -> Path:
     return out
 
 
+def _lora(engine: TorchEngine, name: str, path: Path) -> LoraAdapter:
+    adapter = engine.load_adapter(name, path)
+    assert isinstance(adapter, LoraAdapter)
+    return adapter
+
+
 def test_grouped_deltas_equal_the_per_adapter_loop(tmp_path: Path) -> None:
     base = save_checkpoint(tmp_path / "base", "llama", seed=5)
     engine = TorchEngine(base, EngineConfig(device_kv_bytes=2**20, host_kv_bytes=0))
-    a = engine.load_adapter("a", random_adapter(base, tmp_path / "a", seed=1, rank=4))
-    b = engine.load_adapter("b", random_adapter(base, tmp_path / "b", seed=2, rank=8))
-    c = engine.load_adapter("c", _partial_adapter(base, tmp_path / "c"))
+    a = _lora(engine, "a", random_adapter(base, tmp_path / "a", seed=1, rank=4))
+    b = _lora(engine, "b", random_adapter(base, tmp_path / "b", seed=2, rank=8))
+    c = _lora(engine, "c", _partial_adapter(base, tmp_path / "c"))
     cfg = engine.model.config
     q, kv = cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
     shapes = {  # slot -> (in, out)
@@ -67,8 +73,8 @@ def test_grouped_deltas_equal_the_per_adapter_loop(tmp_path: Path) -> None:
 def test_uneven_or_single_adapter_rows_take_the_loop(tmp_path: Path) -> None:
     base = save_checkpoint(tmp_path / "base", "llama", seed=5)
     engine = TorchEngine(base, EngineConfig(device_kv_bytes=2**20, host_kv_bytes=0))
-    a = engine.load_adapter("a", random_adapter(base, tmp_path / "a", seed=1))
-    b = engine.load_adapter("b", random_adapter(base, tmp_path / "b", seed=2))
+    a = _lora(engine, "a", random_adapter(base, tmp_path / "a", seed=1))
+    b = _lora(engine, "b", random_adapter(base, tmp_path / "b", seed=2))
     one_prefill = LoraBatch.from_segments([(a, 1), (b, 1), (a, 40)])  # a: 41 rows, b: 1
     assert one_prefill is not None and not one_prefill.is_grouped
     single = LoraBatch.from_segments([(a, 3), (None, 2), (a, 1)])
