@@ -44,22 +44,3 @@ def differing_blocks(base: Path, variant: Path) -> dict[str, int]:
         if not torch.equal(tensor, theirs[name]):
             differing.add(block)
     return {block: sizes[block] for block in differing}
-
-
-def planner_prompts(
-    planner: Path, requests: dict[str, tuple[str, str, str]]
-) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-    """Each robot type's prefix, and per request (robot, scene, task) its prompt,
-    prefix + request, by the robot_models.prompts contract."""
-    from tokenizers import Tokenizer
-
-    from robot_models.prompts import format_request, prompt_prefix
-
-    tokenizer = Tokenizer.from_file(str(planner / "tokenizer.json"))
-    robots = {robot for robot, _, _ in requests.values()}
-    prefixes = {r: tokenizer.encode(prompt_prefix(r)).ids for r in robots}
-    prompts = {
-        key: prefixes[robot] + tokenizer.encode(format_request(scene, task)).ids
-        for key, (robot, scene, task) in requests.items()
-    }
-    return prefixes, prompts

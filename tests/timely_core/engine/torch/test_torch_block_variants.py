@@ -8,9 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from block_testkit import full_finetune, planner_prompts
+from block_testkit import full_finetune
 from engine_testkit import check_memory, drive, hf_greedy, random_prompts, save_checkpoint
-from lora_testkit import PLANNER, VARIANTS, hf_merged_greedy, random_adapter
+from lora_testkit import (
+    PLANNER,
+    VARIANTS,
+    hf_merged_greedy,
+    plan_jobs,
+    planner_prompts,
+    random_adapter,
+)
 
 from timely_core.engine.protocol import HandlingStrategy, SamplingParams
 from timely_core.engine.sequence import KvLocation
@@ -141,21 +148,8 @@ def test_shipped_full_finetune_mixed_with_lora_and_base_matches_hf() -> None:
         ("drone_search", "warehouse-drone"),
         ("arm_desk", None),
     ]
-    for key, variant in jobs:
-        robot = key.split("_")[0]
-        engine.register_prefix(f"{robot}@{variant}", prefixes[robot], variant=variant)
     tokens = 48
-    params = SamplingParams(max_tokens=tokens)
-    for i, (key, variant) in enumerate(jobs):
-        robot = key.split("_")[0]
-        engine.add(i, prompts[key], params, prefix_id=f"{robot}@{variant}", variant=variant)
-    out: dict[int, list[int]] = {i: [] for i in range(len(jobs))}
-    live = list(range(len(jobs)))
-    while live:
-        for o in engine.step(live):
-            out[o.gen_id].append(o.token_id)
-            if o.finished:
-                live.remove(o.gen_id)
+    out = plan_jobs(engine, jobs, prefixes, prompts, tokens)
     for i, (key, variant) in enumerate(jobs):
         if variant == "warehouse-drone":
             reference = hf_merged_greedy(PLANNER, VARIANTS / variant, prompts[key], tokens)

@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 from engine_testkit import check_memory, drive, random_prompts, save_checkpoint
-from lora_testkit import PLANNER, VARIANTS, hf_merged_greedy, random_adapter
-from tokenizers import Tokenizer
+from lora_testkit import (
+    PLANNER,
+    VARIANTS,
+    hf_merged_greedy,
+    plan_jobs,
+    planner_prompts,
+    random_adapter,
+)
 
 from timely_core.engine.protocol import SamplingParams
 from timely_core.engine.torch.config import EngineConfig
@@ -41,37 +47,22 @@ def test_random_adapters_in_one_batch_match_hf_merged(tmp_path: Path) -> None:
     check_memory(engine)
 
 
-def _planner_prompts() -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-    """Each robot's prefix, and prompts (prefix + request) by the prompts.py contract."""
-    from robot_models.prompts import format_request, prompt_prefix
-
-    tokenizer = Tokenizer.from_file(str(PLANNER / "tokenizer.json"))
-    prefixes = {r: tokenizer.encode(prompt_prefix(r)).ids for r in ("drone", "arm")}
-    requests = {
-        "drone_move": (
-            "drone",
-            "visible: door, lamp",
-            "Fly forward 450 cm, then turn left 90 degrees",
-        ),
-        "drone_search": ("drone", "visible: door, rack", "Can you find my wallet?"),
-        "arm_desk": (
-            "arm",
-            "on table: cup, pen, paper; places: tote, caddy, chute, rack",
-            "Clean the desk",
-        ),
-    }
-    prompts = {
-        key: prefixes[robot] + tokenizer.encode(format_request(scene, task)).ids
-        for key, (robot, scene, task) in requests.items()
-    }
-    return prefixes, prompts
+REQUESTS = {
+    "drone_move": ("drone", "visible: door, lamp", "Fly forward 450 cm, then turn left 90 degrees"),
+    "drone_search": ("drone", "visible: door, rack", "Can you find my wallet?"),
+    "arm_desk": (
+        "arm",
+        "on table: cup, pen, paper; places: tote, caddy, chute, rack",
+        "Clean the desk",
+    ),
+}
 
 
 @pytest.mark.slow
 def test_shipped_variants_mixed_with_base_match_hf_merged() -> None:
     """The planner and its shipped fleet variants in one batch, each robot's prefix
     registered per variant: every plan equals transformers' with the adapter merged."""
-    prefixes, prompts = _planner_prompts()
+    prefixes, prompts = planner_prompts(PLANNER, REQUESTS)
     engine = TorchEngine(PLANNER, EngineConfig(device_kv_bytes=2**25, host_kv_bytes=0))
     for name in SHIPPED:
         engine.load_adapter(name, VARIANTS / name)
@@ -83,20 +74,7 @@ def test_shipped_variants_mixed_with_base_match_hf_merged() -> None:
         ("arm_desk", "packing-arm"),
         ("arm_desk", None),
     ]
-    for key, variant in jobs:
-        robot = key.split("_")[0]
-        engine.register_prefix(f"{robot}@{variant}", prefixes[robot], variant=variant)
-    params = SamplingParams(max_tokens=PLAN_TOKENS)
-    for i, (key, variant) in enumerate(jobs):
-        robot = key.split("_")[0]
-        engine.add(i, prompts[key], params, prefix_id=f"{robot}@{variant}", variant=variant)
-    out: dict[int, list[int]] = {i: [] for i in range(len(jobs))}
-    live = list(range(len(jobs)))
-    while live:
-        for o in engine.step(live):
-            out[o.gen_id].append(o.token_id)
-            if o.finished:
-                live.remove(o.gen_id)
+    out = plan_jobs(engine, jobs, prefixes, prompts, PLAN_TOKENS)
     for i, (key, variant) in enumerate(jobs):
         adapter = VARIANTS / variant if variant else None
         reference = hf_merged_greedy(PLANNER, adapter, prompts[key], PLAN_TOKENS)
