@@ -51,7 +51,7 @@ from timely_ros.approval_desk import ApprovalDesk
 from timely_ros.goal_state import end_cancelled
 from timely_ros.goals import CheckedGoal
 from timely_ros.messages import element_msg, segment_msg
-from timely_ros.robot_link import RobotLink, SegmentRun
+from timely_ros.robot_link import Outcome, RobotLink, SegmentRun
 
 _CANCELLED = object()
 
@@ -253,13 +253,11 @@ class PlanJob:
         self.state = f"executing segment {segment.index}"
         outcome = self._link.execute(msg, self._run, relay)
         self.state = "planning"
-        if outcome.cancelled:
-            return "cancelled by the client"
-        if outcome.robot_lost:
-            return outcome.message
-        if not outcome.success:
-            self._robot_failure = outcome.message or "no reason given"
-            return f"robot {self.robot_id} aborted segment {segment.index}: {outcome.message}"
+        failed = self._failure(outcome, f"segment {segment.index}")
+        if failed is not None:
+            if not (outcome.cancelled or outcome.robot_lost):  # the robot's reason: replan
+                self._robot_failure = outcome.message or "no reason given"
+            return failed
         event("end", 1.0)
         # the task may have ended meanwhile (cancel); the loop sees that next
         with contextlib.suppress(ServiceError):
@@ -309,16 +307,21 @@ class PlanJob:
         self.state = f"executing segment {element.index}, element {element.element + 1}"
         outcome = self._link.execute(msg, self._run, relay)
         self.state = "planning"
+        what = f"element {element.element + 1} ({element.text}) of segment {element.index}"
+        failed = self._failure(outcome, what)
+        if failed is not None:
+            return failed
+        event("element_end", 1.0, element.text)
+        return None
+
+    def _failure(self, outcome: Outcome, what: str) -> str | None:
+        """Why the robot did not complete `what` (None: it did)."""
         if outcome.cancelled:
             return "cancelled by the client"
         if outcome.robot_lost:
             return outcome.message
         if not outcome.success:
-            return (
-                f"robot {self.robot_id} aborted element {element.element + 1} ({element.text}) "
-                f"of segment {element.index}: {outcome.message}"
-            )
-        event("element_end", 1.0, element.text)
+            return f"robot {self.robot_id} aborted {what}: {outcome.message}"
         return None
 
     def _replan(self, handle: Any, segment: Segment) -> bool:
