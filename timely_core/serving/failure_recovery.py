@@ -149,6 +149,7 @@ class FailureRecovery:
             record.tail_text = tail
         withdrawn = tuple(r.segment.index for r in generation.records[index + 1 :])
         del generation.records[index + 1 :]
+        generation.first_element_s = None  # elements of a withdrawn call never ran
         generation.awaiting_next_token = None  # never delivered
         generation.segmenter = segmenter
         generation.segment_tokens = segmenter.pending_tokens

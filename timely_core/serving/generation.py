@@ -52,6 +52,9 @@ class Generation:
     # a completed segment kept for one more token, to learn whether the plan ends with it
     awaiting_next_token: SegmentCut | None = None
     first_token_s: float | None = None  # service clock at the first generated token
+    # when the first element of a streamed call in the segment being generated went
+    # out: the robot starts that segment then, not when the segment is cut
+    first_element_s: float | None = None
     held_statements: list[PlanStatement] = field(default_factory=list)  # whole-plan mode
     held_text: str = ""
     held_ids: list[int] = field(default_factory=list)

@@ -157,6 +157,8 @@ class SegmentDispatch:
         if not elements or state.policy.dispatch is DispatchMode.WHOLE:
             return
         handle = state.handles[generation.task_id]
+        if generation.first_element_s is None:
+            generation.first_element_s = now
         for out in elements:
             element = StreamedElement(
                 task_id=generation.task_id,
@@ -225,10 +227,12 @@ class SegmentDispatch:
             approvals=tuple(approvals),
             streamed_elements=streamed_elements,
         )
+        # a streamed call's segment started with its first element
+        started = generation.first_element_s if streamed_elements else None
+        generation.first_element_s = None
+        dispatch_s = (now if started is None else started) + state.config.dispatch_latency_s
         generation.records.append(
-            SegmentRecord(
-                segment, now + state.config.dispatch_latency_s, minimum_s, None, generated_end
-            )
+            SegmentRecord(segment, dispatch_s, minimum_s, None, generated_end)
         )
         generation.segment_tokens = generation.segmenter.pending_tokens  # of the next one
         state.counters["segments"] += 1

@@ -29,6 +29,7 @@ PLANS = {
     "escape": "tk();fp(100,0,0,0,300,0,100,0,0);ld();",  # leg 2 leaves the geofence
     "loop": "tk();2{fp(50,0,0);}ld();",  # inside a block: sent whole, never streamed
     "climb": "tk();fp(100,0,0,0,100,0,50,0,0);ld();",  # tk() fails while fp is decoded
+    "direct": "fp(100,0,50,0,100,0);ld();",  # the first action is a streamed leg
 }
 LIMITS: dict[str, Any] = {
     "geofence_cm": {"x_min": -200, "x_max": 300, "y_min": -200, "y_max": 200, "z_min": 0,
@@ -121,6 +122,24 @@ def test_each_leg_goes_to_the_robot_before_the_call_is_decoded(service: Planning
     assert legs[0].emitted_at_s < legs[1].emitted_at_s < segments[1].emitted_at_s
     assert segments[1].streamed_elements == 3
     assert segments[0].streamed_elements == segments[2].streamed_elements == 0
+
+
+def test_a_streamed_segment_starts_with_its_first_leg(service: PlanningService) -> None:
+    """The response time (and the wait of a streamed segment) counts to the first
+    leg, which the robot runs before the call's segment is cut."""
+    arrival = service.clock.now()
+    handle = service.submit(TaskRequest(robot_id="drone1", instruction="direct", task_id="d"))
+    events: list[object] = []
+    handle.on_segment(events.append)
+    handle.on_element(events.append)
+    service.run_until_idle()
+    result = handle.result(timeout_s=0)
+    assert result.error == ""
+    first_leg, path = events[0], events[2]
+    assert isinstance(first_leg, StreamedElement) and isinstance(path, Segment)
+    assert path.streamed_elements == 2 and first_leg.emitted_at_s < path.emitted_at_s
+    latency = service.config.dispatch_latency_s
+    assert result.response_time_s == pytest.approx(first_leg.emitted_at_s + latency - arrival)
 
 
 def test_a_leg_outside_the_geofence_ends_the_task_there(service: PlanningService) -> None:
