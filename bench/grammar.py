@@ -335,21 +335,19 @@ def cases_of() -> dict[str, list[Case]]:
     return {"heldout": heldout, "lrtrace": lrtrace, "ordinary": ordinary}
 
 
-def print_tables(results: dict[str, Any], console: Console) -> None:
-    table = Table(title="Plans with and without the grammar (greedy)")
-    for column in (
-        "set",
-        "plans",
-        "valid w/o",
-        "valid with",
-        "right skills w/o",
-        "with",
-        "valid w/o kept same",
-    ):
+def quality_table(
+    results: dict[str, Any], title: str, extra: tuple[str, str] | None = None
+) -> Table:
+    """Plans with and without the grammar per set; `extra`: one more column, (header,
+    a key of each set's results counted out of its plans)."""
+    table = Table(title=title)
+    columns = ["set", "plans", "valid w/o", "valid with", "right skills w/o", "with"]
+    columns.append("valid w/o kept same")
+    for column in columns + ([extra[0]] if extra else []):
         table.add_column(column, justify="right")
     for name, q in results["quality"].items():
         w, g = q["without_grammar"], q["with_grammar"]
-        table.add_row(
+        row = [
             name,
             str(w["plans"]),
             f"{w['valid']} ({100 * w['valid_rate']:.1f}%)",
@@ -357,8 +355,15 @@ def print_tables(results: dict[str, Any], console: Console) -> None:
             f"{w['right_skills']} ({100 * w['right_skill_rate']:.1f}%)",
             f"{g['right_skills']} ({100 * g['right_skill_rate']:.1f}%)",
             f"{q['unchanged_with_grammar']}/{q['valid_without_grammar']}",
-        )
-    console.print(table)
+        ]
+        if extra:
+            row.append(f"{q[extra[1]]}/{w['plans']}")
+        table.add_row(*row)
+    return table
+
+
+def print_tables(results: dict[str, Any], console: Console) -> None:
+    console.print(quality_table(results, "Plans with and without the grammar (greedy)"))
     cost = Table(title="Grammar cost per decoded token (share of the decode step without it)")
     for column in ("batch", "variant", "grammar work", "step time ratio"):
         cost.add_column(column, justify="right")

@@ -36,7 +36,7 @@ from tokenizers import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/grammar.py's sets
 
-from grammar import Case, cases_of
+from grammar import Case, cases_of, quality_table
 
 from robot_models.checkpoints import default_planner_path
 from robot_models.language import load_language
@@ -194,23 +194,9 @@ def decode_cost(engine: Any, plans: Plans, cases: list[Case], rounds: int) -> di
 
 
 def print_tables(results: dict[str, Any], console: Console) -> None:
-    table = Table(title="Plans on vLLM with and without the grammar (greedy)")
-    for column in ("set", "plans", "valid w/o", "valid with", "right skills w/o", "with",
-                   "valid w/o kept same", "= torch with grammar"):  # fmt: skip
-        table.add_column(column, justify="right")
-    for name, q in results["quality"].items():
-        w, g = q["without_grammar"], q["with_grammar"]
-        table.add_row(
-            name,
-            str(w["plans"]),
-            f"{w['valid']} ({100 * w['valid_rate']:.1f}%)",
-            f"{g['valid']} ({100 * g['valid_rate']:.1f}%)",
-            f"{w['right_skills']} ({100 * w['right_skill_rate']:.1f}%)",
-            f"{g['right_skills']} ({100 * g['right_skill_rate']:.1f}%)",
-            f"{q['unchanged_with_grammar']}/{q['valid_without_grammar']}",
-            f"{q['equal_to_torch_with_grammar']}/{w['plans']}",
-        )
-    console.print(table)
+    title = "Plans on vLLM with and without the grammar (greedy)"
+    extra = ("= torch with grammar", "equal_to_torch_with_grammar")
+    console.print(quality_table(results, title, extra))
     cost = Table(title="Grammar cost per decoded token on vLLM (vs the step without it)")
     for column in ("batch", "step w/o (ms)", "step with (ms)", "ratio", "grammar work (share)",
                    "rows masked"):  # fmt: skip
