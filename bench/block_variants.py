@@ -28,9 +28,9 @@ import argparse
 import gc
 import json
 import os
-import platform
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,6 +45,9 @@ from timely_core.engine.protocol import SamplingParams
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_machine import MachineRecord
+
 RESULTS = Path(__file__).resolve().parent / "results" / "block_variants.json"
 KV = EngineConfig(device_kv_bytes=2**27, host_kv_bytes=0, max_generations=64)
 LORAS = ("warehouse-drone", "heavy-drone", "packing-arm")
@@ -55,17 +58,6 @@ def _rss() -> int:
     """Resident set size of this process in bytes (Linux)."""
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _matmul_gflops(size: int = 1024, repeats: int = 5) -> float:
-    """Best float32 GFLOP/s of a square matmul on the current thread count."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - started)
-    return 2 * size**3 / best / 1e9
 
 
 def _without_eos(root: Path) -> Path:
@@ -265,12 +257,7 @@ def _print(result: dict[str, Any]) -> None:
                 f"{cost['mixed_decode_vs'][layout]:.2f}",
             )
         console.print(steps)
-    machine = result["machine"]
-    console.print(
-        f"load {machine['load_before']:.1f} -> {machine['load_after']:.1f} on "
-        f"{machine['cores']} cores; matmul {machine['matmul_gflops_1_thread']:.0f} GFLOP/s "
-        "(1 thread)"
-    )
+    console.print(MachineRecord.line(result["machine"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,8 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    load_before = os.getloadavg()[0]
-    peak = _matmul_gflops()
+    machine = MachineRecord()
     mem = memory()
     with tempfile.TemporaryDirectory() as tmp:
         base = _without_eos(Path(tmp))
@@ -291,14 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         cached = mixed_cost(base, *runs, prefix_caching=True, prompts=drone)
         short_private = mixed_cost(base, *runs, prefix_caching=False, prompts=short)
     result = {
-        "machine": {
-            "cpu": platform.processor() or platform.machine(),
-            "cores": os.cpu_count(),
-            "torch_threads": 1,
-            "matmul_gflops_1_thread": peak,
-            "load_before": load_before,
-            "load_after": os.getloadavg()[0],
-        },
+        "machine": machine.done(),
         "memory": mem,
         "private_kv": private,
         "cached_prefix": cached,

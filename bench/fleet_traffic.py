@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import statistics
 import sys
@@ -55,6 +53,7 @@ from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.loader import load_tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_machine import MachineRecord
 from fleet_variants import variant_adapters
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fleet_traffic.json"
@@ -319,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     console = Console()
-    load_before = os.getloadavg()[0]
+    machine = MachineRecord()
     planner = default_planner_path()
     params = SamplingParams(max_tokens=args.max_tokens)
     runs = []
@@ -359,13 +358,7 @@ def main(argv: list[str] | None = None) -> int:
             row["merge_per_variant"] = grouped.summary(requests, one)
             runs.append(row)
     result = {
-        "machine": {
-            "cpu": platform.processor() or platform.machine(),
-            "cores": os.cpu_count(),
-            "torch_threads": 1,
-            "load_before": load_before,
-            "load_after": os.getloadavg()[0],
-        },
+        "machine": machine.done(),
         "variants": list(adapters),
         "requests": len(requests),
         "prompt_tokens": [len(r.prompt) for r in requests],
@@ -405,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{base_tps / s['tokens_per_s']:.2f}x" if s["tokens_per_s"] else "-",
             )
     console.print(table)
-    console.print(f"load {load_before:.1f} -> {result['machine']['load_after']:.1f}")
+    console.print(MachineRecord.line(result["machine"]))
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     console.print(f"wrote {args.out}")
     return 0

@@ -24,8 +24,8 @@ import argparse
 import gc
 import json
 import os
-import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -42,6 +42,9 @@ from timely_core.engine.protocol import SamplingParams
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.model import lora_batch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_machine import MachineRecord
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fleet_variants.json"
 KV = EngineConfig(device_kv_bytes=2**25, host_kv_bytes=0, max_generations=64)
@@ -181,19 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    load_before = os.getloadavg()[0]
+    machine = MachineRecord()
     with tempfile.TemporaryDirectory() as tmp:
         adapters = variant_adapters(args.variants, Path(tmp))
         mem = memory(adapters)
         cost = overhead(adapters, args.batch, args.steps, args.rounds)
     result = {
-        "machine": {
-            "cpu": platform.processor() or platform.machine(),
-            "cores": os.cpu_count(),
-            "torch_threads": 1,
-            "load_before": load_before,
-            "load_after": os.getloadavg()[0],
-        },
+        "machine": machine.done(),
         "memory": mem,
         "mixed_batch": cost,
     }
@@ -224,9 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     console.print(steps)
     console.print(
         f"mixed-batch overhead per token: {cost['mixed_overhead_per_token_us_vs_base']:.0f} us vs "
-        f"base, {cost['mixed_overhead_per_token_us_vs_single_variant']:.0f} us vs one variant; "
-        f"load {load_before:.1f} -> {result['machine']['load_after']:.1f}"
+        f"base, {cost['mixed_overhead_per_token_us_vs_single_variant']:.0f} us vs one variant"
     )
+    console.print(MachineRecord.line(result["machine"]))
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     console.print(f"wrote {RESULTS}")
     return 0

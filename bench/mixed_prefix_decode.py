@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -37,6 +35,7 @@ from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.loader import load_tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_machine import MachineRecord
 from fleet_variants import variant_adapters
 
 RESULTS = Path(__file__).resolve().parent / "results" / "mixed_prefix_decode.json"
@@ -111,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    load_before = os.getloadavg()[0]
+    machine = MachineRecord()
     prompts = robot_prompts()
     engine = TorchEngine(default_planner_path(), KV)
     with tempfile.TemporaryDirectory() as tmp:
@@ -142,13 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 gen_id += len(rows)
     median_ms = {k: 1e3 * statistics.median(v) for k, v in samples.items()}
     result: dict[str, Any] = {
-        "machine": {
-            "cpu": platform.processor() or platform.machine(),
-            "cores": os.cpu_count(),
-            "torch_threads": 1,
-            "load_before": load_before,
-            "load_after": os.getloadavg()[0],
-        },
+        "machine": machine.done(),
         "batch": args.batch,
         "timed_iterations": {f"{k[0]} / {k[1]}": len(v) for k, v in samples.items()},
         "median_step_ms": {f"{k[0]} / {k[1]}": v for k, v in median_ms.items()},
@@ -162,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         table.add_row(layout, way, f"{ms:.1f}", ratio if way == "parts" else "")
     console = Console()
     console.print(table)
-    console.print(f"load {load_before:.1f} -> {result['machine']['load_after']:.1f}")
+    console.print(MachineRecord.line(result["machine"]))
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     console.print(f"wrote {RESULTS}")
     return 0

@@ -1,0 +1,49 @@
+"""What a bench records about the machine it ran on, so that its figures are read
+against it (they move between machines): CPU, cores, torch threads, the load
+average before and after, and the measured single-thread float32 matmul peak."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from typing import Any
+
+import torch
+
+
+def matmul_gflops(size: int = 1024, repeats: int = 5) -> float:
+    """Best float32 GFLOP/s of a square matmul on the current thread count."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - started)
+    return 2 * size**3 / best / 1e9
+
+
+class MachineRecord:
+    """Started before a bench's work (load average, matmul peak); `done()` after it."""
+
+    def __init__(self) -> None:
+        self.load_before = os.getloadavg()[0]
+        self.matmul_gflops = matmul_gflops()
+
+    def done(self) -> dict[str, Any]:
+        return {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "matmul_gflops": self.matmul_gflops,
+            "load_before": self.load_before,
+            "load_after": os.getloadavg()[0],
+        }
+
+    @staticmethod
+    def line(machine: dict[str, Any]) -> str:
+        return (
+            f"load {machine['load_before']:.1f} -> {machine['load_after']:.1f} on "
+            f"{machine['cores']} cores; matmul {machine['matmul_gflops']:.0f} GFLOP/s "
+            f"({machine['torch_threads']} thread(s))"
+        )
