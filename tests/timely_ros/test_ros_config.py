@@ -152,18 +152,28 @@ def test_the_client_helper_refuses_text_ros_would_truncate() -> None:
 
 def test_tello_sdk_mapping() -> None:
     from timely_ros.backends.base import SkillFailed
-    from timely_ros.backends.tello import sdk_command
+    from timely_ros.backends.tello import sdk_commands
 
     from robot_models.skills import SkillSet
 
-    skills = SkillSet.load("drone")
-    assert sdk_command(skills.get("move_forward"), (120,)) == "forward 120"
-    assert sdk_command(skills.get("move_backward"), (30,)) == "back 30"
-    assert sdk_command(skills.get("turn_ccw"), (45,)) == "ccw 45"
-    assert sdk_command(skills.get("takeoff"), ()) == "takeoff"
-    assert sdk_command(skills.get("delay"), (1.5,)) is None
+    skills = SkillSet.load("drone", streamed=True)
+    assert sdk_commands(skills.get("move_forward"), (120,)) == ["forward 120"]
+    assert sdk_commands(skills.get("move_backward"), (30,)) == ["back 30"]
+    assert sdk_commands(skills.get("turn_ccw"), (45,)) == ["ccw 45"]
+    assert sdk_commands(skills.get("takeoff"), ()) == ["takeoff"]
+    assert sdk_commands(skills.get("delay"), (1.5,)) == []
     with pytest.raises(SkillFailed, match="is_visible"):
-        sdk_command(skills.get("is_visible"), ("cat",))
+        sdk_commands(skills.get("is_visible"), ("cat",))
+    # a path: each leg as moves along the axes the SDK names, zero components skipped
+    path = skills.get("fly_path")
+    assert sdk_commands(path, (100, 0, 50, -30, -40, 0)) == [
+        "forward 100",
+        "up 50",
+        "back 30",
+        "right 40",
+    ]
+    with pytest.raises(SkillFailed, match=r"leg 2 \(0,15,0\): left 15 cm is shorter"):
+        sdk_commands(path, (100, 0, 0, 0, 15, 0))
 
 
 def test_fake_tello_refuses_non_loopback() -> None:

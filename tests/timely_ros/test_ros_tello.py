@@ -1,6 +1,6 @@
 """The tello backend (djitellopy) in a node process, against a fake Tello SDK 2.0 peer
-on 127.0.0.2: exact command sequence, `error` replies and timeouts abort the goal
-with the drone's reason, cancel sends `stop` (hover)."""
+on 127.0.0.2: exact command sequence (a path's legs as axis moves), `error` replies
+and timeouts abort the goal with the drone's reason, cancel sends `stop` (hover)."""
 
 from __future__ import annotations
 
@@ -109,6 +109,18 @@ def test_tello_command_sequence_errors_timeouts_and_cancel(
         assert "cw 90" in result.message and "response" in result.message
         assert fake.received()[-1] == "cw 90"
         fake.silent.clear()
+
+        # a path flies leg by leg as moves along the drone's axes; a leg the SDK
+        # cannot fly fails the call before anything of it is sent
+        before = len(fake.received())
+        legs = ["100", "0", "50", "0", "-40", "0"]
+        result, status, _ = _run(client, _goal("path", [("fly_path", legs)]))
+        assert result.success and status == GoalStatus.STATUS_SUCCEEDED, result.message
+        assert fake.received()[before:] == ["forward 100", "up 50", "right 40"]
+        short = ["100", "0", "0", "0", "15", "0"]
+        result, status, _ = _run(client, _goal("short", [("fly_path", short)]))
+        assert status == GoalStatus.STATUS_ABORTED and "left 15 cm is shorter" in result.message
+        assert len(fake.received()) == before + 3
 
         # perception needs a vision pipeline the backend does not have
         result, status, _ = _run(client, _goal("vision", [("is_visible", ["'cat'"])]))

@@ -4,6 +4,14 @@ Each motion skill maps to one SDK command; the drone answers `ok` once it has
 stopped, `error ...` otherwise. On cancel we send `stop` (hover in place). Perception
 skills need a vision pipeline on the video stream, which this backend does not
 have: they fail with a message saying so.
+
+A path (`fly_path`, streamed legs) is flown leg by leg as relative moves along the
+drone's axes (`forward`/`back`, `left`/`right`, `up`/`down`, the components that are
+not 0), whose directions the SDK names; not as `go x y z`, whose axes' signs the
+SDK guide leaves unsaid. Each leg ends where `go` would, and stays inside the box
+spanned by its start and end (so inside a box geofence both lie in). The SDK moves
+at least 20 cm per command: a leg with a smaller non-zero component fails before
+anything of the call is sent, naming it.
 """
 
 from __future__ import annotations
@@ -31,18 +39,40 @@ _MOVES = {
 _PLAIN = {"takeoff": "takeoff", "land": "land"}
 
 
-def sdk_command(skill: Skill, args: tuple[SkillValue, ...]) -> str | None:
-    """The SDK command of a call; None for `delay` (hovering needs no command)."""
+_AXES = (("forward", "back"), ("left", "right"), ("up", "down"))  # a leg's components
+MIN_MOVE_CM = 20  # the SDK's shortest relative move
+
+
+def sdk_commands(skill: Skill, args: tuple[SkillValue, ...]) -> list[str]:
+    """The SDK commands of a call, in order (none for `delay`: hovering needs none)."""
     if skill.name in _MOVES:
-        return f"{_MOVES[skill.name]} {int(args[0])}"  # type: ignore[arg-type]
+        return [f"{_MOVES[skill.name]} {int(args[0])}"]  # type: ignore[arg-type]
     if skill.name in _PLAIN:
-        return _PLAIN[skill.name]
+        return [_PLAIN[skill.name]]
     if skill.name == "delay":
-        return None
+        return []
+    if skill.name == "fly_path":
+        return _path_commands(skill, args)
     raise SkillFailed(
         f"skill '{skill.name}' is not supported by the tello backend "
         "(it needs a vision pipeline on the video stream)"
     )
+
+
+def _path_commands(skill: Skill, args: tuple[SkillValue, ...]) -> list[str]:
+    commands = []
+    for number, leg in enumerate(skill.elements(args), start=1):
+        for value, (ahead, behind) in zip(leg, _AXES, strict=True):
+            cm = int(value)  # type: ignore[arg-type]
+            if cm and abs(cm) < MIN_MOVE_CM:
+                shown = ",".join(str(v) for v in leg)
+                raise SkillFailed(
+                    f"fly_path leg {number} ({shown}): {ahead} {cm} cm is shorter than the "
+                    f"Tello SDK's {MIN_MOVE_CM} cm move; nothing of this path was sent"
+                )
+            if cm:
+                commands.append(f"{ahead if cm > 0 else behind} {abs(cm)}")
+    return commands
 
 
 class _Drone(Tello):
@@ -62,7 +92,7 @@ class TelloBackend:
     def __init__(
         self, params: ExecutorParams, drone_factory: Callable[..., Tello] = _Drone
     ) -> None:
-        self._skills = SkillSet.load("drone")
+        self._skills = SkillSet.load("drone", streamed=True)  # fp legs too
         self._params = params
         self._factory = drone_factory
         self._drone: _Drone | None = None
@@ -99,15 +129,17 @@ class TelloBackend:
     def run(
         self, skill: Skill, args: tuple[SkillValue, ...], stop: threading.Event, progress: Progress
     ) -> str:
-        command = sdk_command(skill, args)
+        commands = sdk_commands(skill, args)
         with self._lock:
             drone = self._connected()
-            if command is None:  # delay: hover, wake early on cancel
+            if skill.name == "delay":  # hover, wake early on cancel
                 stop.wait(float(args[0]))  # type: ignore[arg-type]
-            elif not stop.is_set():
-                progress(0.0, f"{command} | {self.telemetry()}")
+            for done, command in enumerate(commands):
+                if stop.is_set():
+                    break
+                progress(done / len(commands), f"{command} | {self.telemetry()}")
                 self._send(drone, command)
-        progress(1.0, f"{command or skill.name} | {self.telemetry()}")
+        progress(1.0, f"{' ; '.join(commands) or skill.name} | {self.telemetry()}")
         return ""
 
     def halt(self) -> None:
