@@ -21,7 +21,7 @@ from timely_core.engine.torch.model.attention import AttentionBatch, PrefillSpan
 from timely_core.engine.torch.model.block_batch import BlockBatch
 from timely_core.engine.torch.model.decode_attention import DecodeGroup, DecodePart
 from timely_core.engine.torch.model.llama import LlamaModel
-from timely_core.engine.torch.model.lora_batch import LoraBatch
+from timely_core.engine.torch.model.lora_batch import LoraBatch, StackSets
 from timely_core.engine.torch.model.prefill_cascade import CascadeSpan, SharedPrefill
 
 MIN_SHARED_BLOCKS = 2  # below this, reading shared blocks per generation is as cheap
@@ -73,6 +73,7 @@ class ModelRunner:
         self.block_size = block_size
         self.adapters = adapters if adapters is not None else {}
         self.block_variants = block_variants if block_variants is not None else {}
+        self.lora_stacks = StackSets()  # the grouped LoRA path's stacked factors
         self._offsets = torch.arange(block_size)
         cfg = model.config
         self._query_group = cfg.num_attention_heads // cfg.num_key_value_heads
@@ -208,7 +209,8 @@ class ModelRunner:
         if not self.adapters or all(v is None for v, _ in variants):
             return None
         adapters = self.adapters
-        return LoraBatch.from_segments([(adapters.get(v) if v else None, n) for v, n in variants])
+        segments = [(adapters.get(v) if v else None, n) for v, n in variants]
+        return LoraBatch.from_segments(segments, self.lora_stacks)
 
     def _blocks(self, variants: list[tuple[str | None, int]]) -> BlockBatch | None:
         """The iteration's rows of full fine-tunes (None when no row has one)."""

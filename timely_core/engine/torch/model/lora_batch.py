@@ -11,8 +11,8 @@ Two ways to add them, chosen per iteration:
   decodes, where padding would multiply the work), a loop of two small matmuls per
   adapter over its own rows.
 
-The stacked factors of a set of adapters are built once and kept while that set
-keeps running together (`StackCache`).
+The stacked factors of a set of adapters are built once and kept, per engine,
+while that set keeps running together (`StackSets`).
 """
 
 from __future__ import annotations
@@ -76,20 +76,24 @@ class StackCache:
         return a_stack, b_stack
 
 
-_STACKS: OrderedDict[tuple[int, ...], StackCache] = OrderedDict()
+class StackSets:
+    """The stacked factors of the adapter sets that ran together lately (an engine's
+    own: one engine steps at a time), the most recent `STACK_SETS` kept."""
 
+    def __init__(self) -> None:
+        self._sets: OrderedDict[tuple[int, ...], StackCache] = OrderedDict()
 
-def _stacks_for(adapters: tuple[LoraAdapter, ...]) -> StackCache:
-    # keyed by identity; the cache holds the adapters, so no id is reused meanwhile
-    key = tuple(id(a) for a in adapters)
-    cache = _STACKS.get(key)
-    if cache is None:
-        cache = _STACKS[key] = StackCache(adapters)
-        while len(_STACKS) > STACK_SETS:
-            _STACKS.popitem(last=False)
-    else:
-        _STACKS.move_to_end(key)
-    return cache
+    def get(self, adapters: tuple[LoraAdapter, ...]) -> StackCache:
+        # keyed by identity; a kept set holds its adapters, so no id is reused meanwhile
+        key = tuple(id(a) for a in adapters)
+        cache = self._sets.get(key)
+        if cache is None:
+            cache = self._sets[key] = StackCache(adapters)
+            while len(self._sets) > STACK_SETS:
+                self._sets.popitem(last=False)
+        else:
+            self._sets.move_to_end(key)
+        return cache
 
 
 @dataclass(frozen=True)
@@ -117,9 +121,12 @@ class LoraBatch:
         return self._grouped is not None
 
     @classmethod
-    def from_segments(cls, segments: list[tuple[LoraAdapter | None, int]]) -> LoraBatch | None:
+    def from_segments(
+        cls, segments: list[tuple[LoraAdapter | None, int]], stacks: StackSets | None = None
+    ) -> LoraBatch | None:
         """Groups the rows of consecutive (adapter, row count) segments by adapter
-        (None: base rows); None if every row is base."""
+        (None: base rows); None if every row is base. `stacks`: where the grouped path
+        keeps its stacked factors (None: built for this batch only)."""
         ranges: dict[str, list[tuple[int, int]]] = {}
         adapters: dict[str, LoraAdapter] = {}
         start = 0
@@ -141,7 +148,7 @@ class LoraBatch:
             else:
                 rows = torch.cat([torch.arange(a, b) for a, b in spans])
                 groups.append(LoraGroup(adapters[name], rows))
-        return cls(groups, _grouped_layout(ranges, adapters))
+        return cls(groups, _grouped_layout(ranges, adapters, stacks or StackSets()))
 
     def add(self, out: torch.Tensor, x: torch.Tensor, layer: int, slot: str) -> None:
         """out[rows] += x[rows] @ A @ B per adapter, in place (`out`: the slot's
@@ -179,7 +186,7 @@ class LoraBatch:
 
 
 def _grouped_layout(
-    ranges: dict[str, list[tuple[int, int]]], adapters: dict[str, LoraAdapter]
+    ranges: dict[str, list[tuple[int, int]]], adapters: dict[str, LoraAdapter], sets: StackSets
 ) -> _Grouped | None:
     """The grouped path's layout, or None where the per-adapter loop does less work:
     a single adapter, or rows so uneven that padding would add many rows."""
@@ -198,7 +205,7 @@ def _grouped_layout(
         gather.extend(rows + [rows[0]] * (width - len(rows)))
     target = [r for rows in rows_of.values() for r in rows]
     return _Grouped(
-        stacks=_stacks_for(tuple(adapters[name] for name in rows_of)),
+        stacks=sets.get(tuple(adapters[name] for name in rows_of)),
         width=width,
         gather=torch.tensor(gather),
         valid=None if len(valid) == len(gather) else torch.tensor(valid),
