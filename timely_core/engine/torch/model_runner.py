@@ -85,15 +85,19 @@ class ModelRunner:
         return (blocks[:, None] * self.block_size + self._offsets).view(-1)[:length]
 
     def _decode_group(self, decodes: list[Chunk]) -> DecodeGroup:
-        """The decodes' attention layout: one group, or one part per prefix when
-        generations of several prefixes decode together and some share one."""
+        """The decodes' attention layout: one group, or, when generations of several
+        prefixes decode together, one part per prefix that two or more share, and one
+        for the rest."""
         by_first: dict[int, list[int]] = {}
         for row, c in enumerate(decodes):
             by_first.setdefault(c.state.block_table[0], []).append(row)
-        if len(by_first) == 1 or len(by_first) == len(decodes):
+        sharing = [rows for rows in by_first.values() if len(rows) > 1]
+        if not sharing or len(sharing[0]) == len(decodes):
             return self._decode_part(decodes)
+        # the generations that share their first block with none: one part together
+        alone = sorted(rows[0] for rows in by_first.values() if len(rows) == 1)
         parts = []
-        for rows in by_first.values():
+        for rows in sharing + ([alone] if alone else []):
             first, last = rows[0], rows[-1]
             where: slice | torch.Tensor = (
                 slice(first, last + 1) if last - first + 1 == len(rows) else torch.tensor(rows)

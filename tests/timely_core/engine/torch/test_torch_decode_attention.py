@@ -106,9 +106,10 @@ def test_engine_freed_blocks_come_back_in_order(qwen2_path: Path) -> None:
 
 
 def test_engine_decodes_of_two_prefixes_attend_one_part_each(qwen2_path: Path) -> None:
-    """Generations of two robot prefixes, interleaved, plus one without a prefix:
+    """Generations of two robot prefixes, interleaved, plus two without a prefix:
     one part per prefix, each with its own shared blocks (rows in a part need not
-    be contiguous), and every token equals the generation decoded alone."""
+    be contiguous), one for the two that share nothing, and every token equals the
+    generation decoded alone."""
     engine = TorchEngine(
         qwen2_path, EngineConfig(block_size=8, device_kv_bytes=2**22, host_kv_bytes=2**22)
     )
@@ -118,7 +119,7 @@ def test_engine_decodes_of_two_prefixes_attend_one_part_each(qwen2_path: Path) -
     }
     for name, prefix in prefixes.items():
         engine.register_prefix(name, prefix)
-    robots = ["drone", "arm", "drone", "arm", "drone", None]
+    robots = ["drone", "arm", "drone", "arm", "drone", None, None]
     prompts = [[*(prefixes[r] if r else [3, 5, 8]), 100 + i, 7 + i] for i, r in enumerate(robots)]
     params = SamplingParams(max_tokens=10)
     for i, (robot, prompt) in enumerate(zip(robots, prompts, strict=True)):
@@ -134,7 +135,7 @@ def test_engine_decodes_of_two_prefixes_attend_one_part_each(qwen2_path: Path) -
         tuple(range(len(robots))[p.rows]) if isinstance(p.rows, slice) else tuple(p.rows.tolist())
         for p in group.parts
     )
-    assert rows == [(0, 2, 4), (1, 3), (5,)]
+    assert rows == [(0, 2, 4), (1, 3), (5, 6)]
     together = {i: list(prompts[i]) for i in range(len(robots))}
     live = list(range(len(robots)))
     for i in live:  # the first tokens came from the prefill step above
