@@ -205,26 +205,31 @@ class ToolRouter:
                     before = text[: event.start] if tool.info.streams else ""
                     self._send(task, tool, event, before)
         with self._cond:
-            if task.streaming and not task.error:  # each element before the next token
-                wall_s = max(t.spec.wall_s for t in task.tools if t.info.streams)
-                deadline = time.monotonic() + wall_s + VERDICT_GRACE_S
-                while task.streaming and not task.error and time.monotonic() < deadline:
-                    self._cond.wait(deadline - time.monotonic())
-                if task.streaming and not task.error:
-                    task.error = f"robot {task.robot_id}: no answer from its streaming tool"
-            if segment_done and task.awaiting and not task.error:
-                wall_s = max(t.spec.wall_s for t in task.tools if t.info.validates)
-                deadline = time.monotonic() + wall_s + VERDICT_GRACE_S
-                while task.awaiting and not task.error and time.monotonic() < deadline:
-                    self._cond.wait(deadline - time.monotonic())
-                if task.awaiting and not task.error:
-                    task.error = f"robot {task.robot_id}: no verdict from its validating tools"
+            # each streamed element before the next token
+            streaming = [t for t in task.tools if t.info.streams]
+            self._await(task, task.streaming, streaming, "no answer from its streaming tool")
+            if segment_done:
+                validating = [t for t in task.tools if t.info.validates]
+                self._await(task, task.awaiting, validating, "no verdict from its validating tools")
             if task.error:
                 raise ToolRejected(task.error)
             if not (segment_done and task.observations and generation.in_engine):
                 return  # kept for the end of the segment (dropped if the plan ended)
             observations, task.observations = task.observations, []
         self._append(generation, observations)
+
+    def _await(self, task: _Task, tickets: set[int], tools: list[_Tool], missing: str) -> None:
+        """Wait (cond held) until `tickets` are answered or the task failed, for at
+        most the slowest of `tools`' wall time and a grace; past it the task fails
+        with `missing`."""
+        if not tickets or task.error:
+            return
+        wall_s = max(t.spec.wall_s for t in tools)
+        deadline = time.monotonic() + wall_s + VERDICT_GRACE_S
+        while tickets and not task.error and time.monotonic() < deadline:
+            self._cond.wait(deadline - time.monotonic())
+        if tickets and not task.error:
+            task.error = f"robot {task.robot_id}: {missing}"
 
     def _append(self, generation: Generation, observations: list[str]) -> None:
         """Append the observations after the generated ids (engine gate held)."""
