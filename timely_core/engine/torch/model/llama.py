@@ -20,7 +20,9 @@ from timely_core.engine.torch.model.lora_batch import LoraBatch
 from timely_core.engine.torch.model.rope import RotaryTable, apply_rotary
 
 if TYPE_CHECKING:
-    from timely_core.engine.torch.model.block_batch import BlockBatch
+    from collections.abc import Callable
+
+    from timely_core.engine.torch.model.block_batch import BlockBatch, RowSplit
 
 
 class RmsNorm:
@@ -171,13 +173,21 @@ class LlamaModel:
             selected = self.norm(selected, self.weights.norm)
             return (selected @ self.weights.lm_head).to(torch.float32)
         norm_split, head_split = blocks.head(logits_index)
-        if norm_split is None:
-            selected = self.norm(selected, self.weights.norm)
-        else:
-            selected = self.norm(selected, norm_split.row_weights(lambda w: w.norm))
+        selected = self._split_norm(selected, norm_split, self.weights.norm, lambda w: w.norm)
         if head_split is None:
             return (selected @ self.weights.lm_head).to(torch.float32)
         return head_split.map(selected, lambda w, h: h @ w.lm_head).to(torch.float32)
+
+    def _split_norm(
+        self,
+        x: torch.Tensor,
+        split: RowSplit | None,
+        base: torch.Tensor,
+        pick: Callable[[ModelWeights], torch.Tensor],
+    ) -> torch.Tensor:
+        """RMSNorm with the base's weight, or, for a norm block variants own, each
+        row's own weight (`split.row_weights`)."""
+        return self.norm(x, base if split is None else split.row_weights(pick))
 
     def _attend(
         self,
@@ -214,10 +224,7 @@ class LlamaModel:
         base = self.weights.layers[i]
         p = f"layers.{i}."
         split = blocks.split(p + "input_norm")
-        if split is None:
-            x = self.norm(hidden, base.input_norm)
-        else:
-            x = self.norm(hidden, split.row_weights(lambda w: w.layers[i].input_norm))
+        x = self._split_norm(hidden, split, base.input_norm, lambda w: w.layers[i].input_norm)
         attention = blocks.split(p + "attention")
         if attention is None:
             qkv = linear(x, base.qkv, base.qkv_bias)
@@ -235,10 +242,7 @@ class LlamaModel:
         if lora is not None:
             lora.add(hidden, attn, i, "o")
         split = blocks.split(p + "post_attention_norm")
-        if split is None:
-            x = self.norm(hidden, base.post_norm)
-        else:
-            x = self.norm(hidden, split.row_weights(lambda w: w.layers[i].post_norm))
+        x = self._split_norm(hidden, split, base.post_norm, lambda w: w.layers[i].post_norm)
         ffn = blocks.split(p + "ffn")
         if ffn is None:
             gate_up = linear(x, base.gate_up, base.gate_up_bias)
