@@ -1,6 +1,7 @@
 """What a bench records about the machine it ran on, so that its figures are read
 against it (they move between machines): CPU, cores, torch threads, the load
-average before and after, and the measured single-thread float32 matmul peak."""
+average before and after, and the measured single-thread float32 matmul peak; and
+the decode-iteration timing the engine benches share."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import time
 from typing import Any
 
 import torch
+
+from timely_core.engine.protocol import Engine
 
 
 def matmul_gflops(size: int = 1024, repeats: int = 5) -> float:
@@ -47,3 +50,21 @@ class MachineRecord:
             f"{machine['cores']} cores; matmul {machine['matmul_gflops']:.0f} GFLOP/s "
             f"({machine['torch_threads']} thread(s))"
         )
+
+
+def decode_step_times(
+    engine: Engine, ids: list[int], steps: int, finished: set[int]
+) -> list[float]:
+    """Seconds of each of up to `steps` decode iterations of the whole batch `ids`,
+    until one ends a generation (`finished`: those already ended, none to time);
+    the generations still running are then aborted."""
+    times: list[float] = []
+    while not finished and len(times) < steps:
+        started = time.perf_counter()
+        outputs = engine.step(ids)
+        times.append(time.perf_counter() - started)
+        finished = {o.gen_id for o in outputs if o.finished}
+    for gen_id in ids:
+        if gen_id not in finished:
+            engine.abort(gen_id)
+    return times

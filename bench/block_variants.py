@@ -46,7 +46,7 @@ from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_machine import MachineRecord
+from bench_machine import MachineRecord, decode_step_times
 
 RESULTS = Path(__file__).resolve().parent / "results" / "block_variants.json"
 KV = EngineConfig(device_kv_bytes=2**27, host_kv_bytes=0, max_generations=64)
@@ -152,16 +152,7 @@ def _round(
         first |= {o.gen_id for o in outputs}
         finished = {o.gen_id for o in outputs if o.finished}
     prefill = time.perf_counter() - started
-    times: list[float] = []
-    while not finished and len(times) < steps:
-        started = time.perf_counter()
-        outputs = engine.step(ids)
-        times.append(time.perf_counter() - started)
-        finished = {o.gen_id for o in outputs if o.finished}
-    for gen_id in ids:
-        if gen_id not in finished:
-            engine.abort(gen_id)
-    return prefill, times
+    return prefill, decode_step_times(engine, ids, steps, finished)
 
 
 def _short_prompts(count: int, length: int = 64) -> list[list[int]]:

@@ -27,7 +27,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.model import lora_batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_machine import MachineRecord
+from bench_machine import MachineRecord, decode_step_times
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fleet_variants.json"
 KV = EngineConfig(device_kv_bytes=2**25, host_kv_bytes=0, max_generations=64)
@@ -125,16 +124,7 @@ def _decode_step_s(
         engine.add(first_id + i, prompt, SamplingParams(max_tokens=steps + 2), variant=variant)
         ids.append(first_id + i)
     finished = {o.gen_id for o in engine.step(ids) if o.finished}  # the prefill
-    times: list[float] = []
-    while not finished and len(times) < steps:
-        started = time.perf_counter()
-        outputs = engine.step(ids)
-        times.append(time.perf_counter() - started)
-        finished = {o.gen_id for o in outputs if o.finished}
-    for gen_id in ids:
-        if gen_id not in finished:
-            engine.abort(gen_id)
-    return times
+    return decode_step_times(engine, ids, steps, finished)
 
 
 def overhead(adapters: dict[str, Path], batch: int, steps: int, rounds: int) -> dict[str, Any]:
