@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from robot_models.grammar_numbers import decimal_range_regex, int_range_regex
@@ -54,6 +55,7 @@ _FREE_STRING_CHARS = MAX_TOKEN_CHARS - 1
 _FREE_CHAR = r"[^'\n\r;(){}]"
 _NAME_END = r"[^'\s;(){},=<>|?]"  # an object name's first and last character
 _NAME_CHAR = r"[^'\n\r\t;(){},=<>|?]"
+_NOT_IN_NAMES = re.compile(r"['\"\\\n\r\t;(){},=<>|?]")
 
 
 @dataclass
@@ -72,16 +74,39 @@ class _Terminals:
             self.lines.append(f"{name}: /{pattern}/  // {note}")
         return self.by_pattern[pattern]
 
+    def alternatives(self, base: str, names: Sequence[str], note: str) -> str:
+        """A lexeme that is one of `names`, quoted (names hold no quote, backslash or
+        line break: `grounding.py`'s words and spaces)."""
+        for name in names:
+            if not name or name != name.strip() or _NOT_IN_NAMES.search(name):
+                raise ValueError(f"{name!r} cannot be an object name in a plan")
+        body = " | ".join(f"\"'{name}'\"" for name in names)
+        key = "names:" + body
+        if key not in self.by_pattern:
+            name = re.sub(r"[^A-Z0-9_]", "_", base.upper())
+            while name in self.by_pattern.values():
+                name += "_"
+            self.by_pattern[key] = name
+            self.lines.append(f"// {note}")
+            self.lines.append(f"{name}: {body}")
+        return self.by_pattern[key]
 
-def plan_grammar(skill_set: SkillSet) -> str:
-    """The llguidance grammar of plans for `skill_set` (see the module docstring)."""
+
+def plan_grammar(skill_set: SkillSet, names: Sequence[str] | None = None) -> str:
+    """The llguidance grammar of plans for `skill_set` (see the module docstring).
+    With `names` (`grounding.grounded_names`), an object argument is one of them or
+    one of its argument's `known_names`, quoted; a skill left without any name for
+    one of its arguments cannot be called."""
     terminals = _Terminals()
-    calls = [_call_rule(skill, terminals) for skill in skill_set.skills]
-    statement_calls = " | ".join(_ref(skill) for skill in skill_set.skills)
-    value_skills = [s for s in skill_set.skills if s.returns != "none"]
+    skills = [s for s in skill_set.skills if _callable(s, names)]
+    if not skills:
+        raise ValueError(f"no skill of the {skill_set.robot_type} can be called with these names")
+    calls = [_call_rule(skill, terminals, names) for skill in skills]
+    statement_calls = " | ".join(_ref(skill) for skill in skills)
+    value_skills = [s for s in skills if s.returns != "none"]
     value_calls = [_ref(s) for s in value_skills]
     # llguidance refuses a parametric rule whose body ignores the parameter
-    call = "call::_" if any(map(_takes_values, skill_set.skills)) else "call"
+    call = "call::_" if any(map(_takes_values, skills)) else "call"
     value_call = "value_call::_" if any(map(_takes_values, value_skills)) else "value_call"
     allowed = f"%if le({DEPTH_BITS}, {MAX_NESTING})"
     opens = f"%if lt({DEPTH_BITS}, {MAX_NESTING})"  # its block holds a statement
@@ -139,21 +164,37 @@ def _takes_values(skill: Skill) -> bool:
     return any(arg.type == "any" for arg in skill.args)
 
 
-def _call_rule(skill: Skill, terminals: _Terminals) -> str:
-    names = sorted({skill.short, skill.name}, key=len)
-    head = "(" + " | ".join(f'"{n}"' for n in names) + ")" if len(names) > 1 else f'"{names[0]}"'
-    args = ' "," '.join(_argument(skill, arg, terminals) for arg in skill.args)
+def _callable(skill: Skill, names: Sequence[str] | None) -> bool:
+    return names is None or all(names or arg.known_names for arg in skill.args if arg.type == "str")
+
+
+def _call_rule(skill: Skill, terminals: _Terminals, names: Sequence[str] | None) -> str:
+    spellings = sorted({skill.short, skill.name}, key=len)
+    head = (
+        "(" + " | ".join(f'"{n}"' for n in spellings) + ")"
+        if len(spellings) > 1
+        else f'"{spellings[0]}"'
+    )
+    args = ' "," '.join(_argument(skill, arg, terminals, names) for arg in skill.args)
     if skill.max_elements is not None and skill.max_elements > 1:  # a streamed skill
         args = f'{args} ("," {args}){{0,{skill.max_elements - 1}}}'
     body = f'{head} "(" {args} ")"' if args else f'{head} "(" ")"'
     return f"{_ref(skill).replace('::_', '')}{'::_' if _takes_values(skill) else ''} : {body}"
 
 
-def _argument(skill: Skill, arg: ArgSpec, terminals: _Terminals) -> str:
+def _argument(
+    skill: Skill, arg: ArgSpec, terminals: _Terminals, names: Sequence[str] | None
+) -> str:
     if arg.type == "any":
         return "value::_"
     if arg.type == "bool":
         return '("True" | "False")'
+    if arg.type == "str" and names is not None:
+        return terminals.alternatives(
+            f"NAME_{skill.short}_{arg.name}" if arg.known_names else "NAME",
+            sorted({*names, *arg.known_names}),
+            "an object the request names" + (", or a known place" if arg.known_names else ""),
+        )
     if arg.type == "str":
         inner = MAX_STRING_ARG_CHARS - 2
         pattern = f"'{_NAME_END}({_NAME_CHAR}{{0,{inner}}}{_NAME_END})?'"

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from robot_models.exec_time import ExecTimeModel, OnlineRefit, split_duration
 from robot_models.grammar import plan_grammar
+from robot_models.grounding import grounded_names
 from robot_models.parser import PlanParser
 from robot_models.plan_ast import PlanStatement, Stmt
 from robot_models.prompts import format_request, prompt_prefix
@@ -71,6 +72,13 @@ class RobotPlanLanguage:
         if self._grammar is None:
             self._grammar = plan_grammar(self._skills)
         return self._grammar
+
+    def request_grammar(self, scene: str, instruction: str) -> str:
+        """The grammar of plans for one request: `grammar()` with object arguments
+        limited to the names the request and its scene give and the robot's known
+        places (`grounding.grounded_names`), so a plan never names an object nobody
+        mentioned."""
+        return plan_grammar(self._skills, grounded_names(scene, instruction))
 
     def grammar_closers(self) -> tuple[str, ...]:
         """A block's end: what a plan near its token limit writes to close an open

@@ -7,6 +7,7 @@ ranges, and the execution-time model of every skill (see `exec_time.py`).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -20,6 +21,7 @@ from robot_models.errors import SkillValidationError
 DATA_DIR = Path(__file__).resolve().parent / "data"
 ROBOT_TYPES: tuple[str, ...] = ("drone", "arm")
 MAX_STRING_ARG_CHARS = 64
+KNOWN_NAME_PATTERN = r"[^\W_]+( [^\W_]+)*"
 MAX_ELEMENTS = 32  # the most elements a streamed skill may declare
 
 SkillValue = bool | int | float | str | None
@@ -36,11 +38,23 @@ class ArgSpec(BaseModel):
     min: float | None = None
     max: float | None = None
     unit: str = ""
+    # names this robot type knows for a str argument without being told (the arm's
+    # bins and places): a grounded plan may use them besides the request's
+    # (`grounding.py`)
+    known_names: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _range_only_for_numbers(self) -> ArgSpec:
         if (self.min is not None or self.max is not None) and self.type not in ("int", "float"):
             raise ValueError(f"argument '{self.name}': a range needs type int or float")
+        if self.known_names and self.type != "str":
+            raise ValueError(f"argument '{self.name}': known_names need type str")
+        for name in self.known_names:
+            if not re.fullmatch(KNOWN_NAME_PATTERN, name):
+                raise ValueError(
+                    f"argument '{self.name}': known name {name!r} is not words of letters"
+                    " and digits separated by single spaces"
+                )
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"argument '{self.name}': min {self.min} > max {self.max}")
         return self

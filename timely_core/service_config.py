@@ -41,6 +41,12 @@ class ServiceConfig(BaseModel):
     # every statement decoded parses and keeps its skills' limits. False decodes
     # unconstrained (the parser still rejects, and the task then fails).
     grammar: bool = True
+    # With the grammar, and a language whose grammar can depend on the request
+    # (`RequestGrammarLanguage`): each plan gets its request's grammar, e.g. object
+    # names only from the request, its scene and the robot's known places. Off by
+    # default: a plan then cannot name an object the request implies without naming
+    # it ("a tool for cutting paper": scissors).
+    grounded_names: bool = False
     # With the grammar, a plan's last this-many tokens of `max_tokens` end it at the
     # first statement boundary (its blocks closed), so a plan that runs long still
     # ends valid instead of cut off mid-statement. 0: off.

@@ -80,10 +80,16 @@ _CLOSING = [ord(c) for c in "')};"]
 
 
 def random_plan(robot_type: str, rng: random.Random, max_bytes: int = 600) -> tuple[str, bool]:
-    """A random walk through the grammar, byte by byte: (text, ended with EOS).
+    """A random walk through the robot's grammar (`random_walk`)."""
+    return random_walk(matcher(robot_type), rng, max_bytes)
+
+
+def random_walk(
+    m: llguidance.LLMatcher, rng: random.Random, max_bytes: int = 600
+) -> tuple[str, bool]:
+    """A random walk through a grammar, byte by byte: (text, ended with EOS).
     Past a random length it closes what is open where it can, and ends at EOS as
     soon as that is allowed."""
-    m = matcher(robot_type)
     mask = llg_numpy.allocate_token_bitmask(1, EOS + 1)
     target = rng.randrange(1, max_bytes)
     out = bytearray()
@@ -165,3 +171,22 @@ def _is_name(text: str) -> bool:
     """An object name as the grammar writes it: none of the plan's punctuation, no
     tab or line break, no space at either end."""
     return text == text.strip() and not any(c in text for c in ";(){},=<>|?\t\n\r")
+
+
+@cache
+def _text_template(grammar: str) -> llguidance.LLMatcher:
+    compiled = llguidance.LLMatcher.grammar_from_lark(grammar)
+    matcher = llguidance.LLMatcher(byte_tokenizer(), compiled, log_level=0)
+    assert not matcher.is_error(), matcher.get_error()
+    return matcher
+
+
+def text_matcher(grammar: str) -> llguidance.LLMatcher:
+    """A fresh matcher of any grammar text."""
+    return _text_template(grammar).deep_copy()
+
+
+def text_grammar_accepts(grammar: str, text: str) -> bool:
+    """The whole of `text`, then EOS, is a plan of `grammar` (any grammar text)."""
+    m = text_matcher(grammar)
+    return m.consume_tokens(list(text.encode())) and m.is_accepting()

@@ -217,20 +217,24 @@ def test_the_planner_sets_the_handling_strategy(tmp_path: Path) -> None:
     assert build_service(params).config.handling_strategy is HandlingStrategy.SWAP
 
 
-def test_the_planner_sets_grammar_closing_and_kv_prefetch(tmp_path: Path) -> None:
+def test_the_planner_sets_grammar_closing_grounded_names_and_kv_prefetch(tmp_path: Path) -> None:
     from timely_ros.checkpoint import planner_checkpoint
     from timely_ros.service_factory import build_service
 
     defaults = parse_bringup(_planner()).planner
     assert defaults is not None
     assert (defaults.grammar_close_within, defaults.kv_prefetch) == (32, True)
+    assert not defaults.grounded_names
     with pytest.raises(ConfigError, match="grammar_close_within"):
         parse_bringup(_planner(grammar_close_within=-1))
+    with pytest.raises(ConfigError, match="grounded_names"):
+        parse_bringup(_planner(grounded_names="sometimes"))
     raw = _planner(
         engine="simulated",
         model_path=str(planner_checkpoint(tmp_path)),
         kv_budget_mb=4096.0,
         grammar_close_within=8,
+        grounded_names=True,
         kv_prefetch=False,
     )
     params = parse_bringup(raw).planner
@@ -238,3 +242,4 @@ def test_the_planner_sets_grammar_closing_and_kv_prefetch(tmp_path: Path) -> Non
     assert planner_params(unflatten(planner_to_parameters(params))) == params
     config = build_service(params).config
     assert (config.grammar_close_within, config.kv_prefetch) == (8, False)
+    assert config.grounded_names

@@ -18,6 +18,15 @@ class GrammarLanguage(Protocol):
 
 
 @runtime_checkable
+class RequestGrammarLanguage(Protocol):
+    """Optional: a grammar language whose grammar can depend on the request, e.g. to
+    allow as object names only what the request and its scene name."""
+
+    def request_grammar(self, scene: str, instruction: str) -> str | None:
+        """The grammar of plans for this request (as `grammar()`), or None for none."""
+
+
+@runtime_checkable
 class ClosingGrammarLanguage(Protocol):
     """Optional: a grammar language with texts that close what a plan has open."""
 
@@ -27,8 +36,11 @@ class ClosingGrammarLanguage(Protocol):
         to finish (`SamplingParams.closing_ids`)."""
 
 
-def language_grammar(language: object) -> str | None:
-    """The grammar of `language`, or None when it has none."""
+def language_grammar(language: object, request: tuple[str, str] | None = None) -> str | None:
+    """The grammar of `language`, or None when it has none. With `request` (scene,
+    instruction), a `RequestGrammarLanguage`'s grammar for that request."""
+    if request is not None and isinstance(language, RequestGrammarLanguage):
+        return language.request_grammar(*request)
     if isinstance(language, GrammarLanguage):
         return language.grammar()
     return None

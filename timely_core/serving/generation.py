@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from timely_core.engine.protocol import SamplingParams
 from timely_core.events import Segment, TaskResult
 from timely_core.language.plan_language import PlanLanguage, PlanStatement
 from timely_core.language.segmenter import SegmentCut, Segmenter
@@ -70,6 +71,7 @@ class Generation:
     awaiting_reports: bool = False
     variant: str | None = None  # the robot's fleet variant at admission (None: the base)
     closing: bool = False  # its statement neared the segment limit: the engine ends it
+    sampling: SamplingParams | None = None  # `ServiceState.sampling_params`, once known
 
     @property
     def robot_id(self) -> str:

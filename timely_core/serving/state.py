@@ -36,6 +36,8 @@ from timely_core.task_handle import TaskHandle
 from timely_core.tools.router import ToolRouter
 
 log = logging.getLogger(__name__)
+# sampling parameters kept per grammar text, so generations of one language share one
+_SHARED_GRAMMARS = 64
 Delivery = Callable[[], None]
 COUNTERS = (
     "submitted",
@@ -87,7 +89,8 @@ class ServiceState:
         batch = LatencyGuidedBatch(config.wcet_segment_tokens, admit_per_step=config.admit_per_step)
         self.scheduler = Scheduler(policy, batch, batch_cap(config, engine))
         self.params = SamplingParams(temperature=0.0, max_tokens=config.max_tokens)
-        self._grammar_params: dict[str, SamplingParams] = {}  # by grammar text
+        # by grammar text, oldest first: languages' grammars, and recent requests'
+        self._grammar_params: dict[str, SamplingParams] = {}
         self.lock = threading.RLock()
         self.wake = threading.Condition(self.lock)
         self.engine_gate = EngineGate()
@@ -119,10 +122,21 @@ class ServiceState:
 
     def sampling_params(self, generation: Generation) -> SamplingParams:
         """The service's sampling, with the grammar of the generation's language
-        when `config.grammar` is on and the language has one."""
+        when `config.grammar` is on and the language has one: with
+        `config.grounded_names`, its grammar for the generation's request. Worked
+        out once per generation (a request's grammar is its own text)."""
         if not self.config.grammar:
             return self.params
-        grammar = language_grammar(generation.language)
+        if generation.sampling is None:
+            request = generation.request
+            grammar = language_grammar(
+                generation.language,
+                (request.scene, request.instruction) if self.config.grounded_names else None,
+            )
+            generation.sampling = self._with_grammar(grammar, generation.language)
+        return generation.sampling
+
+    def _with_grammar(self, grammar: str | None, language: object) -> SamplingParams:
         if grammar is None:
             return self.params
         params = self._grammar_params.get(grammar)
@@ -131,8 +145,10 @@ class ServiceState:
                 self.params,
                 grammar=grammar,
                 close_within=self.config.grammar_close_within,
-                closing_ids=self._closing_ids(generation.language),
+                closing_ids=self._closing_ids(language),
             )
+            if len(self._grammar_params) >= _SHARED_GRAMMARS:
+                self._grammar_params.pop(next(iter(self._grammar_params)))
             self._grammar_params[grammar] = params
         return params
 

@@ -13,10 +13,9 @@ from tokenizers import Tokenizer
 
 from robot_models.checkpoints import default_planner_path
 from robot_models.language import load_language
+from tests.timely_core.serving.grammar_recording import GrammarRecordingEngine
 from timely_core.clock import MonotonicClock
-from timely_core.engine.protocol import SamplingParams
 from timely_core.engine.torch.config import EngineConfig
-from timely_core.engine.torch.engine import TorchEngine
 from timely_core.events import TaskResult
 from timely_core.language.chat_language import ChatLanguage
 from timely_core.language.plan_language import PlanLanguage
@@ -36,28 +35,11 @@ TASKS = [  # robot, scene, instruction: none of them like the training data
 pytestmark = pytest.mark.slow
 
 
-class RecordingEngine(TorchEngine):
-    """The torch engine, noting the grammar each generation was admitted with."""
-
-    admitted: dict[int, str | None]
-
-    def add(
-        self,
-        gen_id: int,
-        prompt_token_ids: list[int],
-        params: SamplingParams,
-        prefix_id: str | None = None,
-        variant: str | None = None,
-    ) -> None:
-        super().add(gen_id, prompt_token_ids, params, prefix_id, variant)
-        self.admitted[gen_id] = params.grammar
-
-
 def serve(grammar: bool) -> tuple[list[TaskResult], dict[str, set[str | None]]]:
     path = default_planner_path()
     if not (path / "model.safetensors").is_file():
         pytest.fail(f"the planner checkpoint is missing at {path}: python -m robot_models.train")
-    engine = RecordingEngine(Path(path), EngineConfig())
+    engine = GrammarRecordingEngine(Path(path), EngineConfig())
     engine.admitted = {}
     languages: dict[str, PlanLanguage] = {"drone": load_language("drone")}
     languages["arm"] = load_language("arm")

@@ -12,6 +12,7 @@ matcher when a state must be recreated elsewhere.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -69,9 +70,13 @@ class GrammarMatcher:
 
 class GrammarCompiler:
     """The grammars of one tokenizer: each text compiled once, then copied per
-    generation. `compile_s` records what each compilation took."""
+    generation. Grammars may be per request (names from the request), so only the
+    `kept` most recently used stay compiled; `compile_s` records what each of those
+    took to compile, least recently used first."""
 
-    def __init__(self, tokenizer: Tokenizer, vocab_size: int, eos_ids: Sequence[int]) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, vocab_size: int, eos_ids: Sequence[int], kept: int = 256
+    ) -> None:
         if not eos_ids:
             raise ValueError("grammar masks need the model's EOS token id")
         started = time.perf_counter()
@@ -82,8 +87,9 @@ class GrammarCompiler:
         )
         self.vocab_s = time.perf_counter() - started
         self.vocab_size = vocab_size
-        self._templates: dict[str, GrammarMatcher] = {}
-        self.compile_s: dict[str, float] = {}
+        self._kept = kept
+        self._templates: OrderedDict[str, GrammarMatcher] = OrderedDict()
+        self.compile_s: OrderedDict[str, float] = OrderedDict()
 
     @staticmethod
     def from_checkpoint(
@@ -106,6 +112,12 @@ class GrammarCompiler:
             template = GrammarMatcher(compiled)
             self._templates[grammar] = template
             self.compile_s[grammar] = time.perf_counter() - started
+            while len(self._templates) > self._kept:
+                evicted, _ = self._templates.popitem(last=False)
+                del self.compile_s[evicted]
+        else:
+            self._templates.move_to_end(grammar)
+            self.compile_s.move_to_end(grammar)
         return template.copy()
 
     def rebuilt(self, grammar: str, generated_ids: Sequence[int]) -> GrammarMatcher:

@@ -234,6 +234,12 @@ class PlannerParams(BaseModel):
         default=True,
         description="decode each robot's plans under its grammar (valid by construction)",
     )
+    grounded_names: bool = Field(
+        default=False,
+        description="with the grammar, a plan's object names only from its request: the "
+        "instruction's phrases, the scene's items and the robot's known places (a plan "
+        "then cannot name an object the request only implies)",
+    )
     grammar_close_within: int = Field(
         default=32,
         ge=0,

@@ -143,6 +143,7 @@ def build_service(params: PlannerParams) -> PlanningService:
             scene_kv_fraction=params.scene_kv_fraction,
             grammar=params.grammar,
             grammar_close_within=params.grammar_close_within,
+            grounded_names=params.grounded_names,
             kv_prefetch=params.kv_prefetch,
             handling_strategy=HandlingStrategy(params.handling_strategy),
             max_recoveries=params.max_recoveries,

@@ -23,6 +23,7 @@ from robot_models.plan_check import check_plan
 from timely_core.engine.protocol import FIXED_STRATEGIES, HandlingStrategy, SamplingParams
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
+from timely_core.engine.torch.grammar import GrammarCompiler
 from timely_core.engine.torch.kv_cache import KvCache
 
 PLANNER = Path(__file__).resolve().parents[4] / "robot_models" / "checkpoints" / "planner"
@@ -254,6 +255,23 @@ def test_each_grammar_text_is_compiled_once_and_bad_ones_are_refused(planner: Pl
         planner.engine.add(901, planner.prompt(ADVERSARIAL[0]), SamplingParams(grammar="start: ("))
     assert planner.engine.memory().device_blocks_free == free
     assert len([g for g in compiled if g.startswith("start: (")]) == 0
+
+
+def test_only_the_most_recently_used_grammars_stay_compiled(planner: Planner) -> None:
+    """Grammars may be per request (grounded names): the compiled ones are bounded."""
+    vocab = planner.engine.model.config.vocab_size
+    compiler = GrammarCompiler(planner.tokenizer, vocab, [0], kept=2)
+    language = planner.languages["drone"]
+    grammars = [language.request_grammar("", f"find the {n}") for n in ("cup", "mug", "jar")]
+    first = compiler.matcher(grammars[0])
+    compiler.matcher(grammars[1])
+    compiler.matcher(grammars[0])  # used again: now the most recent
+    compiler.matcher(grammars[2])
+    assert list(compiler.compile_s) == [grammars[0], grammars[2]]
+    compiler.matcher(grammars[1])  # evicted earlier: compiled again
+    assert list(compiler.compile_s) == [grammars[2], grammars[1]]
+    # a matcher outlives its grammar's eviction
+    assert all(first.accept(t) for t in planner.encode("o('cup');")) and first.accepting
 
 
 def block_end(planner: Planner) -> tuple[int, ...]:

@@ -1,0 +1,100 @@
+"""`ServiceConfig(grounded_names=True)`: each plan is decoded under its own request's
+grammar, whose object names are only those the request and its scene give and the
+robot's known places (`robot_models.grounding`), on the shipped planner (issue #22)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from robot_models.checkpoints import default_planner_path
+from robot_models.grounding import grounded_names
+from robot_models.language import load_language
+from robot_models.plan_check import check_plan
+from tests.timely_core.serving.grammar_recording import GrammarRecordingEngine
+from timely_core.clock import MonotonicClock
+from timely_core.engine.torch.config import EngineConfig
+from timely_core.language.plan_language import PlanLanguage
+from timely_core.request import TaskRequest
+from timely_core.service import PlanningService
+from timely_core.service_config import ServiceConfig
+
+pytestmark = pytest.mark.slow
+
+# requests whose ungrounded plans (the shipped checkpoint, greedy, plan grammar) name
+# objects nobody mentioned: 'table', 'blanket', 'tablet', garbage names
+CASES = [
+    ("drone", "", "please search for the lost hiking boot"),
+    ("arm", "on table: tuning fork, bolt", "is there a tuning fork on the table"),
+    ("arm", "on table: walnut, stapler remover", "put the stapler remover on the shelf"),
+    ("drone", "visible: desk, chair", "is the stapler remover somewhere here"),
+    ("drone", "visible: 🐱, ☕", "ñandú 🐱🐱 über alles ???? }}}} 'quoted' (x)"),
+]
+PLACES = {"tray", "holder", "bin", "shelf", "fruit bin", "vegetable bin"}
+
+
+def served(grounded: bool) -> tuple[list[str], list[str | None]]:
+    """The plans of CASES, and the grammar each was admitted with (in order)."""
+    path = default_planner_path()
+    if not (path / "model.safetensors").is_file():
+        pytest.fail(f"the planner checkpoint is missing at {path}: python -m robot_models.train")
+    languages: dict[str, PlanLanguage] = {r: load_language(r) for r in ("drone", "arm")}
+    engine = GrammarRecordingEngine(Path(path), EngineConfig())
+    engine.admitted = {}
+    service = PlanningService(
+        engine,
+        Tokenizer.from_file(str(path / "tokenizer.json")),
+        policy="timely",
+        clock=MonotonicClock(),
+        config=ServiceConfig(max_tokens=128, grammar=True, grounded_names=grounded),
+        languages=languages,
+    )
+    for i, (robot, _, _) in enumerate(CASES):
+        service.register_robot(f"{robot}{i}", robot_type=robot)
+    service.start()
+    try:
+        handles = [
+            service.submit(TaskRequest(robot_id=f"{robot}{i}", scene=scene, instruction=text))
+            for i, (robot, scene, text) in enumerate(CASES)
+        ]
+        plans = []
+        for handle in handles:
+            for segment in handle.segments(timeout_s=300):
+                handle.segment_done(segment.index)
+            result = handle.result(timeout_s=300)
+            assert result.success, result.error
+            plans.append(result.plan_text)
+        return plans, [engine.admitted[k] for k in sorted(engine.admitted)]
+    finally:
+        service.stop()
+
+
+def ungrounded(robot: str, scene: str, instruction: str, plan: str) -> set[str]:
+    allowed = set(grounded_names(scene, instruction)) | (PLACES if robot == "arm" else set())
+    return set(re.findall(r"'([^']*)'", plan)) - allowed
+
+
+def test_grounded_plans_name_only_what_their_request_names() -> None:
+    plans, grammars = served(grounded=True)
+    assert grammars == [
+        load_language(robot).request_grammar(scene, text) for robot, scene, text in CASES
+    ]
+    named = 0
+    for (robot, scene, instruction), plan in zip(CASES, plans, strict=True):
+        assert check_plan(robot, plan, True).valid, plan
+        assert not ungrounded(robot, scene, instruction, plan), plan
+        named += len(re.findall(r"'[^']*'", plan))
+    assert named >= len(CASES)  # the plans do name objects
+
+
+def test_without_grounding_the_same_requests_name_other_objects() -> None:
+    """What the grounded test guards against happens on these requests."""
+    plans, grammars = served(grounded=False)
+    assert grammars == [load_language(robot).grammar() for robot, _, _ in CASES]
+    assert any(
+        ungrounded(robot, scene, instruction, plan)
+        for (robot, scene, instruction), plan in zip(CASES, plans, strict=True)
+    ), plans
