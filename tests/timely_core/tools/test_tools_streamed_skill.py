@@ -347,3 +347,27 @@ def test_without_replanning_a_failed_leg_ends_the_task_naming_it(
         handle.segment_failed(1, "blocked", element=0)
     with pytest.raises(UnknownTask):
         service.segment_failed("nobody", 1, "blocked", element=0)
+
+
+def test_a_leg_that_fails_while_its_segment_waits_for_one_more_token(
+    service: PlanningService,
+) -> None:
+    """The path's segment was cut with its last leg but is held for one more token
+    (tk() still runs, by the estimates): the failure waits for that token, then
+    the segment is delivered and rolled back to, the held token dropped."""
+    handle, events = _submit(service, "survey")
+    _until(service, events, lambda: sum(isinstance(e, StreamedElement) for e in events) == 3)
+    assert [e for e in events if isinstance(e, Segment)][-1].text == "tk();"  # path held
+    with pytest.raises(ValueError, match="no element 3 handed on \\(3 were\\)"):
+        handle.segment_failed(1, "blocked", element=3)
+    assert handle.segment_failed(1, "blocked", element=1) is None
+    _finish(service, handle, events)
+    assert handle.result(timeout_s=0).success
+    (rollback,) = handle.rollbacks()
+    assert rollback.failed_index == 1 and rollback.withdrawn == ()
+    assert rollback.tokens_dropped == 1  # the token the segment was held for
+    assert _labels(events)[3:6] == [
+        "StreamedElement:fp(-100,0,0)@2",
+        "Segment:fp(100,0,50,0,100,0,-100,0,0);@",
+        "Rollback:@",
+    ]
