@@ -257,7 +257,12 @@ class PlanningService:
             state.run_deliveries()
 
     def segment_failed(
-        self, task_id: str, index: int, error: str, failed_at_s: float | None = None
+        self,
+        task_id: str,
+        index: int,
+        error: str,
+        failed_at_s: float | None = None,
+        element: int | None = None,
     ) -> Rollback | None:
         """The robot failed segment `index` of `task_id` at `failed_at_s` (service
         clock; now if omitted) with `error`. With `replan_on_failure` on a rewritable
@@ -265,11 +270,21 @@ class PlanningService:
         of that segment, the failure appended as an observation, planning goes on
         from segment index + 1 (the `Rollback` returned, also delivered to the
         handle). Otherwise the task ends with the robot's error (None returned).
-        Raises UnknownTask, TaskFinished, or ValueError for a segment not
-        dispatched or already reported; no other task is disturbed."""
+        `element`: the robot failed that element (`StreamedElement.element`) of a
+        streamed segment, which may still be decoded: then its later elements are
+        not handed on and the rollback waits for its cut (None returned; the
+        Rollback or the result follows). Raises UnknownTask, TaskFinished, or
+        ValueError for a segment (or element) not dispatched or already reported;
+        no other task is disturbed."""
         if not isinstance(error, str):
             raise TypeError(f"error must be a str, got {type(error).__name__}")
         state = self._state
+        if element is not None:  # a streamed segment's (failure_recovery.py)
+            with state.engine_gate.caller(), state.lock:
+                at_s = state.clock.now() if failed_at_s is None else float(failed_at_s)
+                rollback = self._recovery.on_element_failure(task_id, index, element, error, at_s)
+            state.run_deliveries()
+            return rollback
         with state.engine_gate.caller(), state.lock:  # it rewrites: not inside a step
             generation, _ = self._dispatched(task_id, index)
             if generation.state is GenerationState.FINISHED:

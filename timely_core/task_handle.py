@@ -31,7 +31,12 @@ class TaskControl(Protocol):
     def segment_started(self, task_id: str, index: int, started_at_s: float | None) -> None: ...
 
     def segment_failed(
-        self, task_id: str, index: int, error: str, failed_at_s: float | None
+        self,
+        task_id: str,
+        index: int,
+        error: str,
+        failed_at_s: float | None,
+        element: int | None = None,
     ) -> Rollback | None: ...
 
     def cancel(self, task_id: str) -> None: ...
@@ -127,11 +132,16 @@ class TaskHandle:
             return list(self._rollbacks)
 
     def segment_failed(
-        self, index: int, error: str, failed_at_s: float | None = None
+        self,
+        index: int,
+        error: str,
+        failed_at_s: float | None = None,
+        element: int | None = None,
     ) -> Rollback | None:
-        """The robot failed segment `index` with `error`: replanned from its end when
-        the request asked for it (`PlanningService.segment_failed`), else the task ends."""
-        return self._control.segment_failed(self.task_id, index, error, failed_at_s)
+        """The robot failed segment `index` (at its streamed `element`, if given) with
+        `error`: replanned from its end when the request asked for it
+        (`PlanningService.segment_failed`), else the task ends."""
+        return self._control.segment_failed(self.task_id, index, error, failed_at_s, element)
 
     def segment_done(self, index: int, finished_at_s: float | None = None) -> None:
         """The robot finished executing segment `index` at `finished_at_s` (service

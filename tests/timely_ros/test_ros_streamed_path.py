@@ -3,7 +3,9 @@ engine paced to the wall clock and forced to write a plan with a 4-leg `fp` path
 serving the simulated drone `drone1` (`timely up`, its own process). Each leg
 reaches the drone's executor as a goal of its own while the call is still being
 decoded, and the drone runs the legs in order; a cancel stops the leg it runs, and
-no leg after it is ever sent; a leg the drone fails ends the goal, naming it."""
+no leg after it is ever sent; a leg the drone fails ends the goal, naming it, or,
+with `replan_on_failure`, is replanned: no later leg of its path is sent and the
+plan goes on from the failure."""
 
 from __future__ import annotations
 
@@ -32,11 +34,13 @@ pytestmark = pytest.mark.ros
 LEGS = ["fp(100,0,50)", "fp(0,100,0)", "fp(-100,0,0)", "fp(0,-100,0)"]
 PLAN = "tk();fp(100,0,50,0,100,0,-100,0,0,0,-100,0);ld();"
 INSTRUCTION = "Fly a square at 1.5 m"
+RECOVERY = "fp(0,-50,0,50,0,0);ld();"  # written after a failure observation
 
 
 def _service(decode_s: float) -> Any:
-    """A planning service whose engine writes PLAN for any request, `decode_s` of
-    wall time per token, with drone1's streamed skill and its StreamedPath tool."""
+    """A planning service whose engine writes PLAN for any request (RECOVERY after a
+    failure observation), `decode_s` of wall time per token, with drone1's streamed
+    skill and its StreamedPath tool."""
     from timely_ros.config import RobotSpec
     from timely_ros.paced_engine import PacedSimulatedEngine
     from timely_ros.service_factory import register_streamed_path
@@ -51,11 +55,13 @@ def _service(decode_s: float) -> Any:
 
     tokenizer = Tokenizer.from_file(str(default_planner_path() / "tokenizer.json"))
     plan = list(tokenizer.encode(PLAN, add_special_tokens=False).ids)
+    recovery = list(tokenizer.encode(RECOVERY, add_special_tokens=False).ids)
     eos = tokenizer.token_to_id("<eos>")
     assert eos is not None
 
-    def script(_prompt_ids: Sequence[int]) -> list[int]:
-        return plan
+    def script(prompt_ids: Sequence[int]) -> list[int]:
+        failed = tokenizer.decode(list(prompt_ids)).endswith("')\n")  # an observation
+        return recovery if failed else plan
 
     engine = PacedSimulatedEngine(
         LatencyModel(decode_s=decode_s, prefill_token_s=1e-5),
@@ -72,7 +78,7 @@ class _Planner:
     """A planner node serving `service`, on an executor of its own sized as `timely
     up` sizes it (a goal holds a thread while its robot runs), spun on a thread."""
 
-    def __init__(self, ros_client: RosClient, service: Any) -> None:
+    def __init__(self, ros_client: RosClient, service: Any, replan_on_failure: bool) -> None:
         from rclpy.parameter import Parameter
         from timely_ros.bringup import executor_threads
         from timely_ros.config import PlannerParams, RobotSpec, planner_to_parameters
@@ -84,6 +90,7 @@ class _Planner:
             robots=[RobotSpec(id="drone1", type="drone", streamed_skills=True)],
             executor_wait_s=TEST_EXECUTOR_WAIT_S,
             robot_timeout_s=TEST_ROBOT_TIMEOUT_S,
+            replan_on_failure=replan_on_failure,
         )
         self.service = service
         self.node = PlannerNode(
@@ -128,8 +135,8 @@ def _drone(node_processes: StartNodes, time_scale: float, **params: Any) -> Node
 def planner_for(ros_client: RosClient) -> Iterator[Any]:
     started: list[_Planner] = []
 
-    def start(decode_s: float) -> Any:
-        started.append(_Planner(ros_client, _service(decode_s)))
+    def start(decode_s: float, replan_on_failure: bool = False) -> Any:
+        started.append(_Planner(ros_client, _service(decode_s), replan_on_failure))
         return started[-1].service
 
     yield start
@@ -248,3 +255,45 @@ def test_a_failed_leg_ends_the_goal_and_no_later_leg_is_sent(
     task_id = call.segments[0].task_id
     started = re.findall(rf"event=segment_started robot=drone1 task={task_id} ", drone.output())
     assert len(started) == 2  # tk and the failed leg
+
+
+def test_a_failed_leg_is_replanned_and_no_later_leg_of_its_path_is_sent(
+    node_processes: StartNodes, ros_client: RosClient, planner_for: Any
+) -> None:
+    """The first leg fails while the path is still decoded: its other legs are
+    never sent, the path's segment is streamed, the plan rolls back to its end
+    with the failure as an observation, and the recovery flies and lands."""
+    from action_msgs.msg import GoalStatus
+    from std_msgs.msg import String
+    from timely_ros.plan_client import PlanClient, make_goal
+
+    drone = _drone(node_processes, time_scale=0.1, fail_skills=["fp"])  # the first leg fails
+    planner_for(0.15, replan_on_failure=True)  # it fails before the second leg is decoded
+    progress: list[dict[str, Any]] = []
+    ros_client.node.create_subscription(
+        String, "/timely/robot_progress", lambda m: progress.append(json.loads(m.data)), 100
+    )
+    client = PlanClient(ros_client.node)
+    assert client.wait_for_server(60)
+    call = client.send(make_goal("drone1", INSTRUCTION, scene="visible: wall"))
+    assert call.done.wait(120), drone.output()[-3000:]
+    result = call.final_result()
+    assert call.status == GoalStatus.STATUS_SUCCEEDED, result.error
+    assert result.plan == "tk();" + PLAN[5:-5] + RECOVERY
+    # the failed path's segment is in the plan (its first leg ran); RECOVERY follows
+    assert [s.text for s in call.segments] == ["tk();", PLAN[5:-5], RECOVERY[:19], "ld();"]
+    task_id = call.segments[0].task_id
+    executed = _runs(drone, task_id, "segment_executed")
+    assert [skills for skills, _ in executed] == [
+        ["takeoff()"],
+        ["fp(0,-50,0)"],
+        ["fp(50,0,0)"],
+        ["land()"],
+    ]
+    started = re.findall(rf"event=segment_started robot=drone1 task={task_id} ", drone.output())
+    assert len(started) == 5  # tk, the failed leg, the recovery's two legs, ld
+    rolled = [p for p in progress if p["event"] == "rolled_back"]
+    assert [p["segment"] for p in rolled] == [1]
+    assert rolled[0]["error"].startswith(
+        "element 1: robot drone1, fly_path: injected failure of fp"
+    ), rolled

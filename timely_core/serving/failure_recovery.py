@@ -14,6 +14,13 @@ Otherwise (not opted in, an engine that cannot rewrite, the recovery cap reached
 an observation the engine refuses) the task ends with an error naming the
 robot's failure, as it did before this existed.
 
+A failed element of a streamed segment (a leg of a drone's path,
+`StreamedElement`) is a failure of that segment: its elements not yet handed on
+never are. When the call is still being decoded, its segment does not exist yet:
+the failure is held (`ToolRouter.hold_failure`) and the rollback happens at the
+token that cuts that segment (`SegmentDispatch`), so the plan still goes back to
+the end of the segment; the robot waits idle meanwhile (the rest of one statement).
+
 A plan that had already ended (its result held for the robot's reports, as
 `replan_on_failure` asks), or one whose grammar refuses the observation in a
 rewrite, is admitted again with the kept ids and the observation as its prompt;
@@ -34,6 +41,7 @@ import dataclasses
 import logging
 
 from timely_core.engine.protocol import EngineError, HandlingStrategy, RewritableEngine
+from timely_core.errors import TaskFinished, UnknownTask
 from timely_core.events import Rollback
 from timely_core.language.detokenizer import IncrementalDetokenizer
 from timely_core.language.plan_language import FailureObservation
@@ -41,7 +49,7 @@ from timely_core.language.segmenter import SegmentationError, Segmenter
 from timely_core.serving.generation import Generation, GenerationState, SegmentRecord
 from timely_core.serving.plan_closing import lift_closing, update_closing
 from timely_core.serving.state import ServiceState
-from timely_core.tools.router import OBSERVATION_FORMAT
+from timely_core.tools.router import OBSERVATION_FORMAT, HeldFailure
 
 log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 500  # of the robot's error, in the observation and the task's error
@@ -59,15 +67,75 @@ class FailureRecovery:
     def __init__(self, state: ServiceState) -> None:
         self._state = state
 
-    def on_failure(
-        self, generation: Generation, index: int, error: str, at_s: float
+    def on_element_failure(
+        self, task_id: str, index: int, element: int, error: str, at_s: float
     ) -> Rollback | None:
-        """Segment `index` (dispatched, not reported done) failed at `at_s`. Roll the
-        generation back and go on (the `Rollback` returned, and delivered to the
-        handle), or end the task with the robot's error (None). Call holding the
+        """Element `element` (from 0) of streamed segment `index` failed at `at_s`.
+        A segment already cut is handled as `on_failure`; one still decoded holds
+        the failure until it is cut (None returned; the Rollback, or the task's
+        error, follows). Raises UnknownTask, TaskFinished, or ValueError for an
+        element never handed on or a segment already reported. Call holding the
         engine gate and the state's lock."""
         state = self._state
-        error = " ".join(error.split())[:MAX_ERROR_CHARS] or "no reason given"
+        generation = state.generations.get(task_id)
+        if generation is None:
+            raise UnknownTask(f"unknown task id {task_id!r}")
+        if generation.state is GenerationState.FINISHED:
+            raise TaskFinished(
+                f"task {task_id!r} has already ended; its failed segment {index} "
+                "cannot be replanned"
+            )
+        held = generation.awaiting_next_token  # cut, delivered at the next token
+        if index < len(generation.records):
+            handed = generation.records[index].segment.streamed_elements
+        elif index == len(generation.records):
+            handed = held.streamed_elements if held else state.tools.handed_elements(task_id)
+        else:
+            handed = 0
+        if not 0 <= element < handed:
+            raise ValueError(
+                f"task {task_id!r}: segment {index} has no element {element} handed on "
+                f"({handed} were)"
+            )
+        reported = [
+            r.segment.index for r in generation.records[index:] if r.finished_at_s is not None
+        ]
+        if reported or state.tools.holds_failure(task_id):
+            raise ValueError(
+                f"task {task_id!r}: segment(s) {reported or [index]} already reported, so "
+                f"segment {index} cannot have failed now"
+            )
+        if index < len(generation.records):
+            return self.on_failure(generation, index, error, at_s, element)
+        reason = self._why_not(generation, None)
+        if reason:
+            error = _clean(error)
+            state.fail(
+                generation,
+                f"robot {generation.robot_id}: segment {index} failed: element "
+                f"{element + 1}: {error}; {reason}",
+            )
+            return None
+        state.tools.hold_failure(task_id, HeldFailure(index, element, error, at_s))
+        return None
+
+    def on_failure(
+        self,
+        generation: Generation,
+        index: int,
+        error: str,
+        at_s: float,
+        element: int | None = None,
+    ) -> Rollback | None:
+        """Segment `index` (dispatched, not reported done) failed at `at_s` (at its
+        element `element`, from 0, if given). Roll the generation back and go on
+        (the `Rollback` returned, and delivered to the handle), or end the task
+        with the robot's error (None). Call holding the engine gate and the
+        state's lock."""
+        state = self._state
+        error = _clean(error)
+        if element is not None:  # the observation says which one
+            error = f"element {element + 1}: {error}"
         record = generation.records[index]
         record.finished_at_s = at_s  # the robot stopped then; not a measured execution
         failed = f"robot {generation.robot_id}: segment {index} failed: {error}"
@@ -88,8 +156,9 @@ class FailureRecovery:
         state.signal_work()
         return rollback
 
-    def _why_not(self, generation: Generation, index: int) -> str:
-        """Why this failure ends the task ('' if it can be rolled back)."""
+    def _why_not(self, generation: Generation, index: int | None) -> str:
+        """Why this failure ends the task ('' if it can be rolled back); `index`
+        None: a segment still decoded (its end is known once it is cut)."""
         state = self._state
         if not generation.request.replan_on_failure:
             return "the request did not ask to replan on failure"
@@ -102,7 +171,7 @@ class FailureRecovery:
             )
         if generation.state is GenerationState.FINISHED:
             return "the plan had already ended"
-        if generation.records[index].generated_end < 0:
+        if index is not None and generation.records[index].generated_end < 0:
             return "the segment's end in the generation is not known"
         return ""
 
@@ -224,3 +293,8 @@ class FailureRecovery:
             if record.tail_text is not None and not last:
                 cuts += segmenter.push_text(record.tail_text) is not None
         return segmenter, cuts
+
+
+def _clean(error: str) -> str:
+    """The robot's error on one line, bounded."""
+    return " ".join(error.split())[:MAX_ERROR_CHARS] or "no reason given"

@@ -15,6 +15,8 @@ Streamed skills: the elements a robot's streaming tool accepted at this token
 (`ToolRouter.take_elements`) are delivered at once as `StreamedElement`s, before
 the segment that holds their call, which says how many there were
 (`Segment.streamed_elements`); whole-plan policies send the statement whole instead.
+When the robot failed one of them while the call was decoded (failure_recovery.py),
+the segment is delivered at its cut, not held, and rolled back to at once.
 
 Safety: a robot with a guard (`statement_guard.py`) has each statement checked
 before its segment is built. A violation ends the task there: the segment and
@@ -35,6 +37,7 @@ from timely_core.language.plan_language import PlanStatement
 from timely_core.language.segmenter import SegmentationError, SegmentCut
 from timely_core.language.statement_guard import GUARD_APPROVAL, GUARD_OK
 from timely_core.scheduling.policies import DispatchMode
+from timely_core.serving.failure_recovery import FailureRecovery
 from timely_core.serving.generation import Generation, SegmentRecord
 from timely_core.serving.plan_closing import update_closing
 from timely_core.serving.state import ServiceState
@@ -43,6 +46,7 @@ from timely_core.serving.state import ServiceState
 class SegmentDispatch:
     def __init__(self, state: ServiceState) -> None:
         self._state = state
+        self._recovery = FailureRecovery(state)
 
     def on_token(self, generation: Generation, output: StepOutput, now: float) -> None:
         """One engine output of `generation`, produced at `now`."""
@@ -76,6 +80,12 @@ class SegmentDispatch:
         cuts = held + new
         if not self._on_cuts(generation, cuts, now, plan_ended=output.finished):
             return  # a statement broke the robot's limits: the task has ended
+        failure = state.tools.failure_due(generation.task_id, len(generation.records))
+        if failure is not None:  # an element of the segment just cut failed meanwhile
+            self._recovery.on_failure(
+                generation, failure.index, failure.error, failure.at_s, failure.element
+            )
+            return
         if output.finished:
             self._finish(generation, now)
         elif cuts and state.policy.suspend_after_segment and generation.awaiting_next_token is None:
@@ -115,6 +125,8 @@ class SegmentDispatch:
         state = self._state
         if state.policy.dispatch is DispatchMode.WHOLE or not generation.records:
             return False
+        if state.tools.holds_failure(generation.task_id):
+            return False  # the robot waits for the failed path's segment
         iteration_s = state.scheduler.batch.iteration_s(len(state.running)) or 0.0
         margin_s = max(state.config.segment_generation_s, iteration_s)
         ready_s = now + margin_s + state.config.dispatch_latency_s

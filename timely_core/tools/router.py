@@ -15,7 +15,10 @@ the elements that became complete and passed its checks; `on_decoded` waits for
 its reply at every token that produced a call for it (an IPC round trip, like a
 validator's verdict at a segment's end), so each element is ready for the robot
 (`take_elements`) at the token that completed it, and an element it rejects ends
-the task before the next token: nothing after it is handed on.
+the task before the next token: nothing after it is handed on. When the robot
+fails an element of a call still being decoded (`hold_failure`), the call's later
+elements are not handed on, and the failure waits here for the call's segment to
+be cut (`failure_due`), which is the point the plan is rolled back to.
 
 Plans that react: the observations of a tool registered with
 `append_observations` are appended to the generation when the segment holding
@@ -80,6 +83,17 @@ class StreamedOut:
     tool: str
 
 
+@dataclass(frozen=True)
+class HeldFailure:
+    """The robot failed `element` (from 0) of the streamed call that segment `index`
+    will hold, before that segment was cut (failure_recovery.py)."""
+
+    index: int
+    element: int
+    error: str
+    at_s: float  # service clock
+
+
 @dataclass
 class _Tool:
     spec: ToolSpec
@@ -109,6 +123,7 @@ class _Task:
     elements: list[StreamedOut] = field(default_factory=list)  # accepted, not yet taken
     element_counts: dict[int, int] = field(default_factory=dict)  # per call index
     uncut: int = 0  # elements taken since the last segment cut (`cut_elements`)
+    failure: HeldFailure | None = None  # an element of the call in progress failed
 
 
 @dataclass(frozen=True)
@@ -261,6 +276,36 @@ class ToolRouter:
             task.uncut += len(elements)
             return elements
 
+    def handed_elements(self, task_id: str) -> int:
+        """How many elements of the call in progress were taken (handed on)."""
+        with self._cond:
+            task = self._tasks.get(task_id)
+            return 0 if task is None else task.uncut
+
+    def hold_failure(self, task_id: str, failure: HeldFailure) -> None:
+        """The robot failed an element of the call in progress: its later elements
+        are not handed on, and `failure` waits for the call's segment."""
+        with self._cond:
+            task = self._tasks[task_id]
+            task.failure = failure
+            task.elements.clear()  # accepted, not yet taken: never handed on
+
+    def holds_failure(self, task_id: str) -> bool:
+        with self._cond:
+            task = self._tasks.get(task_id)
+            return task is not None and task.failure is not None
+
+    def failure_due(self, task_id: str, dispatched: int) -> HeldFailure | None:
+        """The held failure, once its segment is among the `dispatched` ones (it is
+        then no longer held)."""
+        with self._cond:
+            task = self._tasks.get(task_id)
+            failure = None if task is None else task.failure
+            if task is None or failure is None or failure.index >= dispatched:
+                return None
+            task.failure = None
+            return failure
+
     def cut_elements(self, task_id: str) -> int:
         """How many elements were taken since the last cut (or rollback): those of
         the call the segment being cut holds."""
@@ -300,6 +345,7 @@ class ToolRouter:
             task.streaming.clear()
             task.elements.clear()
             task.uncut = 0
+            task.failure = None
             task.element_counts = {  # a call past the rollback is a new one
                 i: n for i, n in task.element_counts.items() if i < stream.calls
             }
@@ -390,11 +436,14 @@ class ToolRouter:
             self._cond.notify_all()
 
     def _accept_elements(self, task: _Task, tool: _Tool, event: CallEvent, value: Any) -> None:
-        """A streaming tool's elements, numbered within their call (cond held)."""
+        """A streaming tool's elements, numbered within their call (cond held); none
+        is handed on past a failed one."""
         texts = value if isinstance(value, list) else [value]
         for text in texts:
             number = task.element_counts.get(event.index, 0)
             task.element_counts[event.index] = number + 1
+            if task.failure is not None:
+                continue
             task.elements.append(
                 StreamedOut(event.index, event.skill, number, str(text), event.text, tool.spec.name)
             )

@@ -3,7 +3,10 @@ socket of its channel. It waits for the "start" message, limits itself
 (`sandbox.py`), imports and starts the plugin, says "ready" with what the plugin
 consumes, then answers each call with one reply until "stop" or the end of the
 channel (the service is gone). A plugin that raises answers with an error; one
-that runs out of memory ends the process ("fatal"), which the host restarts."""
+that runs out of memory ends the process ("fatal"), which the host restarts.
+The process also ends when the service's process does, even in the middle of a
+call that never returns (it would never read the channel's end): a watcher thread
+sees the worker re-parented."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ import importlib
 import os
 import socket
 import sys
+import threading
+import time
 import traceback
 from typing import Any
 
@@ -28,6 +33,20 @@ from timely_core.tools.sandbox import (
     limit_memory,
     renew_cpu_budget,
 )
+
+PARENT_POLL_S = 0.5  # how soon an orphaned worker notices
+
+
+def exit_with_parent() -> None:
+    """End this process once its parent (the service's process) is gone."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def load_plugin(path: str, options: dict[str, Any]) -> ToolPlugin:
@@ -99,6 +118,7 @@ def serve(channel: Channel) -> None:
 
 
 def main() -> None:
+    exit_with_parent()
     channel = Channel(socket.socket(fileno=int(sys.argv[1])))
     with contextlib.suppress(ChannelClosed):  # the service ended
         serve(channel)

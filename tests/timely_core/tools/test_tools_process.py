@@ -5,7 +5,11 @@ one. A plugin that did not declare network has none."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -186,3 +190,52 @@ def test_a_hung_plugin_flooded_with_calls_is_still_killed_and_the_calls_answered
     assert replies.wait("hang") == ToolReply.error("wall-time limit (1 s per call) exceeded")
     answers = [replies.wait(f"f{i}") for i in range(flood)]
     assert {a.kind for a in answers} == {"value"} and process.restarts == 1
+
+
+HOST = """
+import sys, time
+sys.path[:0] = [{here!r}]
+from timely_core.tools.process import PluginProcess
+from timely_core.tools.spec import ToolSpec
+from timely_core.tools.plugin import ToolCall
+spec = ToolSpec(name="faulty", plugin="tools_fault_plugins:Faulty", wall_s=3600.0)
+process = PluginProcess(spec, lambda pending, reply: None)
+process.submit(ToolCall("t", "r1", 0, "fault", ("hang",), True, "fault('hang')"))
+print(process.pid, flush=True)
+time.sleep(3600)
+"""
+
+
+def test_a_plugin_ends_with_the_services_process_even_in_a_hung_call() -> None:
+    """The service's process is killed (no cleanup runs) while its tool hangs in a
+    call, reading nothing: the tool's process ends too."""
+    repo = str(Path(__file__).parents[3])
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST.format(here=HERE)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": repo},
+    )
+    try:
+        assert host.stdout is not None
+        worker = int(host.stdout.readline())
+        time.sleep(0.5)  # the call is in the plugin's sleep
+        os.kill(worker, 0)  # alive
+        host.kill()
+        host.wait()
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline and _alive(worker):
+            time.sleep(0.05)
+        assert not _alive(worker), "the tool's process outlived the service's"
+    finally:
+        host.kill()
+
+
+def _alive(pid: int) -> bool:
+    """Running (not ended, nor a zombie waiting for its new parent to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

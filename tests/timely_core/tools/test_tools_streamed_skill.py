@@ -6,7 +6,8 @@ geofence ends the task there, and no leg or statement after it is delivered."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -19,11 +20,14 @@ from robot_models.safety_limits import SafetyLimits
 from timely_core.clock import VirtualClock
 from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
 from timely_core.engine.sim.latency import PAPER_LLAMA3_8B_RTX4090
+from timely_core.errors import TaskFinished, UnknownTask
 from timely_core.events import Segment, StreamedElement
 from timely_core.request import TaskRequest
 from timely_core.service import PlanningService
+from timely_core.task_handle import TaskHandle
 
 RECOVERY = "fp(100,0,0,0,50,0);ld();"  # after the failure: the same first leg again
+LEG_RECOVERY = "fp(0,-50,0,50,0,0);ld();"  # after a failed leg: around the obstacle
 PLANS = {
     "survey": "tk();fp(100,0,50,0,100,0,-100,0,0);ld();",
     "escape": "tk();fp(100,0,0,0,300,0,100,0,0);ld();",  # leg 2 leaves the geofence
@@ -46,6 +50,8 @@ def _script(tokenizer: Tokenizer) -> Any:
         prompt = tokenizer.decode(list(prompt_ids))
         if prompt.endswith("->failed('blocked')\n"):
             return list(tokenizer.encode(RECOVERY, add_special_tokens=False).ids)
+        if prompt.endswith(": blocked')\n"):  # an element's failure
+            return list(tokenizer.encode(LEG_RECOVERY, add_special_tokens=False).ids)
         task = next(t for t in PLANS if f"Task: {t}\n" in prompt)
         return list(tokenizer.encode(PLANS[task], add_special_tokens=False).ids)
 
@@ -228,3 +234,140 @@ def test_after_a_rollback_the_new_path_streams_from_its_first_leg(
         "Segment:ld();@",
     ]
     assert [e.streamed_elements for e in events if isinstance(e, Segment)] == [0, 2, 0]
+
+
+def _labels(events: list[object]) -> list[str]:
+    return [
+        type(e).__name__ + ":" + getattr(e, "text", "") + f"@{getattr(e, 'element', '')}"
+        for e in events
+    ]
+
+
+def _submit(
+    service: PlanningService, task: str, replan: bool = True
+) -> tuple[TaskHandle, list[object]]:
+    """A drone1 task whose segments, elements and rollbacks land in one list."""
+    events: list[object] = []
+    handle = service.submit(
+        TaskRequest(robot_id="drone1", instruction=task, task_id=task, replan_on_failure=replan)
+    )
+    handle.on_segment(events.append)
+    handle.on_element(events.append)
+    handle.on_rollback(events.append)
+    return handle, events
+
+
+def _until(service: PlanningService, events: list[object], seen: Callable[[], bool]) -> None:
+    """Step in small virtual-time slices until `seen()` (the task is still decoded)."""
+    while not seen():
+        service.run_until(service.clock.now() + 0.002)
+
+
+def _finish(service: PlanningService, handle: TaskHandle, events: list[object]) -> None:
+    """Run to the end, the robot reporting every segment done."""
+    while not handle.done():
+        service.run_until_idle()
+        for segment in [e for e in events if isinstance(e, Segment)]:
+            if not handle.done():
+                with contextlib.suppress(ValueError):  # reported, or withdrawn
+                    handle.segment_done(segment.index)
+
+
+def test_a_leg_that_fails_while_the_path_is_decoded_is_replanned(
+    service: PlanningService,
+) -> None:
+    """The first leg fails while the path is still decoded: the path's later legs
+    are never handed on, its segment is delivered at its cut and the plan rolls
+    back to its end at once, with the failure (naming the leg) as an observation;
+    the plan goes on from there and nothing planned past the failure went out."""
+    handle, events = _submit(service, "survey")
+    _until(service, events, lambda: any(isinstance(e, StreamedElement) for e in events))
+    # tk() not reported done: by the estimates the drone is still busy with it, yet
+    # the failed path's segment is not held for one more token (nothing past it)
+    with pytest.raises(ValueError, match="segment 1 has no element 1 handed on \\(1 were\\)"):
+        handle.segment_failed(1, "blocked", element=1)  # not sent yet
+    assert handle.segment_failed(1, "blocked", element=0) is None  # its segment is not cut
+    _finish(service, handle, events)
+    result = handle.result(timeout_s=0)
+    assert result.success, result.error
+    assert _labels(events) == [
+        "Segment:tk();@",
+        "StreamedElement:fp(100,0,50)@0",
+        "Segment:fp(100,0,50,0,100,0,-100,0,0);@",  # legs 1 and 2 were not handed on
+        "Rollback:@",
+        "StreamedElement:fp(0,-50,0)@0",
+        "StreamedElement:fp(50,0,0)@1",
+        "Segment:fp(0,-50,0,50,0,0);@",
+        "Segment:ld();@",
+    ]
+    segments = [e for e in events if isinstance(e, Segment)]
+    assert [s.streamed_elements for s in segments] == [0, 1, 2, 0]
+    assert [s.index for s in segments] == [0, 1, 2, 3]
+    (rollback,) = handle.rollbacks()
+    assert rollback.failed_index == 1 and rollback.withdrawn == ()
+    assert rollback.observation == "fp(100,0,50,0,100,0,-100,0,0);->failed('element 1: blocked')"
+    assert rollback.tokens_dropped == 0
+    assert result.plan_text == "tk();fp(100,0,50,0,100,0,-100,0,0);fp(0,-50,0,50,0,0);ld();"
+    assert service.stats().failed == 0
+
+
+def test_a_leg_that_fails_after_the_path_was_cut_is_replanned(service: PlanningService) -> None:
+    """The last leg fails after the path's segment was delivered: the rollback is
+    at once (returned), and whatever was planned past the path is withdrawn."""
+    handle, events = _submit(service, "survey")
+    _until(service, events, lambda: any(getattr(e, "index", 0) == 2 for e in events))
+    handle.segment_done(0)
+    rollback = handle.segment_failed(1, "blocked", element=2)
+    assert rollback is not None and rollback.failed_index == 1
+    assert rollback.withdrawn == (2,)  # ld() had gone out: the robot must not run it
+    assert rollback.observation.endswith("->failed('element 3: blocked')")
+    _finish(service, handle, events)
+    assert handle.result(timeout_s=0).success
+    assert _labels(events)[-4:] == [
+        "StreamedElement:fp(0,-50,0)@0",
+        "StreamedElement:fp(50,0,0)@1",
+        "Segment:fp(0,-50,0,50,0,0);@",
+        "Segment:ld();@",
+    ]
+
+
+def test_without_replanning_a_failed_leg_ends_the_task_naming_it(
+    service: PlanningService,
+) -> None:
+    handle, events = _submit(service, "survey", replan=False)
+    _until(service, events, lambda: any(isinstance(e, StreamedElement) for e in events))
+    assert handle.segment_failed(1, "blocked", element=0) is None
+    service.run_until_idle()
+    assert handle.result(timeout_s=0).error == (
+        "robot drone1: segment 1 failed: element 1: blocked; "
+        "the request did not ask to replan on failure"
+    )
+    assert _labels(events) == ["Segment:tk();@", "StreamedElement:fp(100,0,50)@0"]
+    with pytest.raises(TaskFinished):
+        handle.segment_failed(1, "blocked", element=0)
+    with pytest.raises(UnknownTask):
+        service.segment_failed("nobody", 1, "blocked", element=0)
+
+
+def test_a_leg_that_fails_while_its_segment_waits_for_one_more_token(
+    service: PlanningService,
+) -> None:
+    """The path's segment was cut with its last leg but is held for one more token
+    (tk() still runs, by the estimates): the failure waits for that token, then
+    the segment is delivered and rolled back to, the held token dropped."""
+    handle, events = _submit(service, "survey")
+    _until(service, events, lambda: sum(isinstance(e, StreamedElement) for e in events) == 3)
+    assert [e for e in events if isinstance(e, Segment)][-1].text == "tk();"  # path held
+    with pytest.raises(ValueError, match="no element 3 handed on \\(3 were\\)"):
+        handle.segment_failed(1, "blocked", element=3)
+    assert handle.segment_failed(1, "blocked", element=1) is None
+    _finish(service, handle, events)
+    assert handle.result(timeout_s=0).success
+    (rollback,) = handle.rollbacks()
+    assert rollback.failed_index == 1 and rollback.withdrawn == ()
+    assert rollback.tokens_dropped == 1  # the token the segment was held for
+    assert _labels(events)[3:6] == [
+        "StreamedElement:fp(-100,0,0)@2",
+        "Segment:fp(100,0,50,0,100,0,-100,0,0);@",
+        "Rollback:@",
+    ]

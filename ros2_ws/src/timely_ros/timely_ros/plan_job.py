@@ -21,7 +21,11 @@ the one before has ended, so the robot runs them in order (concurrent goals of
 one action server have no order rclpy guarantees, and a goal cannot be extended
 once sent). The segment that follows (`Segment.streamed_elements`) is streamed as
 feedback but not sent again: its elements ran. A cancel stops the element the
-robot runs; the elements still queued here are never sent.
+robot runs; the elements still queued here are never sent. With
+`replan_on_failure`, an element the robot fails is reported as a failure of its
+segment (`segment_failed(..., element=)`): its later elements are never sent (the
+service hands on no more of them), the segment is streamed as feedback when it
+comes, and the plan goes on from the `Rollback` as for any failed segment.
 
 A segment whose statements need an operator's approval (`Segment.approvals`, from
 the robot's limits) waits here, before it is sent: the robot waits too, and the
@@ -99,6 +103,7 @@ class PlanJob:
         self._lock = threading.Lock()
         self._robot_failure = ""  # the robot's reason, when it failed the last segment
         self._withdrawing = False  # between a replanned failure and its Rollback
+        self._failed_path: int | None = None  # a streamed segment whose element failed
 
     @property
     def state(self) -> str:
@@ -201,8 +206,11 @@ class PlanJob:
                 self._rolled_back(event)
                 continue
             if isinstance(event, StreamedElement):
+                self._robot_failure = ""
                 failure = self._deliver_element(event)
                 if failure is None:
+                    continue
+                if self._robot_failure and self._replan(handle, event):
                     continue
                 with contextlib.suppress(ServiceError):
                     handle.cancel()
@@ -211,6 +219,9 @@ class PlanJob:
                 gh.abort()
                 return self._error(failure)
             assert isinstance(event, Segment)
+            if self._withdrawing and event.index == self._failed_path:
+                self._publish(event)  # in the plan: its elements ran up to the failed one
+                continue
             if self._withdrawing:  # planned past the failure: never sent
                 self._hooks.log(
                     f"event=segment_withdrawn robot={self.robot_id} task={event.task_id} "
@@ -232,10 +243,7 @@ class PlanJob:
     def _deliver(self, handle: Any, segment: Segment) -> str | None:
         """Stream one segment and, when dispatching, run it on the robot.
         Returns the robot's reason when it did not complete the segment."""
-        msg = segment_msg(segment, self._hooks.now_stamp())
-        self._streamed.append(msg)
-        self._goal_handle.publish_feedback(PlanTask.Feedback(segment=msg))
-        self._hooks.publish_segment(msg)
+        msg = self._publish(segment)
         if self._link is None:
             return None
         event, relay = self._progress(segment.task_id, segment.index)
@@ -263,6 +271,14 @@ class PlanJob:
         with contextlib.suppress(ServiceError):
             handle.segment_done(segment.index, finished_at_s=self._service.clock.now())
         return None
+
+    def _publish(self, segment: Segment) -> SegmentMsg:
+        """Stream a segment as feedback and on /timely/segments (the result repeats it)."""
+        msg = segment_msg(segment, self._hooks.now_stamp())
+        self._streamed.append(msg)
+        self._goal_handle.publish_feedback(PlanTask.Feedback(segment=msg))
+        self._hooks.publish_segment(msg)
+        return msg
 
     def _progress(
         self, task_id: str, index: int, element: int | None = None
@@ -310,6 +326,8 @@ class PlanJob:
         what = f"element {element.element + 1} ({element.text}) of segment {element.index}"
         failed = self._failure(outcome, what)
         if failed is not None:
+            if not (outcome.cancelled or outcome.robot_lost):  # the robot's reason: replan
+                self._robot_failure = outcome.message or "no reason given"
             return failed
         event("element_end", 1.0, element.text)
         return None
@@ -324,27 +342,32 @@ class PlanJob:
             return f"robot {self.robot_id} aborted {what}: {outcome.message}"
         return None
 
-    def _replan(self, handle: Any, segment: Segment) -> bool:
-        """Report the robot's failure of `segment` for replanning; False when the
-        goal should end with it here (not enabled, or the plan had already ended)."""
+    def _replan(self, handle: Any, failed: Segment | StreamedElement) -> bool:
+        """Report the robot's failure of a segment (or of an element of one) for
+        replanning; False when the goal should end with it here (not enabled, or
+        the plan had already ended)."""
         if not self._hooks.replan_on_failure:
             return False
+        element = failed.element if isinstance(failed, StreamedElement) else None
         try:
             rollback = handle.segment_failed(
-                segment.index, self._robot_failure, self._service.clock.now()
+                failed.index, self._robot_failure, self._service.clock.now(), element=element
             )
-        except ServiceError as err:
+        except (ServiceError, ValueError) as err:
             self._hooks.log(
-                f"event=replan_refused robot={self.robot_id} task={segment.task_id} "
-                f"segment={segment.index} reason={str(err)!r}"
+                f"event=replan_refused robot={self.robot_id} task={failed.task_id} "
+                f"segment={failed.index} reason={str(err)!r}"
             )
             return False
-        # None: the service ended the task with the failure; its result follows
-        self._withdrawing = rollback is not None
+        # None: the service ended the task with the failure (its result follows),
+        # or, for an element, it rolls back once the element's segment is cut
+        self._withdrawing = rollback is not None or element is not None
+        self._failed_path = failed.index if element is not None else None
         return True
 
     def _rolled_back(self, rollback: Rollback) -> None:
         self._withdrawing = False
+        self._failed_path = None
         self._hooks.log(
             f"event=plan_rolled_back robot={self.robot_id} task={rollback.task_id} "
             f"segment={rollback.failed_index} tokens_dropped={rollback.tokens_dropped} "

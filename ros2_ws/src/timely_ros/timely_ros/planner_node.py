@@ -3,8 +3,10 @@
 Modelled on rclpy's minimal action server, as a managed (lifecycle) node: configure
 loads the model and registers the robots, activate serves goals, deactivate drains
 (new goals are rejected, active ones run to their end within `drain_timeout_s`),
-cleanup unloads the model. With `autostart` (the default) it configures and
-activates itself at start-up; parameters are read again at each configure.
+cleanup unloads the model and stops the tool plugin processes configure started
+(destroying or shutting the node down stops every one it holds). With `autostart`
+(the default) it configures and activates itself at start-up; parameters are read
+again at each configure.
 
 Goals are checked in the goal callback
 (an invalid field, or a robot that stopped responding, is rejected before any
@@ -233,12 +235,15 @@ class PlannerNode(LifecycleNode):
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Unload the model (the engine and its KV go with the service)."""
+        """Unload the model (the engine and its KV go with the service, and so do
+        the tool processes configure started for it)."""
         with self._lock:
             service, self.service = self.service, None
             self._state = "unconfigured"
         if service is not None:
             service.stop()
+            if service is not self._given_service:  # a given one is configured again
+                _close_tools(service)
         self.get_logger().info(f"planner {self.get_fully_qualified_name()} unconfigured")
         return SUCCESS
 
@@ -477,6 +482,11 @@ class PlannerNode(LifecycleNode):
             job.cancel()
         if service is not None:
             service.stop()
+        # the node is done: no tool process outlives it (a given service's included)
+        given = getattr(self, "_given_service", None)
+        for held in (service, given) if given is not service else (service,):
+            if held is not None:
+                _close_tools(held)
 
     def destroy_node(self) -> None:
         if hasattr(self, "_jobs"):  # not when the constructor failed early
@@ -485,6 +495,13 @@ class PlannerNode(LifecycleNode):
         if journal is not None:
             journal.close()
         super().destroy_node()
+
+
+def _close_tools(service: Any) -> None:
+    """Stop the service's tool plugin processes (a service without tools has none)."""
+    close = getattr(service, "close_tools", None)
+    if close is not None:
+        close()
 
 
 def main(args: list[str] | None = None) -> int:

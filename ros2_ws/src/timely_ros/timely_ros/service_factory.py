@@ -150,6 +150,18 @@ def build_service(params: PlannerParams) -> PlanningService:
         ),
         languages=languages,
     )
+    try:
+        register_robots(service, params, languages)
+    except BaseException:  # a failed configure leaves no tool process behind
+        service.close_tools()
+        raise
+    return service
+
+
+def register_robots(
+    service: PlanningService, params: PlannerParams, languages: dict[str, Any]
+) -> None:
+    """Every configured robot with its language, limits and streamed-path tool."""
     for robot in params.robots:
         try:
             # a robot with streamed skills plans in a language of its own (they join its
@@ -181,4 +193,3 @@ def build_service(params: PlannerParams) -> PlanningService:
                 f"kv_budget_mb={params.kv_budget_mb:g} cannot hold robot {robot.id!r}'s "
                 f"prompt prefix ({err}); raise kv_budget_mb"
             ) from None
-    return service
