@@ -58,6 +58,7 @@ DECODERS = {
     "service_without_grammar": "service, no grammar",
     "service_grammar_no_closing": "service, grammar, no closing",
     "service_with_grammar": "service, grammar",
+    "service_grounded_names": "service, grammar, grounded names",
 }
 
 
@@ -90,10 +91,17 @@ def cases_of() -> dict[str, list[Case]]:
 
 
 def serve(
-    path: Path, cases: list[Case], grammar: bool, robots: int, threads: int, close_within: int
+    path: Path,
+    cases: list[Case],
+    grammar: bool,
+    robots: int,
+    threads: int,
+    close_within: int,
+    grounded_names: bool = False,
 ) -> list[Plan]:
     """Each case planned by the service; `robots` robots of each type at once;
-    `close_within`: `ServiceConfig.grammar_close_within` (0: no closing)."""
+    `close_within`: `ServiceConfig.grammar_close_within` (0: no closing);
+    `grounded_names`: `ServiceConfig.grounded_names`."""
     engine = TorchEngine(path, EngineConfig(num_threads=threads))
     languages: dict[str, PlanLanguage] = {r: load_language(r) for r in ROBOTS}
     service = PlanningService(
@@ -105,6 +113,7 @@ def serve(
             max_tokens=MAX_TOKENS,
             grammar=grammar,
             grammar_close_within=close_within,
+            grounded_names=grounded_names,
         ),
         languages=languages,
     )
@@ -216,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         sets = {name: cases[: args.limit] for name, cases in sets.items()}
     results: dict[str, Any] = {"sets": {}}
     for name, cases in sets.items():
-        console.print(f"{name}: HF greedy, service without and with the grammar ...")
+        console.print(f"{name}: HF greedy, service without and with the grammar, grounded ...")
         t0 = time.perf_counter()
         hf = None if args.skip_hf else reference(args.model, cases)
         t1 = time.perf_counter()
@@ -226,15 +235,26 @@ def main(argv: list[str] | None = None) -> int:
         t3 = time.perf_counter()
         with_ = serve(args.model, cases, True, args.robots, args.threads, args.close_within)
         t4 = time.perf_counter()
+        grounded = serve(
+            args.model, cases, True, args.robots, args.threads, args.close_within, True
+        )
+        t5 = time.perf_counter()
         hf_texts = [p.text for p in hf] if hf is not None else [""] * len(cases)
         results["sets"][name] = {
             "hf": score(cases, hf) if hf is not None else None,
             "service_without_grammar": score(cases, without),
             "service_grammar_no_closing": score(cases, unclosed),
             "service_with_grammar": score(cases, with_),
+            "service_grounded_names": score(cases, grounded),
             "hf_vs_service_without_grammar": compare(cases, hf, without) if hf else None,
             "grammar_keeps_valid_plans": kept(cases, without, with_),
-            "seconds": {"hf": t1 - t0, "without": t2 - t1, "no_closing": t3 - t2, "with": t4 - t3},
+            "seconds": {
+                "hf": t1 - t0,
+                "without": t2 - t1,
+                "no_closing": t3 - t2,
+                "with": t4 - t3,
+                "grounded": t5 - t4,
+            },
             "plans": [  # every natural plan; of the others those that are not all the same
                 {
                     "instruction": c.instruction,
@@ -243,15 +263,25 @@ def main(argv: list[str] | None = None) -> int:
                     "no_closing": u.text,
                     "with": g.text,
                     "with_ended": g.ended,
+                    "grounded": n.text,
                 }
-                for c, a, b, u, g in zip(cases, hf_texts, without, unclosed, with_, strict=True)
-                if name == "natural" or not (hf is None or a == b.text) or b.text != g.text
+                for c, a, b, u, g, n in zip(
+                    cases, hf_texts, without, unclosed, with_, grounded, strict=True
+                )
+                if name == "natural"
+                or not (hf is None or a == b.text)
+                or b.text != g.text
+                or g.text != n.text
             ],
         }
     results["card"] = {  # totals only, for the model card
         name: {
             side: {k: v for k, v in results["sets"][name][side].items() if k != "by_robot"}
-            for side in ("service_without_grammar", "service_with_grammar")
+            for side in (
+                "service_without_grammar",
+                "service_with_grammar",
+                "service_grounded_names",
+            )
         }
         | {"grammar_keeps_valid_plans": results["sets"][name]["grammar_keeps_valid_plans"]}
         for name in sets
@@ -276,12 +306,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_table(results: dict[str, Any], console: Console) -> None:
-    table = Table(title="Sets side by side (greedy): HF, service without / with the grammar")
+    table = Table(
+        title="Sets side by side (greedy): HF, service without / with the grammar, grounded names"
+    )
     for column in ("set", "decoder", "plans", *CRITERIA, "exact", "same as HF", "valid kept"):
         table.add_column(column, justify="right")
     for name, figures in results["sets"].items():
         for decoder, label in DECODERS.items():
-            f = figures[decoder]
+            f = figures.get(decoder)
             if f is None:
                 continue
             same = kept = ""

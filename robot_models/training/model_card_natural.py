@@ -59,8 +59,14 @@ def _engine_table(engine: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, sides in engine.items():
-        for side, label in (("service_without_grammar", "no"), ("service_with_grammar", "yes")):
-            f = sides[side]
+        for side, label in (
+            ("service_without_grammar", "no"),
+            ("service_with_grammar", "yes"),
+            ("service_grounded_names", "yes, grounded names"),
+        ):
+            f = sides.get(side)
+            if f is None:  # figures from before grounded names
+                continue
             natural = name == "natural"
             cells = [
                 _share(f[c], f["plans"]) if natural or c in ("valid", "right_skills") else "-"
