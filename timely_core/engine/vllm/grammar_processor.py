@@ -173,7 +173,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
 def row_argmax(logits: torch.Tensor) -> list[int]:
     """Each row's argmax, the first of ties, as vLLM's greedy sampler takes it. On the
     host numpy's argmax is used: torch's costs several times more on a batch of
-    short rows (bench/grammar_vllm.py)."""
+    short rows (timely_core/engine/README.md, vLLM)."""
     if logits.device.type == "cpu" and logits.dtype == torch.float32:
         return list(logits.numpy().argmax(axis=1).tolist())
     return list(logits.argmax(dim=-1).tolist())
