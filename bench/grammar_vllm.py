@@ -9,7 +9,9 @@ checkpoint, each figure against a baseline measured in the same run:
 - the cost per decoded token at batch 1 and 32: vLLM's step time with the grammar
   against without (rounds alternating, medians), the time the grammar processor
   spends in its work, as a share of the step without it, and the share of rows it
-  had to mask (greedy rows whose argmax the grammar allows are left as they are).
+  had to mask (greedy rows whose argmax the grammar allows are left as they are,
+  their matcher taking that token at once), and how many rows had their matcher
+  rebuilt (an argmax taken ahead that did not come, grammar_row.py).
 
     PYTHONPATH=. .venv/bin/python bench/grammar_vllm.py [--rounds 5]
 
@@ -134,9 +136,9 @@ def _valid(plans: Plans, case: Case, ids: list[int], eos: int) -> bool:
 
 
 def decode_round(engine: Any, plans: Plans, cases: list[Case], grammar: bool) -> tuple[float, ...]:
-    """(step seconds, processor seconds, steps, share of grammar rows masked) over
-    COST_STEPS decode steps of a full batch; stops early if any generation ends, so
-    the batch never shrinks."""
+    """(step seconds, processor seconds, steps, share of grammar rows masked, rows
+    rebuilt) over COST_STEPS decode steps of a full batch; stops early if any
+    generation ends, so the batch never shrinks."""
     processor = engine.grammar_processor()
     live = []
     for i, case in enumerate(cases):
@@ -151,6 +153,7 @@ def decode_round(engine: Any, plans: Plans, cases: list[Case], grammar: bool) ->
     step_s = masking_s = 0.0
     steps = 0
     masked, shortcut = processor.masked_rows, processor.shortcut_rows
+    rebuilt = processor.row_stats.rebuilt
     for _ in range(COST_STEPS):
         before = processor.seconds
         t0 = time.perf_counter()
@@ -165,7 +168,8 @@ def decode_round(engine: Any, plans: Plans, cases: list[Case], grammar: bool) ->
     for gen_id in live:
         with suppress(UnknownGeneration):
             engine.abort(gen_id)
-    return step_s, masking_s, steps, masked / rows if rows else 0.0
+    rebuilt = processor.row_stats.rebuilt - rebuilt
+    return step_s, masking_s, steps, masked / rows if rows else 0.0, rebuilt
 
 
 def decode_cost(engine: Any, plans: Plans, cases: list[Case], rounds: int) -> dict[str, Any]:
@@ -189,6 +193,7 @@ def decode_cost(engine: Any, plans: Plans, cases: list[Case], rounds: int) -> di
             "masking_s_per_step": per_step(with_, 1),
             "masking_share_of_step": per_step(with_, 1) / base,
             "rows_masked_share": statistics.median(r[3] for r in with_),
+            "rows_rebuilt": sum(int(r[4]) for r in with_),
         }
     return figures
 
@@ -199,7 +204,7 @@ def print_tables(results: dict[str, Any], console: Console) -> None:
     console.print(quality_table(results, title, extra))
     cost = Table(title="Grammar cost per decoded token on vLLM (vs the step without it)")
     for column in ("batch", "step w/o (ms)", "step with (ms)", "ratio", "grammar work (share)",
-                   "rows masked"):  # fmt: skip
+                   "rows masked", "rebuilt"):  # fmt: skip
         cost.add_column(column, justify="right")
     for batch, v in results["decode_cost"].items():
         cost.add_row(
@@ -209,6 +214,7 @@ def print_tables(results: dict[str, Any], console: Console) -> None:
             f"{v['step_time_ratio']:.3f}",
             f"{1e6 * v['masking_s_per_step']:.0f} us ({100 * v['masking_share_of_step']:.1f}%)",
             f"{100 * v['rows_masked_share']:.1f}%",
+            str(v["rows_rebuilt"]),
         )
     console.print(cost)
     console.print(f"load average: {results['loadavg_before']} -> {results['loadavg_after']}")

@@ -12,12 +12,13 @@ request's matcher at the plan's start in its prompt (`GrammarArgs.plan_start`),
 replaying the plan's ids, so a resumed, parked, rewritten or failed-over plan goes
 on from the exact grammar state, a token straddling a statement boundary included.
 
-Per row with grammar args: the matcher advances by each new output id (read in
-`apply`, when vLLM has filled in the ids of the last step), then the logits the
-grammar forbids become -inf, for greedy and sampled rows alike. A greedy row whose
-argmax the grammar allows is left as it is (the torch engine's unmasked-first
-shortcut: the masked argmax is that same token), unless the request has penalties,
-which vLLM applies after the processors and which could move the argmax. In a closing row
+Per row with grammar args (grammar_row.py): the matcher advances by each new output
+id (read in `apply`, when vLLM has filled in the ids of the last step), then the
+logits the grammar forbids become -inf, for greedy and sampled rows alike. A greedy
+row whose argmax the grammar allows is left as it is (the torch engine's
+unmasked-first shortcut: the masked argmax is that same token), its matcher taking
+that token at once, unless the request has penalties, which vLLM applies after the
+processors and which could move the argmax. In a closing row
 (the generation's last `close_within` tokens, or asked to close) the grammar's end,
 else the first closing id it allows, is the only token left; inside a statement the
 masked choice goes on, and a token that would run past a statement's end is cut back
@@ -33,7 +34,6 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +46,7 @@ from timely_core.engine.torch.grammar import GrammarMatcher
 from timely_core.engine.torch.grammar_mask import GrammarMasker
 from timely_core.engine.vllm.grammar_args import GrammarArgs
 from timely_core.engine.vllm.grammar_checks import checkpoint_eos_ids, shared_compiler
+from timely_core.engine.vllm.grammar_row import GrammarRow, RowStats
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -53,35 +54,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GREEDY_BELOW = 1e-5  # vLLM samples greedily below this temperature
-
-
-@dataclass
-class _Row:
-    """One request's grammar position: the matcher has taken the plan's ids in the
-    prompt and the first `consumed` of `output_ids` (vLLM's live list)."""
-
-    args: GrammarArgs
-    matcher: GrammarMatcher
-    output_ids: list[int]
-    before: int  # plan ids in the prompt (generated or appended by earlier requests)
-    temperature: float
-    shortcut: bool  # greedy without penalties: an allowed argmax needs no mask
-    consumed: int = 0
-
-    def advance(self, eos: int) -> None:
-        for token in self.output_ids[self.consumed :]:
-            if token < 0:  # a placeholder of an asynchronous step, not filled yet
-                return
-            if not self.matcher.accept(token) and token != eos:
-                log.warning("grammar refused token %d: %s", token, self.matcher.error)
-            self.consumed += 1
-
-    @property
-    def closing(self) -> bool:
-        """Its next token closes: asked to, or in the generation's last `close_within`
-        tokens (this one included)."""
-        left = self.args.max_tokens - self.before - self.consumed
-        return self.args.closing or left <= self.args.close_within
 
 
 class GrammarLogitsProcessor(LogitsProcessor):
@@ -101,7 +73,8 @@ class GrammarLogitsProcessor(LogitsProcessor):
         self._masker = GrammarMasker(
             vllm_config.scheduler_config.max_num_seqs, self._vocab_size, self._eos, False
         )
-        self._rows: dict[int, _Row] = {}
+        self._rows: dict[int, GrammarRow] = {}
+        self.row_stats = RowStats()  # shared by its rows
         self.seconds = 0.0  # spent in `apply` on rows with a grammar (bench/grammar_vllm.py)
         self.masked_rows = 0  # rows whose mask was computed
         self.shortcut_rows = 0  # greedy rows whose argmax the grammar allowed as is
@@ -114,65 +87,75 @@ class GrammarLogitsProcessor(LogitsProcessor):
 
     def _new_row(
         self, params: VllmSamplingParams, prompt_ids: list[int] | None, output_ids: list[int]
-    ) -> _Row | None:
+    ) -> GrammarRow | None:
         args = GrammarArgs.read(params.extra_args)
         if args is None:
             return None
         compiler = shared_compiler(self._tokenizer_dir, self._vocab_size)
         if self._masker.vocab is None:
             self._masker.set_vocabulary(compiler.vocab)
-        matcher = compiler.matcher(args.grammar)  # the engine compiled it in `add`
-        plan = list(prompt_ids or ())[args.plan_start :]
-        for token in plan:
-            if not matcher.accept(token):  # the engine checks rewrites: never expected
-                log.warning("grammar refused prompt token %d: %s", token, matcher.error)
-                break
         greedy = params.temperature < GREEDY_BELOW
         penalties = (
             params.repetition_penalty != 1.0
             or params.frequency_penalty != 0.0
             or params.presence_penalty != 0.0
         )
-        return _Row(
-            args, matcher, output_ids, len(plan), params.temperature, greedy and not penalties
+        plan = list(prompt_ids or ())[args.plan_start :]
+        return GrammarRow(
+            compiler,
+            args,
+            plan,
+            output_ids,
+            params.temperature,
+            greedy and not penalties,
+            self.row_stats,
         )
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
-        if not self._rows:
+        rows = self._rows
+        if not rows:
             return logits
         started = time.perf_counter()
-        grammars: list[GrammarMatcher | None] = [None] * logits.shape[0]
+        eos = self._eos
         masked: list[int] = []
         argmax: list[int] | None = None
-        for index in sorted(self._rows):
-            row = self._rows[index]
-            row.advance(self._eos)
-            grammars[index] = row.matcher
+        kept = 0
+        for index, row in rows.items():
+            row.advance(eos)
+            matcher = row.matcher
             if row.closing:
-                closer = self._masker.closing_token(row.matcher.copy(), row.args.closing_ids)
+                closer = self._masker.closing_token(matcher.copy(), row.args.closing_ids)
                 if closer is not None:
                     _force(logits, index, closer)
                     continue
-            elif row.shortcut and not row.matcher.failed:
+            elif row.greedy_unmasked:
                 if argmax is None:
-                    argmax = logits.argmax(dim=-1).tolist()
+                    argmax = row_argmax(logits)
                 token = argmax[index]
-                # (llguidance validates EOS only through `accepting`)
-                if row.matcher.accepting if token == self._eos else row.matcher.allows(token):
-                    self.shortcut_rows += 1
+                # (llguidance validates EOS only through `accepting`; a failed matcher
+                # allows nothing, so its row is masked: EOS only)
+                if matcher.accepting if token == eos else row.allows_argmax(token):
+                    kept += 1
                     continue
             masked.append(index)
+        self.shortcut_rows += kept
         if masked:
-            self._masker.mask_rows(logits, masked, grammars)
-            self.masked_rows += len(masked)
+            self._mask(logits, sorted(masked))
+        self.seconds += time.perf_counter() - started
+        return logits
+
+    def _mask(self, logits: torch.Tensor, masked: list[int]) -> None:
+        grammars: list[GrammarMatcher | None] = [None] * logits.shape[0]
+        for index in masked:
+            grammars[index] = self._rows[index].matcher
+        self._masker.mask_rows(logits, masked, grammars)
+        self.masked_rows += len(masked)
         for index in masked:
             row = self._rows[index]
             if row.closing:
                 self._stop_at_boundary(logits, index, row)
-        self.seconds += time.perf_counter() - started
-        return logits
 
-    def _stop_at_boundary(self, logits: torch.Tensor, index: int, row: _Row) -> None:
+    def _stop_at_boundary(self, logits: torch.Tensor, index: int, row: GrammarRow) -> None:
         """Inside a statement while closing: a token running past the statement's end
         is cut back to the token that stops there (`GrammarMasker.to_boundary`)."""
         closers = row.args.closing_ids
@@ -185,6 +168,15 @@ class GrammarLogitsProcessor(LogitsProcessor):
         allowed = torch.isfinite(logits[index]).nonzero().flatten().tolist()
         moves = [(t, self._masker.to_boundary(row.matcher, t, closers)) for t in allowed]
         move_probability(logits[index], [(t, c) for t, c in moves if c != t], row.temperature)
+
+
+def row_argmax(logits: torch.Tensor) -> list[int]:
+    """Each row's argmax, the first of ties, as vLLM's greedy sampler takes it. On the
+    host numpy's argmax is used: torch's costs several times more on a batch of
+    short rows (timely_core/engine/README.md, vLLM)."""
+    if logits.device.type == "cpu" and logits.dtype == torch.float32:
+        return list(logits.numpy().argmax(axis=1).tolist())
+    return list(logits.argmax(dim=-1).tolist())
 
 
 def _force(logits: torch.Tensor, index: int, token: int) -> None:

@@ -56,12 +56,15 @@ def test_greedy_plans_equal_the_torch_engine_beside_unconstrained_ones(
     free = _params(robots, cases, grammar=False)
     processor = vllm_engine.grammar_processor()
     shortcuts, masks = processor.shortcut_rows, processor.masked_rows
+    rebuilt = processor.row_stats.rebuilt
     # one vLLM batch: each case with and without the grammar
     got = robots.run(vllm_engine, cases + cases, constrained + free)
     expected = robots.run(torch_engine, cases + cases, constrained + free)
     assert got == expected
     # most greedy rows kept their allowed argmax unmasked; refused ones were masked
     assert processor.shortcut_rows - shortcuts > processor.masked_rows - masks > 0
+    # an argmax taken ahead and refused rebuilt its row's matcher (grammar_row.py)
+    assert processor.row_stats.rebuilt > rebuilt
     eos = vllm_engine.eos_token_id
     broken = 0
     for case, masked, plain in zip(cases, got[: len(cases)], got[len(cases) :], strict=True):

@@ -4,16 +4,21 @@ torch engine's greedy plans under the robots' grammars, through resumes (each a 
 request carrying the plan so far) and closing, and the service on it plans the
 golden plans under the grammar; a server started without it is
 found out before any grammar request reaches it, with an error naming it and the
-flag; malformed grammar args are refused by the server (HTTP 400)."""
+flag, also when it was down as the plan started and its probe waited for its first
+grammar request (behind a relay that takes it down and brings it back); malformed
+grammar args are refused by the server (HTTP 400)."""
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from vllm_grammar_testkit import ADVERSARIAL, LRTRACE, Robots, resume_after_every_token
+from vllm_relay_testkit import Relay
 from vllm_testkit import VllmServer, plan_with_service
 
 from timely_core.engine.protocol import EngineError, HandlingStrategy, SamplingParams
@@ -105,6 +110,58 @@ def test_a_server_without_the_processor_is_refused_naming_it(
             assert len(outputs) == 3
         finally:
             engine.close()
+
+
+@pytest.mark.parametrize("back_as", ["with", "without"])
+def test_a_server_down_as_a_plan_starts_is_probed_before_its_first_grammar_request(
+    planner: Path, servers: dict[str, str], back_as: str
+) -> None:
+    """The second server does not answer the probe when the grammar plan is added, so
+    it is left out; the plan runs on the first, which then goes down while the second
+    comes back (as the server with the processor, or the one without): probed before
+    the plan's first request there, it continues the plan as the torch engine does,
+    or the plan ends with an error naming it and the flag, no token taken from it."""
+    robots = Robots()
+    case = ADVERSARIAL[2]
+    params = robots.params(case[0])
+    expected = robots.run(TorchEngine(planner, EngineConfig(num_threads=1)), [case], [params])[0]
+    first, second = Relay(), Relay()
+    first.start(servers["with"])
+    second.start(servers[back_as])
+    engine = VllmServerEngine(
+        planner, VllmServerConfig(urls=[first.url, second.url], retry_after_s=0.5)
+    )
+    try:
+        second.stop()
+        engine.add(100, robots.prompt(case), params)
+        late = engine.router.servers[1]
+        assert late.grammar is None and "grammar probe failed" in late.last_error
+        got = [o.token_id for _ in range(4) for o in engine.step([100])]
+        assert engine.server_of(100) == first.url and got == expected[:4]
+        engine.suspend(100, HandlingStrategy.DISCARD)
+        second.start(servers[back_as])  # back at the same URL
+        first.stop()
+        while not any(s is late for s in engine.router.up()):
+            time.sleep(0.05)  # left out for retry_after_s
+        engine.resume(100)
+        if back_as == "without":
+            flag = re.escape(f"--logits-processors {PROCESSOR_FQCN}")
+            with pytest.raises(
+                EngineError, match=rf"{re.escape(second.url)} does not run .*{flag}"
+            ):
+                engine.step([100])
+            assert late.grammar is False and engine.token_ids(100)[-4:] == got
+            return
+        finished = False
+        while not finished:
+            for output in engine.step([100]):
+                got.append(output.token_id)
+                finished = output.finished
+        assert got == expected and late.grammar is True
+    finally:
+        engine.close()
+        first.stop()
+        second.stop()
 
 
 def test_malformed_grammar_args_are_refused_by_the_server(servers: dict[str, str]) -> None:

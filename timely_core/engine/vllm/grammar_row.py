@@ -1,0 +1,136 @@
+"""One vLLM request's position in its plan grammar, for the grammar processor
+(grammar_processor.py): a matcher that has taken the plan's ids in the request's
+prompt, then its output ids (vLLM's live list) as they come.
+
+Taken ahead: a greedy row whose argmax the grammar allows takes that token at once
+(`take_ahead`), since vLLM's greedy sampler takes that very token; the next step
+finds it taken, so a token costs one matcher call instead of two (a check, then the
+advance), the processor's main cost. A failed take leaves the matcher in error
+(llguidance cannot roll back from there), and a step that brings another token (a
+processor after this one moved the argmax) or none (a placeholder not yet filled)
+leaves it one token off; either way the matcher is rebuilt from the ids it really
+has, and the row checks before it advances from then on, so each row is rebuilt at
+most once. The grammar states, and so every mask, are those of checking first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from timely_core.engine.torch.grammar import GrammarCompiler, GrammarMatcher
+from timely_core.engine.vllm.grammar_args import GrammarArgs
+
+log = logging.getLogger(__name__)
+
+NONE = -1  # no token taken ahead
+
+
+@dataclass
+class RowStats:
+    """Shared by a processor's rows."""
+
+    rebuilt: int = 0  # matchers rebuilt after a token taken ahead did not come
+
+
+class GrammarRow:
+    """The matcher has taken the plan's ids in the prompt (`plan`), the first
+    `consumed` of `output_ids`, and `ahead` when it is not NONE."""
+
+    __slots__ = (
+        "ahead",
+        "args",
+        "compiler",
+        "consumed",
+        "greedy_unmasked",
+        "matcher",
+        "output_ids",
+        "plan",
+        "stats",
+        "takes_ahead",
+        "temperature",
+    )
+
+    def __init__(
+        self,
+        compiler: GrammarCompiler,
+        args: GrammarArgs,
+        plan: list[int],
+        output_ids: list[int],
+        temperature: float,
+        greedy_unmasked: bool,
+        stats: RowStats,
+    ) -> None:
+        """`greedy_unmasked`: greedy without penalties (vLLM applies those after the
+        processors), so an allowed argmax is the token taken and needs no mask."""
+        self.compiler = compiler
+        self.args = args
+        self.plan = plan
+        self.output_ids = output_ids
+        self.temperature = temperature
+        self.greedy_unmasked = greedy_unmasked
+        self.takes_ahead = greedy_unmasked
+        self.consumed = 0
+        self.ahead = NONE
+        self.stats = stats
+        self.matcher = compiler.matcher(args.grammar)  # the engine compiled it in `add`
+        refused = _replay(self.matcher, plan)
+        if refused is not None:  # the engine checks rewrites: never expected
+            log.warning("grammar refused prompt token %d: %s", refused, self.matcher.error)
+
+    @property
+    def closing(self) -> bool:
+        """Its next token closes: asked to, or in the generation's last `close_within`
+        tokens (this one included)."""
+        args = self.args
+        left = args.max_tokens - len(self.plan) - self.consumed
+        return args.closing or left <= args.close_within
+
+    def advance(self, eos: int) -> None:
+        """Take the output ids vLLM has filled in since the last step."""
+        ids = self.output_ids
+        while self.consumed < len(ids):
+            token = ids[self.consumed]
+            if token < 0:  # a placeholder of an asynchronous step, not filled yet
+                break
+            if self.ahead != NONE:
+                ahead, self.ahead = self.ahead, NONE
+                if token == ahead:
+                    self.consumed += 1
+                    continue
+                self._rebuild()  # it took a token that did not come
+            if not self.matcher.accept(token) and token != eos:
+                log.warning("grammar refused token %d: %s", token, self.matcher.error)
+            self.consumed += 1
+        if self.ahead != NONE:  # the step's token has not come
+            self.ahead = NONE
+            self._rebuild()
+
+    def allows_argmax(self, token: int) -> bool:
+        """For a greedy row without penalties whose argmax is `token` (not EOS):
+        whether the grammar allows it, taken at once while the row takes ahead (and
+        decodes: a partial prefill's argmax is dropped)."""
+        if not self.takes_ahead or not self.output_ids:
+            return self.matcher.allows(token)
+        if self.matcher.accept(token):
+            self.ahead = token
+            return True
+        self._rebuild()  # the refused token left the matcher in error
+        return False
+
+    def _rebuild(self) -> None:
+        self.takes_ahead = False
+        self.stats.rebuilt += 1
+        self.matcher = self.compiler.matcher(self.args.grammar)
+        _replay(self.matcher, self.plan)
+        _replay(self.matcher, self.output_ids[: self.consumed])
+
+
+def _replay(matcher: GrammarMatcher, ids: Iterable[int]) -> int | None:
+    """Accept `ids` in turn; the first one refused (the matcher then in error, where
+    it stays whatever follows), or None."""
+    for token in ids:
+        if not matcher.accept(token):
+            return token
+    return None
