@@ -11,6 +11,7 @@ matcher when a state must be recreated elsewhere.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -88,6 +89,7 @@ class GrammarCompiler:
         self.vocab_s = time.perf_counter() - started
         self.vocab_size = vocab_size
         self._kept = kept
+        self._lock = threading.Lock()
         self._templates: OrderedDict[str, GrammarMatcher] = OrderedDict()
         self.compile_s: OrderedDict[str, float] = OrderedDict()
 
@@ -101,9 +103,14 @@ class GrammarCompiler:
         return GrammarCompiler(Tokenizer.from_file(str(path)), vocab_size, eos_ids)
 
     def matcher(self, grammar: str) -> GrammarMatcher:
-        """A fresh matcher at the start of `grammar`; ValueError if it does not compile."""
-        template = self._templates.get(grammar)
-        if template is None:
+        """A fresh matcher at the start of `grammar`; ValueError if it does not compile.
+        Thread-safe (vLLM in process checks grammars at `add` and masks in `step`)."""
+        with self._lock:
+            template = self._templates.get(grammar)
+            if template is not None:
+                self._templates.move_to_end(grammar)
+                self.compile_s.move_to_end(grammar)
+                return template.copy()
             started = time.perf_counter()
             lark = llguidance.LLMatcher.grammar_from_lark(grammar)
             compiled = llguidance.LLMatcher(self._tokenizer, lark, log_level=0)
@@ -115,10 +122,7 @@ class GrammarCompiler:
             while len(self._templates) > self._kept:
                 evicted, _ = self._templates.popitem(last=False)
                 del self.compile_s[evicted]
-        else:
-            self._templates.move_to_end(grammar)
-            self.compile_s.move_to_end(grammar)
-        return template.copy()
+            return template.copy()
 
     def rebuilt(self, grammar: str, generated_ids: Sequence[int]) -> GrammarMatcher:
         """A matcher that has accepted `generated_ids` (the generation's kept ids)."""
