@@ -19,8 +19,8 @@ from robot_models.dataset.frames_lexicon import frames_lexicon
 from robot_models.dataset.lexicon import Lexicon
 from robot_models.dataset.lrtrace_tasks import LRTRACE_TASKS
 
-Generator = Literal["templates", "frames"]
-GENERATORS: tuple[Generator, ...] = ("templates", "frames")
+Generator = Literal["templates", "frames", "mixed"]
+GENERATORS: tuple[Generator, ...] = ("templates", "frames", "mixed")
 DEFAULT_SEED = 20240601
 DEFAULT_PER_TYPE = 4000  # distinct examples: the planner learns to copy rather than memorise
 HELDOUT_PER_TYPE = 150
@@ -127,6 +127,8 @@ def build_dataset(
     if generator == "frames":
         return _build_frames(seed, per_type, extra_per_type)
     check_generator(generator)
+    if generator == "mixed":
+        return _build_mixed(seed, per_type, extra_per_type)
     rng = random.Random(seed)
     train: list[Example] = []
     heldout: list[Example] = []
@@ -142,6 +144,20 @@ def build_dataset(
             train.extend(generate(robot_type, extra_per_type, extra_rng, taken))
     lrtrace = tuple(task.example() for task in LRTRACE_TASKS)
     return DatasetSplit(tuple(train), tuple(heldout), lrtrace)
+
+
+def _build_mixed(seed: int, per_type: int, extra_per_type: int) -> DatasetSplit:
+    """The templates' split (held-out unchanged), with as many frames examples again
+    in training: the templates' plans and numbers, the frames' phrasing and objects."""
+    templates = build_dataset(seed, per_type, extra_per_type, "templates")
+    rng = random.Random(seed + 3)
+    taken = {(e.scene, e.instruction) for e in (*templates.train, *templates.heldout)}
+    frames = [
+        example
+        for robot_type in ("drone", "arm")
+        for example in generate(robot_type, per_type, rng, taken, "frames")
+    ]
+    return DatasetSplit(templates.train + tuple(frames), templates.heldout, templates.lrtrace)
 
 
 def _build_frames(seed: int, per_type: int, extra_per_type: int) -> DatasetSplit:

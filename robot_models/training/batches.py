@@ -25,6 +25,12 @@ class EncodedExample:
     request_len: int  # the first request_len suffix ids are prompt, the rest is the target
 
 
+def fits(example: EncodedExample, prefix_lens: dict[str, int], max_positions: int) -> bool:
+    """Whether the robot's prefix and the example fit the model's positions (a long
+    generated plan, such as a desk of six objects, may not)."""
+    return prefix_lens[example.robot_type] + len(example.suffix_ids) <= max_positions
+
+
 def encode_example(tokenizer: Tokenizer, example: Example, eos_id: int) -> EncodedExample:
     request = tokenizer.encode(format_request(example.scene, example.instruction)).ids
     plan = tokenizer.encode(example.plan).ids

@@ -24,6 +24,7 @@ from robot_models.training.batches import (
     collate,
     encode_example,
     encode_prefix,
+    fits,
 )
 from robot_models.training.hf_format import EOS_TOKEN, PAD_TOKEN, load_checkpoint, save_checkpoint
 from robot_models.training.model import LlamaShape, TinyLlama
@@ -92,8 +93,9 @@ class TrainConfig:
     # held-out tasks exactly but not more of them validly).
     numbers: str = "place"
     # Which data generator (dataset/build.py): "templates", the fixed request templates
-    # of the shipped checkpoint, or "frames", task frames realised by a grammar of
-    # requests over an open lexicon (issue #22).
+    # of the shipped checkpoint, "frames", task frames realised by a grammar of
+    # requests over an open lexicon (issue #22), or "mixed", the templates' split with
+    # as many frames examples again in training.
     data: str = "templates"
     # How words meet spaces (training/tokenizer.py): "attached" (GPT-2's `Ġword`) or
     # "spaced" (every space a token of its own, so an object name is the same ids in
@@ -211,11 +213,17 @@ def _train(
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 weights, TF32 products
     prefixes = {t: encode_prefix(tokenizer, t).to(device) for t in ("drone", "arm")}
+    prefix_lens = {t: p.shape[1] for t, p in prefixes.items()}
     encoded = []
+    too_long = 0
     for example in data.train:  # each encoded once, repeated by reference
-        encoded += [encode_example(tokenizer, example, eos_id)] * OVERSAMPLED_FAMILIES.get(
-            example.family, 1
-        )
+        one = encode_example(tokenizer, example, eos_id)
+        if not fits(one, prefix_lens, config.max_positions):
+            too_long += 1
+            continue
+        encoded += [one] * OVERSAMPLED_FAMILIES.get(example.family, 1)
+    if too_long:
+        log(f"{too_long} training examples longer than {config.max_positions} positions left out")
     encoded += [encode_example(tokenizer, e, eos_id) for e in data.lrtrace] * config.lrtrace_repeats
     sampler = BatchSampler(encoded, config.batch_size, config.seed)
     tail_sampler = BatchSampler(encoded, config.tail_batch_size, config.seed + 1)

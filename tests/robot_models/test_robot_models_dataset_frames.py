@@ -117,3 +117,16 @@ def test_the_frames_data_set_is_deterministic_and_keeps_lrtrace() -> None:
 def test_an_unknown_generator_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown data generator 'poems'"):
         build_dataset(generator="poems")  # type: ignore[arg-type]
+
+
+def test_the_mixed_data_set_is_the_templates_split_plus_frames() -> None:
+    templates = build_dataset(per_type=300)
+    mixed = build_dataset(per_type=300, generator="mixed")
+    assert mixed == build_dataset(per_type=300, generator="mixed")
+    assert mixed.heldout == templates.heldout and mixed.lrtrace == templates.lrtrace
+    assert mixed.train[: len(templates.train)] == templates.train
+    frames = mixed.train[len(templates.train) :]
+    assert Counter(e.robot_type for e in frames) == {"drone": 300, "arm": 300}
+    keys = [(e.scene, e.instruction) for e in mixed.train]
+    assert len(set(keys)) == len(keys)
+    assert not set(keys) & {(e.scene, e.instruction) for e in mixed.heldout}

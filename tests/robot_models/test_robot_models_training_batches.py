@@ -3,7 +3,7 @@ batch (length bucketing), and every example drawn before any repeats."""
 
 from collections import Counter
 
-from robot_models.training.batches import BUCKET_BATCHES, BatchSampler, EncodedExample
+from robot_models.training.batches import BUCKET_BATCHES, BatchSampler, EncodedExample, fits
 
 
 def examples(robot_type: str, count: int) -> list[EncodedExample]:
@@ -32,3 +32,9 @@ def test_rows_of_a_batch_have_similar_lengths() -> None:
         spreads.append(max(lengths) - min(lengths))
     overall = max(len(e.suffix_ids) for e in pool) - min(len(e.suffix_ids) for e in pool)
     assert sum(spreads) / len(spreads) < overall / 4  # unsorted batches span nearly all of it
+
+
+def test_an_example_fits_when_its_prefix_and_ids_fit_the_positions() -> None:
+    example = EncodedExample("arm", tuple(range(10)), 4)
+    assert fits(example, {"arm": 90, "drone": 200}, 100)
+    assert not fits(example, {"arm": 91, "drone": 0}, 100)
