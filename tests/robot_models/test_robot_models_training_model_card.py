@@ -121,8 +121,9 @@ def test_evaluated_card_reports_the_natural_set_beside_the_templates(tmp_path: P
     assert "natural set: 60 of 310 plans grounded, 20 sensible" in card
     assert "On the service" not in card
     served = {**tally, "exact": 0}
+    natural_sides = {"service_without_grammar": served, "service_with_grammar": served}
     evaluation["natural_engine"] = {
-        "natural": {"service_without_grammar": served, "service_with_grammar": served},
+        "natural": natural_sides,
         "heldout": {
             "service_without_grammar": {**served, "plans": 300, "exact": 187},
             "service_with_grammar": {**served, "plans": 300, "exact": 188},
@@ -133,7 +134,7 @@ def test_evaluated_card_reports_the_natural_set_beside_the_templates(tmp_path: P
     assert "| template held-out | no | 300 | 60/300 (20.0%) | 140/300 (46.7%) | - | - |" in card
     assert "| 188/300 (62.7%) |" in card
     assert "grounded names" not in card  # figures from before grounded names
-    evaluation["natural_engine"]["natural"]["service_grounded_names"] = {**served, "grounded": 45}
+    natural_sides["service_grounded_names"] = {**served, "grounded": 45}
     card = _card_from(tmp_path, asdict(TrainConfig()), evaluation)
     assert "| natural | yes, grounded names | 150 | 60/150 (40.0%) |" in card
     assert "| 45/150 (30.0%) |" in card
