@@ -60,19 +60,14 @@ _NOT_IN_NAMES = re.compile(r"['\"\\\n\r\t;(){},=<>|?]")
 
 @dataclass
 class _Terminals:
-    """Lexemes (uppercase names) for argument values, one per distinct pattern."""
+    """Lexemes (uppercase names) for argument values, one per distinct definition."""
 
-    by_pattern: dict[str, str] = field(default_factory=dict)
+    by_key: dict[str, str] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
 
     def name(self, base: str, pattern: str, note: str) -> str:
-        if pattern not in self.by_pattern:
-            name = re.sub(r"[^A-Z0-9_]", "_", base.upper())
-            while name in self.by_pattern.values():
-                name += "_"
-            self.by_pattern[pattern] = name
-            self.lines.append(f"{name}: /{pattern}/  // {note}")
-        return self.by_pattern[pattern]
+        """A lexeme matching the regex `pattern`."""
+        return self._lexeme(base, pattern, f"/{pattern}/", note)
 
     def alternatives(self, base: str, names: Sequence[str], note: str) -> str:
         """A lexeme that is one of `names`, quoted (names hold no quote, backslash or
@@ -81,15 +76,17 @@ class _Terminals:
             if not name or name != name.strip() or _NOT_IN_NAMES.search(name):
                 raise ValueError(f"{name!r} cannot be an object name in a plan")
         body = " | ".join(f"\"'{name}'\"" for name in names)
-        key = "names:" + body
-        if key not in self.by_pattern:
+        return self._lexeme(base, "names:" + body, body, note)
+
+    def _lexeme(self, base: str, key: str, definition: str, note: str) -> str:
+        """The lexeme defined as `definition` (one per `key`), named after `base`."""
+        if key not in self.by_key:
             name = re.sub(r"[^A-Z0-9_]", "_", base.upper())
-            while name in self.by_pattern.values():
+            while name in self.by_key.values():
                 name += "_"
-            self.by_pattern[key] = name
-            self.lines.append(f"// {note}")
-            self.lines.append(f"{name}: {body}")
-        return self.by_pattern[key]
+            self.by_key[key] = name
+            self.lines.append(f"{name}: {definition}  // {note}")
+        return self.by_key[key]
 
 
 def plan_grammar(skill_set: SkillSet, names: Sequence[str] | None = None) -> str:

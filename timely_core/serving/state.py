@@ -36,8 +36,6 @@ from timely_core.task_handle import TaskHandle
 from timely_core.tools.router import ToolRouter
 
 log = logging.getLogger(__name__)
-# sampling parameters kept per grammar text, so generations of one language share one
-_SHARED_GRAMMARS = 64
 Delivery = Callable[[], None]
 COUNTERS = (
     "submitted",
@@ -89,8 +87,7 @@ class ServiceState:
         batch = LatencyGuidedBatch(config.wcet_segment_tokens, admit_per_step=config.admit_per_step)
         self.scheduler = Scheduler(policy, batch, batch_cap(config, engine))
         self.params = SamplingParams(temperature=0.0, max_tokens=config.max_tokens)
-        # by grammar text, oldest first: languages' grammars, and recent requests'
-        self._grammar_params: dict[str, SamplingParams] = {}
+        self._closing_by_texts: dict[tuple[str, ...], tuple[int, ...]] = {}
         self.lock = threading.RLock()
         self.wake = threading.Condition(self.lock)
         self.engine_gate = EngineGate()
@@ -139,30 +136,30 @@ class ServiceState:
     def _with_grammar(self, grammar: str | None, language: object) -> SamplingParams:
         if grammar is None:
             return self.params
-        params = self._grammar_params.get(grammar)
-        if params is None:
-            params = dataclasses.replace(
-                self.params,
-                grammar=grammar,
-                close_within=self.config.grammar_close_within,
-                closing_ids=self._closing_ids(language),
-            )
-            if len(self._grammar_params) >= _SHARED_GRAMMARS:
-                self._grammar_params.pop(next(iter(self._grammar_params)))
-            self._grammar_params[grammar] = params
-        return params
+        return dataclasses.replace(
+            self.params,
+            grammar=grammar,
+            close_within=self.config.grammar_close_within,
+            closing_ids=self._closing_ids(language),
+        )
 
     def _closing_ids(self, language: object) -> tuple[int, ...]:
         """The token ids of the language's closing texts; a text the tokenizer
-        does not write as one token cannot be forced as one, and is left out."""
-        ids = []
-        for text in language_closers(language):
+        does not write as one token cannot be forced as one, and is left out
+        (worked out, and warned about, once per set of texts)."""
+        texts = tuple(language_closers(language))
+        ids = self._closing_by_texts.get(texts)
+        if ids is not None:
+            return ids
+        found = []
+        for text in texts:
             encoded = list(self.tokenizer.encode(text, add_special_tokens=False).ids)
             if len(encoded) == 1:
-                ids.append(encoded[0])
+                found.append(encoded[0])
             else:
                 log.warning("closing text %r is %d tokens, not one: not forced", text, len(encoded))
-        return tuple(ids)
+        ids = self._closing_by_texts[texts] = tuple(found)
+        return ids
 
     def release_prefix(self, prefix: StoredPrefix) -> None:
         """Unpin a stored prefix no robot uses any more (a robot re-registered with

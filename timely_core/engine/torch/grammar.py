@@ -90,8 +90,8 @@ class GrammarCompiler:
         self.vocab_size = vocab_size
         self._kept = kept
         self._lock = threading.Lock()
-        self._templates: OrderedDict[str, GrammarMatcher] = OrderedDict()
-        self.compile_s: OrderedDict[str, float] = OrderedDict()
+        # grammar text -> (template, seconds it took to compile), least recently used first
+        self._templates: OrderedDict[str, tuple[GrammarMatcher, float]] = OrderedDict()
 
     @staticmethod
     def from_checkpoint(
@@ -102,26 +102,29 @@ class GrammarCompiler:
             raise ValueError(f"grammar masks need the checkpoint's tokenizer.json ({path})")
         return GrammarCompiler(Tokenizer.from_file(str(path)), vocab_size, eos_ids)
 
+    @property
+    def compile_s(self) -> dict[str, float]:
+        """Seconds each kept grammar took to compile, least recently used first."""
+        with self._lock:
+            return {grammar: seconds for grammar, (_, seconds) in self._templates.items()}
+
     def matcher(self, grammar: str) -> GrammarMatcher:
         """A fresh matcher at the start of `grammar`; ValueError if it does not compile.
         Thread-safe (vLLM in process checks grammars at `add` and masks in `step`)."""
         with self._lock:
-            template = self._templates.get(grammar)
-            if template is not None:
+            kept = self._templates.get(grammar)
+            if kept is not None:
                 self._templates.move_to_end(grammar)
-                self.compile_s.move_to_end(grammar)
-                return template.copy()
+                return kept[0].copy()
             started = time.perf_counter()
             lark = llguidance.LLMatcher.grammar_from_lark(grammar)
             compiled = llguidance.LLMatcher(self._tokenizer, lark, log_level=0)
             if compiled.is_error():
                 raise ValueError(f"invalid grammar: {compiled.get_error()}")
             template = GrammarMatcher(compiled)
-            self._templates[grammar] = template
-            self.compile_s[grammar] = time.perf_counter() - started
+            self._templates[grammar] = (template, time.perf_counter() - started)
             while len(self._templates) > self._kept:
-                evicted, _ = self._templates.popitem(last=False)
-                del self.compile_s[evicted]
+                self._templates.popitem(last=False)
             return template.copy()
 
     def rebuilt(self, grammar: str, generated_ids: Sequence[int]) -> GrammarMatcher:
