@@ -154,15 +154,12 @@ def _runs(robot: NodeProcess, task_id: str, event: str) -> list[tuple[list[str],
     return [(json.loads(skills), float(mono)) for skills, mono in found]
 
 
-def test_each_leg_runs_on_the_drone_while_the_path_is_decoded(
-    node_processes: StartNodes, ros_client: RosClient, planner_for: Any
-) -> None:
+def _plan_to_success(ros_client: RosClient, drone: NodeProcess) -> tuple[Any, list[dict[str, Any]]]:
+    """The planned goal, succeeded, and the robot progress published meanwhile."""
     from action_msgs.msg import GoalStatus
     from std_msgs.msg import String
     from timely_ros.plan_client import PlanClient, make_goal
 
-    drone = _drone(node_processes, time_scale=0.1)  # a leg runs about 0.3 s
-    planner_for(0.15)  # about 8 tokens per leg: 1.2 s of decoding each
     progress: list[dict[str, Any]] = []
     ros_client.node.create_subscription(
         String, "/timely/robot_progress", lambda m: progress.append(json.loads(m.data)), 100
@@ -171,8 +168,16 @@ def test_each_leg_runs_on_the_drone_while_the_path_is_decoded(
     assert client.wait_for_server(60)
     call = client.send(make_goal("drone1", INSTRUCTION, scene="visible: wall"))
     assert call.done.wait(120), drone.output()[-3000:]
-    result = call.final_result()
-    assert call.status == GoalStatus.STATUS_SUCCEEDED, result.error
+    assert call.status == GoalStatus.STATUS_SUCCEEDED, call.final_result().error
+    return call, progress
+
+
+def test_each_leg_runs_on_the_drone_while_the_path_is_decoded(
+    node_processes: StartNodes, ros_client: RosClient, planner_for: Any
+) -> None:
+    drone = _drone(node_processes, time_scale=0.1)  # a leg runs about 0.3 s
+    planner_for(0.15)  # about 8 tokens per leg: 1.2 s of decoding each
+    call, progress = _plan_to_success(ros_client, drone)
     assert [s.text for s in call.segments] == ["tk();", PLAN[5:-5], "ld();"]
     task_id = call.segments[0].task_id
     executed = _runs(drone, task_id, "segment_executed")
@@ -263,22 +268,11 @@ def test_a_failed_leg_is_replanned_and_no_later_leg_of_its_path_is_sent(
     """The first leg fails while the path is still decoded: its other legs are
     never sent, the path's segment is streamed, the plan rolls back to its end
     with the failure as an observation, and the recovery flies and lands."""
-    from action_msgs.msg import GoalStatus
-    from std_msgs.msg import String
-    from timely_ros.plan_client import PlanClient, make_goal
 
     drone = _drone(node_processes, time_scale=0.1, fail_skills=["fp"])  # the first leg fails
     planner_for(0.15, replan_on_failure=True)  # it fails before the second leg is decoded
-    progress: list[dict[str, Any]] = []
-    ros_client.node.create_subscription(
-        String, "/timely/robot_progress", lambda m: progress.append(json.loads(m.data)), 100
-    )
-    client = PlanClient(ros_client.node)
-    assert client.wait_for_server(60)
-    call = client.send(make_goal("drone1", INSTRUCTION, scene="visible: wall"))
-    assert call.done.wait(120), drone.output()[-3000:]
+    call, progress = _plan_to_success(ros_client, drone)
     result = call.final_result()
-    assert call.status == GoalStatus.STATUS_SUCCEEDED, result.error
     assert result.plan == "tk();" + PLAN[5:-5] + RECOVERY
     # the failed path's segment is in the plan (its first leg ran); RECOVERY follows
     assert [s.text for s in call.segments] == ["tk();", PLAN[5:-5], RECOVERY[:19], "ld();"]
