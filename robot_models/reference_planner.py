@@ -72,9 +72,14 @@ class ReferencePlanner:
         scene: str,
         instruction: str,
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        written: Sequence[str] = (),
     ) -> list[int]:
-        """Greedy continuation of the prompt, up to and including EOS if emitted."""
+        """Greedy continuation of the prompt, up to and including EOS if emitted.
+        `written`: plan text already there (what the planner wrote, observations the
+        service appended), each piece encoded on its own as the service appends it."""
         ids = self.prompt_ids(robot_type, scene, instruction)
+        for piece in written:
+            ids += self.tokenizer.encode(piece).ids
         prefix_ids, prefix_cache = self._prefix_cache(robot_type)
         if ids[: len(prefix_ids)] != prefix_ids:  # pragma: no cover - guarded by the contract
             raise RuntimeError("the prompt does not start with the robot's prefix")
@@ -132,6 +137,8 @@ class ReferencePlanner:
         scene: str,
         instruction: str,
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        written: Sequence[str] = (),
     ) -> tuple[str, bool]:
-        """(plan text, whether the model ended it with EOS)."""
-        return self._finish(self.generate_ids(robot_type, scene, instruction, max_new_tokens))
+        """(plan text after `written`, whether the model ended it with EOS)."""
+        ids = self.generate_ids(robot_type, scene, instruction, max_new_tokens, written)
+        return self._finish(ids)

@@ -12,3 +12,6 @@ class Example:
     instruction: str
     plan: str
     family: str  # which template produced it (for per-family evaluation)
+    # (start, end) characters of `plan` that are observations the service appends
+    # (a robot's failure, `dataset/observations.py`): input, never written by the planner
+    observed: tuple[tuple[int, int], ...] = ()

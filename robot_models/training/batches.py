@@ -18,11 +18,13 @@ IGNORE = -100
 
 @dataclass(frozen=True)
 class EncodedExample:
-    """ids after the prefix: encode(request) + encode(plan) + [eos]."""
+    """ids after the prefix: encode(request) + encode(plan) + [eos], the plan encoded
+    piece by piece around its observations (as the service appends them)."""
 
     robot_type: str
     suffix_ids: tuple[int, ...]
     request_len: int  # the first request_len suffix ids are prompt, the rest is the target
+    masked: tuple[tuple[int, int], ...] = ()  # [start, end) suffix ids that are input
 
 
 def fits(example: EncodedExample, prefix_lens: dict[str, int], max_positions: int) -> bool:
@@ -33,8 +35,16 @@ def fits(example: EncodedExample, prefix_lens: dict[str, int], max_positions: in
 
 def encode_example(tokenizer: Tokenizer, example: Example, eos_id: int) -> EncodedExample:
     request = tokenizer.encode(format_request(example.scene, example.instruction)).ids
-    plan = tokenizer.encode(example.plan).ids
-    return EncodedExample(example.robot_type, (*request, *plan, eos_id), len(request))
+    ids, masked = list(request), []
+    cut = 0
+    for start, end in (*example.observed, (len(example.plan), len(example.plan))):
+        ids += tokenizer.encode(example.plan[cut:start]).ids if start > cut else []
+        if end > start:  # an observation: encoded on its own, as the service does
+            observed = tokenizer.encode(example.plan[start:end]).ids
+            masked.append((len(ids), len(ids) + len(observed)))
+            ids += observed
+        cut = end
+    return EncodedExample(example.robot_type, (*ids, eos_id), len(request), tuple(masked))
 
 
 def encode_prefix(tokenizer: Tokenizer, robot_type: str) -> torch.Tensor:
@@ -44,8 +54,8 @@ def encode_prefix(tokenizer: Tokenizer, robot_type: str) -> torch.Tensor:
 
 def collate(batch: Sequence[EncodedExample], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded suffix ids [B, S] and next-token targets [B, S] (IGNORE outside the
-    plan and EOS). Target t is the id at t+1; the last prefix token's prediction of the
-    first request token is not trained."""
+    plan and EOS, and where the next id is an observation's). Target t is the id at
+    t+1; the last prefix token's prediction of the first request token is not trained."""
     width = max(len(e.suffix_ids) for e in batch)
     ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
     targets = torch.full((len(batch), width), IGNORE, dtype=torch.long)
@@ -54,6 +64,8 @@ def collate(batch: Sequence[EncodedExample], pad_id: int) -> tuple[torch.Tensor,
         ids[row, :n] = torch.tensor(example.suffix_ids)
         start = example.request_len - 1  # predicts the first plan token
         targets[row, start : n - 1] = torch.tensor(example.suffix_ids[start + 1 : n])
+        for first, end in example.masked:
+            targets[row, first - 1 : end - 1] = IGNORE
     return ids, targets
 
 

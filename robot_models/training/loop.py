@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import cast
 
@@ -17,6 +18,7 @@ from tokenizers import Tokenizer
 
 from robot_models.dataset import DEFAULT_SEED, DatasetSplit, build_dataset
 from robot_models.dataset.build import DEFAULT_PER_TYPE, Generator, check_generator
+from robot_models.dataset.observations import failure_examples
 from robot_models.prompts import format_request, prompt_prefix
 from robot_models.training.batches import (
     IGNORE,
@@ -101,6 +103,10 @@ class TrainConfig:
     # "spaced" (every space a token of its own, so an object name is the same ids in
     # the instruction and in a quoted plan string).
     words: str = "attached"
+    # Plans that react (issue #23): this fraction of the generated training examples
+    # also appears with one statement failed, the failure as the service appends it,
+    # and a recovery after it (dataset/observations.py); observations are not targets.
+    observations: float = 0.0
     vocab_size: int = VOCAB_SIZE  # BPE tokens (the `whole` format's number tokens on top)
     # The output layer shares the input embeddings (saved as an equal untied copy).
     tie_embeddings: bool = False
@@ -110,6 +116,8 @@ class TrainConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.observations <= 1.0:
+            raise ValueError(f"observations is a fraction in [0, 1], got {self.observations}")
         check_device(self.device)
         check_number_format(self.numbers)
         check_generator(self.data)
@@ -131,12 +139,17 @@ def check_device(device: str) -> None:
 
 def training_data(config: TrainConfig) -> DatasetSplit:
     """The examples a run with `config` trains on (and its held-out split)."""
-    return build_dataset(
+    data = build_dataset(
         config.seed,
         per_type=config.examples,
         extra_per_type=config.extra_examples,
         generator=cast(Generator, config.data),
     )
+    if not config.observations:
+        return data
+    rng = random.Random(config.seed + 5)
+    failures = failure_examples(list(data.train), config.observations, rng)
+    return replace(data, train=data.train + tuple(failures))
 
 
 def training_tokenizer(

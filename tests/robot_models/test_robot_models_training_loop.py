@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,10 @@ def test_an_accelerator_the_machine_lacks_is_refused(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="no cuda device is available"):
         _tiny(device="cuda")
+
+
+def test_a_run_with_failure_observations_records_them(tmp_path: Path) -> None:
+    stats = train(_tiny(observations=0.5), tmp_path, log=lambda line: None)
+    assert stats["steps_done"] == 3
+    recorded = json.loads((tmp_path / "train_stats.json").read_text())
+    assert recorded["config"]["observations"] == 0.5
