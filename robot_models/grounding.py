@@ -66,9 +66,8 @@ def request_phrases(text: str) -> list[str]:
     less trailing words that cannot be nouns ("my stapler walked off" gives
     "stapler"). A run that opens its clause (after connectives and fillers at most)
     may start with an imperative verb, so it also gives itself less its first word
-    ("then grab red cup": "red cup"). A run followed
-    by a determiner or a personal pronoun is a verb or a modal, not a name ("load the
-    gear": "load"; "can u": "can")."""
+    ("then grab red cup": "red cup"). A run followed by a determiner or a personal
+    pronoun is a verb or a modal, not a name ("load the gear": "load"; "can u": "can")."""
     phrases: dict[str, None] = {}
     for clause in _CLAUSE_END.split(text):
         run: list[str] = []

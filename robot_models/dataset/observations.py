@@ -145,7 +145,7 @@ def with_failure(example: Example, rng: random.Random, twice: float = 0.25) -> E
         "it",
     )
     error = rng.choice(kind.errors).format(short=first.short, target=target)
-    airborne = _airborne(example.robot_type, before[: failed.start])
+    airborne = first.short != "tk" and _airborne(example.robot_type, before[: failed.start])
     pieces: list[tuple[str, bool]] = [
         (before, False),
         (_observe(language, failed.text, error), True),
@@ -155,12 +155,16 @@ def with_failure(example: Example, rng: random.Random, twice: float = 0.25) -> E
     elif kind.name == "not_found":
         pieces.append((f"lg('cannot find {target}');hm();", False))
     elif kind.name in ("retry", "go_over", "regrasp") and rng.random() < twice:
-        again = rng.choice(FAILURE_KINDS[example.robot_type][-1].errors)
+        retry = next(k for k in FAILURE_KINDS[example.robot_type] if k.name == "retry")
+        again = rng.choice(retry.errors)
         retried = _retry(kind.name, failed.text)  # up to the statement that fails again
         pieces += [
             (retried[: retried.rindex(failed.text) + len(failed.text)], False),
             (_observe(language, failed.text, again.format(short=first.short)), True),
-            (_stop(example.robot_type, f"{first.short} failed twice", airborne, ""), False),
+            (
+                _stop(example.robot_type, f"{first.short} failed twice", airborne, first.short),
+                False,
+            ),
         ]
     else:
         pieces.append((_retry(kind.name, failed.text) + rest, False))
@@ -205,7 +209,7 @@ def _airborne(robot_type: str, plan_before: str) -> bool:
 
 
 def failure_examples(examples: list[Example], fraction: float, rng: random.Random) -> list[Example]:
-    """Failure variants of about `fraction` of `examples` (extra examples: the
-    originals stay), each of a randomly drawn example."""
+    """Failure variants of about `fraction` of `examples`, drawn at random (extra
+    examples: the originals stay)."""
     chosen = [e for e in examples if rng.random() < fraction]
     return [f for f in (with_failure(e, rng) for e in chosen) if f is not None]

@@ -163,3 +163,17 @@ def test_recovery_cases_and_their_score() -> None:
     assert first_statement("drone", "mf(100);tc(90);") == "mf(100);"
     assert first_statement("drone", "not a plan") == ""
     assert isinstance(cases[0], RecoveryCase)
+
+
+def test_a_drone_stops_by_landing_only_when_it_is_in_the_air() -> None:
+    example = Example("drone", "", "take off, then climb", "tk();mu(100);ld();", "motion")
+    endings: dict[str, set[str]] = {"tk();": set(), "mu(100);": set()}
+    for seed in range(300):
+        failed = with_failure(example, random.Random(seed), twice=0.0)
+        assert failed is not None
+        written, observed = _pieces(failed)
+        statement = load_language("drone").parse(written[0])[-1].text
+        if failed.family.endswith("+stop") and statement in endings:
+            endings[statement].add(written[-1])
+    assert endings["tk();"] == {"lg('stopped: robot fault');"}  # still on the ground
+    assert endings["mu(100);"] == {"lg('stopped: robot fault');ld();"}
