@@ -171,7 +171,7 @@ def test_a_drone_stops_by_landing_only_when_it_is_in_the_air() -> None:
     for seed in range(300):
         failed = with_failure(example, random.Random(seed), twice=0.0)
         assert failed is not None
-        written, observed = _pieces(failed)
+        written, _ = _pieces(failed)
         statement = load_language("drone").parse(written[0])[-1].text
         if failed.family.endswith("+stop") and statement in endings:
             endings[statement].add(written[-1])
