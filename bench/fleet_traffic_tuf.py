@@ -114,11 +114,25 @@ def one_engine(
 ) -> Clock:
     """`urgent_first`: while urgent generations are live, an iteration runs only them
     (a TUF-aware batch); otherwise every live generation, in mixed batches."""
-    clock = Clock()
-    select = _urgent_first if urgent_first else list
     engine = TorchEngine(planner, kv_config(kv_bytes))
     for name, path in adapters.items():
         engine.load_adapter(name, path)
+    return serve_variants(engine, list(adapters), prefix, requests, params, urgent_first)
+
+
+def serve_variants(
+    engine: Any,
+    variants: list[str],
+    prefix: list[int],
+    requests: list[Arrival],
+    params: SamplingParams,
+    urgent_first: bool = False,
+) -> Clock:
+    """One engine with the variants loaded (torch, or vLLM's multi-LoRA) serving the
+    trace: each variant's robot prefix registered, then mixed batches."""
+    clock = Clock()
+    select = _urgent_first if urgent_first else list
+    for name in variants:
         engine.register_prefix(f"drone@{name}", prefix, variant=name)
     pending = sorted(requests, key=lambda r: r.arrival_s)
     queue: list[Request] = []
