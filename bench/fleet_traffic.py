@@ -23,7 +23,14 @@ engine's. Device time is the sum of measured engine calls and merges (single
 thread, run one after another), so a contender is not helped by running in
 parallel with another on this machine's second core.
 
-    PYTHONPATH=. .venv/bin/python bench/fleet_traffic.py [--memory-mb 100,110,140]
+Then the urgent-utility runs (fleet_traffic_tuf.py): an LRTrace trace of drone tasks
+arriving over time (Poisson events of 1-8 tasks, traces 1-8 with their urgency
+classes, each drone tagged with a variant) at each `--tuf-eps`, served by the same
+contenders at `--tuf-memory-mb` (and by the one engine running urgent generations
+alone while any are live); per urgency class the mean TUF utility of its maximum
+and the p95 response time.
+
+    PYTHONPATH=. .venv/bin/python bench/fleet_traffic.py [--memory-mb 90,100,110,140]
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from timely_core.engine.protocol import SamplingParams
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.loader import load_tokenizer
+from timely_core.scheduling.tuf import Tuf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_machine import MachineRecord
@@ -151,9 +159,11 @@ def serve(
     prefix_of: Callable[[Request], str],
     variant_of: Callable[[Request], str | None],
     live: dict[int, Request],
+    select: Callable[[dict[int, Request]], list[int]] = list,
 ) -> bool:
-    """One turn of `engine`: admit what fits from the head of `queue`, then one step.
-    False when it has nothing to do."""
+    """One turn of `engine`: admit what fits from the head of `queue`, then one step
+    of the live generations `select` picks (all of them by default). False when it
+    has nothing to do."""
     while queue and len(live) < engine.max_generations:
         head = queue[0]
         prefix_id = prefix_of(head)
@@ -168,7 +178,7 @@ def serve(
         outcome.tokens[head.index] = []
     if not live:
         return False
-    for out in device.run(engine.step, list(live)):
+    for out in device.run(engine.step, select(live)):
         outcome.tokens[out.gen_id].append(out.token_id)
         if out.finished:
             del live[out.gen_id]
@@ -308,16 +318,93 @@ def model_bytes(path: Path) -> int:
     return sum(t.nbytes for t in load_file(str(path / "model.safetensors")).values())
 
 
+def tuf_run(
+    args: argparse.Namespace,
+    eps: float,
+    planner: Path,
+    adapters: dict[str, Path],
+    merged: dict[str, Path],
+    switch_s: dict[str, float],
+    one_weight_bytes: int,
+    base_bytes: int,
+    prefix_bytes: int,
+    params: SamplingParams,
+) -> dict[str, Any]:
+    """Arrivals over time with urgency classes (fleet_traffic_tuf.py), one memory budget."""
+    import fleet_traffic_tuf as tuf
+
+    prefix, requests = tuf.trace_requests(list(adapters), eps, args.tuf_duration_s, 0)
+    total = int(args.tuf_memory_mb * 2**20)
+    one_kv = total - one_weight_bytes
+    each_kv = (total - len(merged) * base_bytes) // len(merged)
+    group_kv = total - base_bytes - (len(merged) - 1) * prefix_bytes
+    one = tuf.one_engine(planner, adapters, prefix, requests, one_kv, params)
+    rows = {"one_engine": tuf.utility_summary(one, requests, None)}
+    first = tuf.one_engine(planner, adapters, prefix, requests, one_kv, params, urgent_first=True)
+    rows["one_engine_urgent_first"] = tuf.utility_summary(first, requests, one)
+    if each_kv < prefix_bytes:
+        rows["per_variant_engines"] = {"fits": False}
+    else:
+        separate = tuf.per_variant_engines(merged, prefix, requests, each_kv, params)
+        rows["per_variant_engines"] = tuf.utility_summary(separate, requests, one)
+    grouped = tuf.merge_per_variant(merged, switch_s, prefix, requests, group_kv, params)
+    rows["merge_per_variant"] = tuf.utility_summary(grouped, requests, one)
+    return {
+        "events_per_s": eps,
+        "duration_s": args.tuf_duration_s,
+        "memory_bytes": total,
+        "tasks": len(requests),
+        "urgent_tasks": sum(r.urgency == "urgent" for r in requests),
+        "last_arrival_s": max(r.arrival_s for r in requests),
+        "tuf": {u: Tuf.preset(u).model_dump() for u in ("urgent", "normal")},
+        "contenders": rows,
+    }
+
+
+def tuf_table(tuf: dict[str, Any]) -> Table:
+    table = Table(
+        title=f"{tuf['tasks']} drone tasks ({tuf['urgent_tasks']} urgent) arriving over "
+        f"{tuf['duration_s']:g} s at {tuf['events_per_s']:g} events/s, "
+        f"{tuf['memory_bytes'] / 2**20:g} MB"
+    )
+    columns = (
+        "contender",
+        "served",
+        "tok/busy s",
+        "urgent utility",
+        "urgent p95 s",
+        "normal utility",
+        "normal p95 s",
+        "switches",
+    )
+    for column in columns:
+        table.add_column(column, justify="right")
+    for key, s in tuf["contenders"].items():
+        if s.get("fits") is False:
+            table.add_row(key, "does not fit", *[""] * 6)
+            continue
+        cells = [key, str(s["served"]), f"{s['tokens_per_busy_s']:.0f}"]
+        for urgency in ("urgent", "normal"):
+            u = s[urgency]
+            cells.append(f"{u['utility_of_max']:.1%}")
+            cells.append("-" if u["p95_response_s"] is None else f"{u['p95_response_s']:.2f}")
+        table.add_row(*cells, str(s["variant_switches"]))
+    return table
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--variants", type=int, default=8)
     parser.add_argument("--per-variant", type=int, default=4, help="requests per variant")
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--memory-mb", default="100,110,140", help="total memory budgets")
+    parser.add_argument("--tuf-eps", default="4,7", help="TUF runs: events per s, each")
+    parser.add_argument("--tuf-duration-s", type=float, default=10.0, help="TUF run: trace length")
+    parser.add_argument("--tuf-memory-mb", type=float, default=110.0, help="TUF run: memory")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    console = Console()
+    console = Console(width=160)
     machine = MachineRecord()
     planner = default_planner_path()
     params = SamplingParams(max_tokens=args.max_tokens)
@@ -357,6 +444,21 @@ def main(argv: list[str] | None = None) -> int:
             grouped = merge_per_variant(merged, switch_s, prefix, requests, group_kv, params)
             row["merge_per_variant"] = grouped.summary(requests, one)
             runs.append(row)
+        tufs = [
+            tuf_run(
+                args,
+                float(eps),
+                planner,
+                adapters,
+                merged,
+                switch_s,
+                weights.total_bytes,
+                base_bytes,
+                prefix_bytes,
+                params,
+            )
+            for eps in args.tuf_eps.split(",")
+        ]
     result = {
         "machine": machine.done(),
         "variants": list(adapters),
@@ -368,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         "prefix_kv_bytes": prefix_bytes,
         "switch_s": switch_s,
         "runs": runs,
+        "tuf": tufs,
     }
     table = Table(title=f"{len(requests)} drone requests over {len(adapters)} variants")
     for column in (
@@ -398,6 +501,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{base_tps / s['tokens_per_s']:.2f}x" if s["tokens_per_s"] else "-",
             )
     console.print(table)
+    for tuf in tufs:
+        console.print(tuf_table(tuf))
     console.print(MachineRecord.line(result["machine"]))
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     console.print(f"wrote {args.out}")

@@ -51,7 +51,8 @@ class AdmissionPlan:
 
 def root_hash(variant: str | None) -> int:
     """The chain's start: a LoRA variant computes other KV for the same tokens, so
-    each variant's blocks form their own chains (as vLLM's hash includes the LoRA)."""
+    each variant's blocks form their own chains (as vLLM's hash includes the LoRA);
+    `BlockManager.kv_key` names a variant whose KV is another's by that one."""
     return _ROOT_HASH if variant is None else hash(("variant", variant))
 
 
@@ -96,6 +97,9 @@ class BlockManager:
         self._content: dict[int, tuple[int, tuple[int, ...]]] = {}  # block -> (parent, tokens)
         self._free_host: list[int] = list(range(num_host_blocks - 1, -1, -1))
         self.prefixes: dict[str, PinnedPrefix] = {}
+        # variant -> the variant whose KV it writes (None: the base's), for variants
+        # whose KV equals another's; their blocks hash from that one's root and share
+        self.kv_keys: dict[str, str | None] = {}
         self.swapped_out_blocks = 0  # totals, for stats and the simulator's costs
         self.swapped_in_blocks = 0
         self.prefetches = 0  # swap-ins ahead of a resume (`prefetch`)
@@ -151,6 +155,10 @@ class BlockManager:
                 self._free_uncached.append(block)
 
     # ---- prefix cache ----------------------------------------------------
+    def kv_key(self, variant: str | None) -> str | None:
+        """Whose KV `variant` writes: its own, or a variant's it equals (`kv_keys`)."""
+        return variant if variant is None else self.kv_keys.get(variant, variant)
+
     def lookup(
         self, token_ids: list[int], max_blocks: int, first: int = 0, variant: str | None = None
     ) -> list[int]:
@@ -160,7 +168,7 @@ class BlockManager:
         matched: list[int] = []
         if not self.caching:
             return matched
-        parent = root_hash(variant)
+        parent = root_hash(self.kv_key(variant))
         for i in range(first):  # the chain's digest up to `first`, from content alone
             parent = chain_hash(parent, tuple(token_ids[i * size : (i + 1) * size]))
         for i in range(first, min(max_blocks, len(token_ids) // size)):
@@ -177,7 +185,11 @@ class BlockManager:
         """Publish the hash of every block of `state` that became full and computed."""
         size = self.block_size
         for i in range(len(state.block_hashes), state.num_computed // size):
-            parent = state.block_hashes[-1] if state.block_hashes else root_hash(state.variant)
+            parent = (
+                state.block_hashes[-1]
+                if state.block_hashes
+                else root_hash(self.kv_key(state.variant))
+            )
             tokens = tuple(state.token_ids[i * size : (i + 1) * size])
             digest = chain_hash(parent, tokens)
             state.block_hashes.append(digest)

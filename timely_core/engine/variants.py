@@ -31,6 +31,9 @@ class ResidentVariant:
     nbytes: int
     source: str  # where it was loaded from (an adapter or checkpoint folder)
     blocks: tuple[str, ...] = ()  # kind "blocks": its own blocks (embedding, layers.3.ffn, ...)
+    # its KV is the base's (nothing it changes feeds a k/v projection), so cached and
+    # registered prefix blocks are shared with the base (torch engine)
+    base_kv: bool = False
 
 
 @dataclass(frozen=True)

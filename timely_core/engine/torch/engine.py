@@ -9,7 +9,7 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -24,6 +24,7 @@ from timely_core.engine.torch.config import CPU_KV_COST_PROFILE, EngineConfig
 from timely_core.engine.torch.grammar import GrammarCompiler
 from timely_core.engine.torch.grammar_mask import GrammarMasker
 from timely_core.engine.torch.kv_cache import KvCache
+from timely_core.engine.torch.kv_sharing import block_variant_writes_base_kv, lora_writes_base_kv
 from timely_core.engine.torch.loader import load_model
 from timely_core.engine.torch.lora import AdapterError, LoraAdapter, load_adapter
 from timely_core.engine.torch.model_runner import ModelRunner
@@ -138,6 +139,8 @@ class TorchEngine(PagedEngine):
         adapter = load_adapter(name, path, self.model.config, self.config.torch_dtype)
         self.adapters[name] = adapter
         self._variant_order.append(name)
+        if lora_writes_base_kv(adapter, self.model.config):
+            self.blocks.kv_keys[name] = None
         return adapter
 
     def load_block_variant(self, name: str, path: str | Path) -> BlockVariant:
@@ -149,6 +152,8 @@ class TorchEngine(PagedEngine):
         variant = load_block_variant(name, path, self.model.config, weights, dtype)
         self.block_variants[name] = variant
         self._variant_order.append(name)
+        if block_variant_writes_base_kv(variant, weights, self.model.config):
+            self.blocks.kv_keys[name] = None  # its prefix-cache blocks are the base's
         return variant
 
     def _check_new(self, name: str) -> None:
@@ -162,14 +167,12 @@ class TorchEngine(PagedEngine):
         for name in self._variant_order:
             if name in self.adapters:
                 adapter = self.adapters[name]
-                variants.append(ResidentVariant(name, "lora", adapter.nbytes, str(adapter.path)))
+                resident = ResidentVariant(name, "lora", adapter.nbytes, str(adapter.path))
             else:
                 own = self.block_variants[name]
-                variants.append(
-                    ResidentVariant(
-                        name, "blocks", own.nbytes, str(own.path), tuple(own.owned_blocks())
-                    )
-                )
+                blocks = tuple(own.owned_blocks())
+                resident = ResidentVariant(name, "blocks", own.nbytes, str(own.path), blocks)
+            variants.append(replace(resident, base_kv=self.blocks.kv_key(name) is None))
         return ResidentWeights(self.model.weights_nbytes, tuple(variants))
 
     def set_closing(self, gen_id: int, closing: bool) -> None:
