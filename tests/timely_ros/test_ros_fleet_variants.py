@@ -83,6 +83,8 @@ def test_the_shipped_fleet_variants_config_serves_its_variants_on_one_base() -> 
     msg = status_msg(service.stats(), None, params, GoalCounts(0, 0), Time(), weights=weights)
     assert list(msg.variant_kinds) == ["lora", "lora", "lora", "blocks"]
     assert 0 < msg.variant_bytes[-1] < msg.base_weight_bytes / 2
+    # each adapts (or owns) what feeds a k/v projection: its own prefix-cache chain
+    assert list(msg.variant_shares_base_kv) == [False, False, False, False]
 
 
 @pytest.mark.parametrize(
@@ -278,19 +280,22 @@ def test_timely_status_shows_each_robot_variant_and_the_weights() -> None:
         robot_goal_ids=["", ""],
         robot_variants=["heavy-drone", ""],
         base_weight_bytes=8 * 2**20,
-        variant_names=["heavy-drone"],
-        variant_kinds=["lora"],
-        variant_bytes=[2**19],
-        weight_bytes_total=8 * 2**20 + 2**19,
+        variant_names=["heavy-drone", "site-head"],
+        variant_kinds=["lora", "blocks"],
+        variant_bytes=[2**19, 2**20],
+        variant_shares_base_kv=[False, True],
+        weight_bytes_total=8 * 2**20 + 2**19 + 2**20,
     )
     console = Console(record=True, width=200)
     console.print(render(msg))
     text = console.export_text()
-    assert "model weights: 8.50 MiB" in text
+    assert "model weights: 9.50 MiB" in text
     lines = text.splitlines()
     assert any("drone1" in line and "heavy-drone" in line for line in lines)
     assert any("drone2" in line and "base" in line for line in lines)
     assert any("heavy-drone" in line and "lora" in line and "0.50" in line for line in lines)
+    assert any("site-head" in line and "base's" in line for line in lines)
+    assert not any("heavy-drone" in line and "base's" in line for line in lines)
     console = Console(record=True, width=200)
     console.print(render(ServiceStatus(engine="simulated")))
     assert "model weights" not in console.export_text()  # not reported: not shown

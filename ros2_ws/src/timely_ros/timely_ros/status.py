@@ -71,6 +71,7 @@ def status_msg(
         variant_names=[v.name for v in variants],
         variant_kinds=[v.kind for v in variants],
         variant_bytes=[int(v.nbytes) for v in variants],
+        variant_shares_base_kv=[bool(v.base_kv) for v in variants],
         weight_bytes_total=int(weights.total_bytes) if weights is not None else 0,
         robot_variants=[_variant(params, r.robot_id) for r in robots or []],
     )

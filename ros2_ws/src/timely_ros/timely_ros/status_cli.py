@@ -57,11 +57,13 @@ def _weights(msg: ServiceStatus) -> Table:
     table.add_column("variant")
     table.add_column("kind")
     table.add_column("MiB", justify="right")
-    table.add_row("base", "base", f"{msg.base_weight_bytes / 2**20:.2f}")
-    for name, kind, nbytes in zip(
-        msg.variant_names, msg.variant_kinds, msg.variant_bytes, strict=False
+    table.add_column("KV")
+    table.add_row("base", "base", f"{msg.base_weight_bytes / 2**20:.2f}", "own")
+    shares = list(msg.variant_shares_base_kv) or [False] * len(msg.variant_names)
+    for name, kind, nbytes, base_kv in zip(
+        msg.variant_names, msg.variant_kinds, msg.variant_bytes, shares, strict=False
     ):
-        table.add_row(name, kind, f"{nbytes / 2**20:.2f}")
+        table.add_row(name, kind, f"{nbytes / 2**20:.2f}", "base's" if base_kv else "own")
     return table
 
 
