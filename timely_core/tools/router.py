@@ -25,6 +25,10 @@ Plans that react: the observations of a tool registered with
 their calls completes (`RewritableEngine.rewrite`, at the end of the generated
 ids), so what it writes next follows them. They never reach the robot's parser or
 the plan text: the engine does not return appended ids.
+
+Answer times: each reply's measured time since its call was sent refines that
+(robot, tool)'s running statistics (`answer_times`, answer_times.py), which start
+from the spec's `expected_s`: the predicted wait of a generation on a tool.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from timely_core.engine.protocol import Engine, EngineError, HandlingStrategy, RewritableEngine
 from timely_core.language.segmenter import SegmentationError
+from timely_core.tools.answer_times import AnswerStats, AnswerTimes
 from timely_core.tools.call_stream import CallEvent, CallStream
 from timely_core.tools.plugin import ToolCall, ToolReply
 from timely_core.tools.process import PendingCall, PluginProcess, ToolInfo
@@ -145,6 +150,7 @@ class ToolRouter:
         self._finished: OrderedDict[str, _Task] = OrderedDict()
         self._cond = threading.Condition()
         self._tickets = 0
+        self.answer_times = AnswerTimes()  # per (robot, tool): measured reply times
 
     # ------------------------------------------------------------------ registration
 
@@ -168,6 +174,7 @@ class ToolRouter:
             tools = self._tools.setdefault(robot_id, [])
             old = [t for t in tools if t.spec.name == spec.name]
             tools[:] = [t for t in tools if t.spec.name != spec.name] + [tool]
+        self.answer_times.declare(robot_id, spec.name, spec.expected_s)
         for previous in old:
             previous.process.close()
         return tool.info
@@ -179,12 +186,17 @@ class ToolRouter:
             if not gone:
                 raise KeyError(f"robot {robot_id!r} has no tool {name!r}")
             tools[:] = [t for t in tools if t.spec.name != name]
+        self.answer_times.forget(robot_id, name)
         for tool in gone:
             tool.process.close()
 
     def tools(self, robot_id: str) -> dict[str, ToolInfo]:
         with self._cond:
             return {t.spec.name: t.info for t in self._tools.get(robot_id, [])}
+
+    def answer_stats(self, robot_id: str, name: str) -> AnswerStats:
+        """How long `name` took to answer `robot_id`'s calls (its prior before any)."""
+        return self.answer_times.stats(robot_id, name)
 
     def process_id(self, robot_id: str, name: str) -> int | None:
         with self._cond:
@@ -409,6 +421,10 @@ class ToolRouter:
         task, tool, event = ticket.task, ticket.tool, ticket.event
         now = time.monotonic()
         with self._cond:
+            # measured only for a tool still registered (a replaced one's calls end
+            # at its close) and a call that was sent (request 0: the tool was closed)
+            if pending.request_id and any(t is tool for t in self._tools.get(task.robot_id, ())):
+                self.answer_times.observe(task.robot_id, tool.spec.name, now - pending.sent_s)
             current = ticket.epoch == task.epoch  # not a call of rolled-back text
             task.awaiting.discard(ticket.number)
             task.streaming.discard(ticket.number)
