@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from timely_core.tools.plugin import ToolCall, ToolPlugin, ToolReply
 
@@ -16,4 +17,18 @@ class TimedLook(ToolPlugin):
 
     def on_call(self, call: ToolCall) -> ToolReply:
         time.sleep(float(self.options["delay_s"]))
+        return ToolReply.observes(f"{call.args[0]} is on the table")
+
+
+class GatedLook(ToolPlugin):
+    """Like `TimedLook`, but answers only once the file `options["gate"]` exists:
+    a tool that answers when the test says so."""
+
+    skills = frozenset({"search"})
+    validates = True
+
+    def on_call(self, call: ToolCall) -> ToolReply:
+        gate = Path(str(self.options["gate"]))
+        while not gate.exists():
+            time.sleep(0.005)
         return ToolReply.observes(f"{call.args[0]} is on the table")
