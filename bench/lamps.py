@@ -13,9 +13,13 @@ one run, four studies, baselines measured in the same run.
    latency, TTFT, throughput. Goal: lamps' mean E2E >= 27% below infercept's at the
    highest rate, TTFT lower at every rate.
    2b. Where the engine saturates: infercept alone at rates 1-12 /s, at the API
-   study's device KV and at half of it; E2E less the calls' time (the queueing,
-   decoding and KV handling a scheduler can shorten) and the growth of TTFT from
-   the first to the last quarter of arrivals (the queue growing through the run).
+   study's device KV and batch cap, at half its KV, and memory-bound (2c); E2E
+   less the calls' time (the queueing, decoding and KV handling a scheduler can
+   shorten) and the growth of TTFT from the first to the last quarter of arrivals
+   (the queue growing through the run).
+   2c. The same three policies memory-bound, as LAMPS ran them on vLLM (whose
+   batch memory bounds): half the device KV, a batch cap of 64 instead of 8, at
+   2, 4 and 8 /s (`api_memory_bound`; same goals).
 3. Misprediction: Gaussian error (5-50%) on every predicted wait, lamps at the
    middle rate, against infercept's E2E of study 2 (paper Fig. 11).
 4. Scheduling cost of the lamps ranking at 1,000 queued, against timely's Eq. 4
@@ -187,6 +191,7 @@ def _api_run(
     policy: str,
     noise: Callable[[float], float] | None = None,
     kv_tokens: int | None = None,
+    max_batch_size: int = 8,
 ) -> dict[str, Any]:
     tokenizer, _ = planner_tokenizer()
     eos = tokenizer.token_to_id("<eos>")
@@ -195,7 +200,15 @@ def _api_run(
     config = SimulatedEngineConfig(
         eos_token_id=int(eos), device_blocks=kv_blocks, host_blocks=4 * kv_blocks
     )
-    run = run_api_mix(mix, policy, PAPER_LLAMA3_8B_RTX4090, config, tokenizer, wait_noise=noise)
+    run = run_api_mix(
+        mix,
+        policy,
+        PAPER_LLAMA3_8B_RTX4090,
+        config,
+        tokenizer,
+        wait_noise=noise,
+        max_batch_size=max_batch_size,
+    )
     e2e, ttft = run.e2e_s(), run.ttft_s()
     calls_s = float(np.mean([sum(r.call_s) for r in mix]))  # E2E's floor: the calls
     by_arrival = [o.result.ttft_s for o in run.outcomes if o.result and o.result.ttft_s]
@@ -224,11 +237,30 @@ def _api_run(
 API_KV_TOKENS = 6144  # device KV of the API study: a few replies' contexts, the longest one
 
 
-def api_study(console: Console, rates: tuple[float, ...], requests: int) -> dict[str, Any]:
-    rows = {f"{rate:g}": {p: _api_run(rate, requests, p) for p in API_POLICIES} for rate in rates}
+API_BATCH = 8  # the API study's batch cap (run_api_mix's default)
+# memory-bound: half the device KV and a batch cap of 64, above what that KV holds at
+# once in this mix, so memory bounds the batch (vLLM, as LAMPS ran it, caps at 256)
+MEMORY_BOUND_KV_TOKENS, MEMORY_BOUND_BATCH = API_KV_TOKENS // 2, 64
+MEMORY_BOUND_RATES = (2.0, 4.0, 8.0)
+
+
+def api_study(
+    console: Console,
+    rates: tuple[float, ...],
+    requests: int,
+    kv_tokens: int = API_KV_TOKENS,
+    max_batch_size: int = API_BATCH,
+) -> dict[str, Any]:
+    rows = {
+        f"{rate:g}": {
+            p: _api_run(rate, requests, p, kv_tokens=kv_tokens, max_batch_size=max_batch_size)
+            for p in API_POLICIES
+        }
+        for rate in rates
+    }
     table = Table(
         title=f"API mix (LAMPS Table 2 classes), {requests} requests per rate, "
-        f"device KV {API_KV_TOKENS} tokens"
+        f"device KV {kv_tokens} tokens, batch cap {max_batch_size}"
     )
     for column in (
         "rate /s",
@@ -274,25 +306,39 @@ def api_study(console: Console, rates: tuple[float, ...], requests: int) -> dict
         ),
     }
     console.print(f"goals: {goals}")
-    return {"rates": list(rates), "requests": requests, "runs": rows, "goals": goals}
+    return {
+        "rates": list(rates),
+        "requests": requests,
+        "kv_tokens": kv_tokens,
+        "max_batch_size": max_batch_size,
+        "runs": rows,
+        "goals": goals,
+    }
 
 
 SWEEP_RATES = (1.0, 1.5, 2.0, 3.0, 4.0, 8.0, 12.0)
-SWEEP_KV_TOKENS = (API_KV_TOKENS, API_KV_TOKENS // 2)
+# (device KV tokens, batch cap): the API study's, half its KV, memory-bound
+SWEEP_CONFIGS = (
+    (API_KV_TOKENS, API_BATCH),
+    (API_KV_TOKENS // 2, API_BATCH),
+    (MEMORY_BOUND_KV_TOKENS, MEMORY_BOUND_BATCH),
+)
 
 
 def sweep_study(console: Console, requests: int) -> dict[str, Any]:
     """Where infercept's E2E starts to include queueing: infercept at rising rates,
-    at the API study's device KV and at half of it, with the calls' share of E2E."""
+    at the API study's device KV and batch cap, at half its KV, and memory-bound,
+    with the calls' share of E2E."""
     rows = {
-        f"{kv}": {
-            f"{rate:g}": _api_run(rate, requests, "infercept", kv_tokens=kv) for rate in SWEEP_RATES
+        f"{kv} / {batch}": {
+            f"{rate:g}": _api_run(rate, requests, "infercept", kv_tokens=kv, max_batch_size=batch)
+            for rate in SWEEP_RATES
         }
-        for kv in SWEEP_KV_TOKENS
+        for kv, batch in SWEEP_CONFIGS
     }
     table = Table(title=f"infercept, rate sweep, {requests} requests per rate")
     for column in (
-        "device KV",
+        "KV / batch cap",
         "rate /s",
         "calls s",
         "E2E mean s",
@@ -445,6 +491,9 @@ def main() -> None:
     requests = 30 if quick else 200
     api = api_study(console, rates, requests)
     sweep = None if args.no_sweep else sweep_study(console, requests)
+    memory_bound = api_study(
+        console, MEMORY_BOUND_RATES, requests, MEMORY_BOUND_KV_TOKENS, MEMORY_BOUND_BATCH
+    )
     mid = rates[1]
     mispredict = mispredict_study(
         console, mid, requests, api["runs"][f"{mid:g}"]["infercept"]["e2e_mean_s"]
@@ -459,6 +508,7 @@ def main() -> None:
         "fleet": fleet,
         "api": api,
         "sweep": sweep,
+        "api_memory_bound": memory_bound,
         "mispredict": mispredict,
         "cost": cost,
     }
