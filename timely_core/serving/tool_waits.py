@@ -8,6 +8,10 @@ has KV to keep: its plan goes on) is suspended instead, its KV kept, swapped or
 dropped by the tool's predicted answer time (kv_handling.py), and its cuts held
 here. It stays ranked but is not admitted (`ready_s` infinite) until the answers
 are in; the dispatcher then delivers the cuts and queues it as after any segment.
+A rollback meanwhile (a robot's failure, failure_recovery.py) drops the held cuts.
+
+Tools answer on the real clock. Stepped in virtual time, the loop waits for them
+in real time when nothing else can run, and the virtual clock stands still then.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ class HeldCuts:
     generation: Generation
     held: list[SegmentCut]  # delivered before the wait: valid whatever the verdicts
     new: list[SegmentCut]  # completed by the token whose verdicts are awaited
+    epoch: int  # the task's rollbacks at the hold: one since takes the cuts back
 
 
 class ToolWaits:
@@ -55,7 +60,8 @@ class ToolWaits:
         table = state.scheduler.table
         table.set_running(generation.gen_id, False)
         table.set_ready(generation.gen_id, math.inf)  # not admitted before the answers
-        self._held[generation.gen_id] = HeldCuts(generation, held, new)
+        epoch = state.tools.epoch(generation.task_id)
+        self._held[generation.gen_id] = HeldCuts(generation, held, new, epoch)
 
     def answered(self) -> list[HeldCuts]:
         """The held generations whose answers are in (or whose task failed), taken
@@ -63,9 +69,12 @@ class ToolWaits:
         tools = self._state.tools
         done: list[HeldCuts] = []
         for gen_id, entry in list(self._held.items()):
-            if entry.generation.state is GenerationState.FINISHED:
+            generation = entry.generation
+            if generation.state is GenerationState.FINISHED:
                 del self._held[gen_id]  # cancelled meanwhile
-            elif tools.answered(entry.generation.task_id):
+            elif tools.epoch(generation.task_id) != entry.epoch:
+                del self._held[gen_id]  # rolled back (failure recovery has it now)
+            elif tools.answered(generation.task_id):
                 del self._held[gen_id]
                 done.append(entry)
         return done

@@ -276,6 +276,12 @@ class ToolRouter:
                 return True
             return False
 
+    def epoch(self, task_id: str) -> int:
+        """The task's rollbacks so far (0 for a task the router does not know)."""
+        with self._cond:
+            task = self._tasks.get(task_id)
+            return 0 if task is None else task.epoch
+
     def answer_wait_s(self, task_id: str) -> float | None:
         """How much longer the task's unanswered validations are predicted to take
         (their tools' answer times less the time since each call was sent); None
