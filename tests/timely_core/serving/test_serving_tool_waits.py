@@ -12,9 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.timely_core.core_support import make_service
+from tests.timely_core.core_support import (
+    TinyLanguage,
+    eos_id,
+    make_service,
+    make_tokenizer,
+    plan_script,
+)
 from tests.timely_core.serving.serving_robot_driver import RobotDriver
-from timely_core.engine.sim.engine import SimulatedEngine
+from timely_core.clock import MonotonicClock, VirtualClock
+from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
+from timely_core.engine.sim.latency import LatencyModel
 from timely_core.events import Segment
 from timely_core.request import TaskRequest
 from timely_core.service import PlanningService
@@ -146,3 +154,44 @@ def test_a_tool_error_while_waiting_ends_only_its_task(
     error = bad.result(timeout_s=0).error
     assert "tool 'look'" in error and "search('bomb')" in error
     assert [s.text.strip() for s in bad.segments()] == ["mf(0);"]
+
+
+def test_on_a_real_clock_the_loop_serves_others_and_wakes_for_the_answer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The background loop (real clock, `stream`: no suspension between segments):
+    the other robot's plan is served while the searching generation waits, and the
+    answer, when it comes, resumes the waiter."""
+    monkeypatch.syspath_prepend(TOOLS)
+    engine = SimulatedEngine(
+        VirtualClock(),  # the engine's own costs: instant on the service's real clock
+        LatencyModel(),
+        plan_script(PLANS),
+        SimulatedEngineConfig(eos_token_id=eos_id()),
+    )
+    service = PlanningService(engine, make_tokenizer(), policy="stream", clock=MonotonicClock())
+    for robot in ("slow", "fast"):
+        service.register_robot(robot, TinyLanguage())
+    gate = tmp_path / "answer"
+    service.register_tool(
+        "slow",
+        {
+            "name": "look",
+            "plugin": "tools_timed_plugins:GatedLook",
+            "options": {"gate": str(gate)},
+            "wall_s": 10.0,
+        },
+    )
+    service.start()
+    try:
+        search = service.submit(TaskRequest(robot_id="slow", instruction="find the keys"))
+        spin = service.submit(TaskRequest(robot_id="fast", instruction="spin"))
+        assert spin.result(timeout_s=30).success  # served while the search waits
+        assert not search.done()  # its verdict is still out
+        gate.touch()
+        result = search.result(timeout_s=30)
+        assert result.success, result.error
+        assert result.plan_text == "mf(0); search('keys'); say('found it');"
+    finally:
+        service.stop()
+        service.close_tools()
