@@ -12,6 +12,14 @@ one run, four studies, baselines measured in the same run.
    request rates: lamps vs infercept vs vllm-like; mean and p99 end-to-end
    latency, TTFT, throughput. Goal: lamps' mean E2E >= 27% below infercept's at the
    highest rate, TTFT lower at every rate.
+   2b. Where the engine saturates: infercept alone at rates 1-12 /s, at the API
+   study's device KV and batch cap, at half its KV, and memory-bound (2c); E2E
+   less the calls' time (the queueing, decoding and KV handling a scheduler can
+   shorten) and the growth of TTFT from the first to the last quarter of arrivals
+   (the queue growing through the run).
+   2c. The same three policies memory-bound, as LAMPS ran them on vLLM (whose
+   batch memory bounds): half the device KV, a batch cap of 64 instead of 8, at
+   2, 4 and 8 /s (`api_memory_bound`; same goals).
 3. Misprediction: Gaussian error (5-50%) on every predicted wait, lamps at the
    middle rate, against infercept's E2E of study 2 (paper Fig. 11).
 4. Scheduling cost of the lamps ranking at 1,000 queued, against timely's Eq. 4
@@ -21,7 +29,7 @@ The KV prefetch (a swapped-out waiting generation brought back while memory is
 free) is in the fleet's table as on/off row pairs (auto, swap). The API mix on the
 real torch engine: bench/lamps_real.py.
 
-    PYTHONPATH=. .venv/bin/python bench/lamps.py [--quick] [--fleet-only]
+    PYTHONPATH=. .venv/bin/python bench/lamps.py [--quick] [--fleet-only] [--no-sweep]
 """
 
 from __future__ import annotations
@@ -178,20 +186,43 @@ def fleet_study(console: Console, robots: int, duration_s: float) -> dict[str, A
 
 
 def _api_run(
-    rate: float, requests: int, policy: str, noise: Callable[[float], float] | None = None
+    rate: float,
+    requests: int,
+    policy: str,
+    noise: Callable[[float], float] | None = None,
+    kv_tokens: int | None = None,
+    max_batch_size: int = 8,
 ) -> dict[str, Any]:
     tokenizer, _ = planner_tokenizer()
     eos = tokenizer.token_to_id("<eos>")
     mix = compose_api_mix(rate, requests, seed=11)
-    kv_blocks = API_KV_TOKENS // DEFAULT_BLOCK_SIZE
+    kv_blocks = (kv_tokens or API_KV_TOKENS) // DEFAULT_BLOCK_SIZE
     config = SimulatedEngineConfig(
         eos_token_id=int(eos), device_blocks=kv_blocks, host_blocks=4 * kv_blocks
     )
-    run = run_api_mix(mix, policy, PAPER_LLAMA3_8B_RTX4090, config, tokenizer, wait_noise=noise)
+    run = run_api_mix(
+        mix,
+        policy,
+        PAPER_LLAMA3_8B_RTX4090,
+        config,
+        tokenizer,
+        wait_noise=noise,
+        max_batch_size=max_batch_size,
+    )
     e2e, ttft = run.e2e_s(), run.ttft_s()
+    calls_s = float(np.mean([sum(r.call_s) for r in mix]))  # E2E's floor: the calls
+    by_arrival = [o.result.ttft_s for o in run.outcomes if o.result and o.result.ttft_s]
+    quarter = max(len(by_arrival) // 4, 1)
     return {
         "completed": len(e2e),
         "requests": requests,
+        "calls_mean_s": calls_s,
+        # E2E less the calls: queueing, decoding and KV handling
+        "beyond_calls_mean_s": float(np.mean(e2e)) - calls_s,
+        # last quarter's mean TTFT over the first quarter's (by arrival): >> 1 when
+        # the queue grows through the run (arrivals beyond what the engine serves)
+        "ttft_growth": float(np.mean(by_arrival[-quarter:]))
+        / max(float(np.mean(by_arrival[:quarter])), 1e-9),
         "e2e_mean_s": float(np.mean(e2e)),
         "e2e_p99_s": float(np.percentile(e2e, 99)),
         "ttft_mean_s": float(np.mean(ttft)),
@@ -206,17 +237,37 @@ def _api_run(
 API_KV_TOKENS = 6144  # device KV of the API study: a few replies' contexts, the longest one
 
 
-def api_study(console: Console, rates: tuple[float, ...], requests: int) -> dict[str, Any]:
-    rows = {f"{rate:g}": {p: _api_run(rate, requests, p) for p in API_POLICIES} for rate in rates}
+API_BATCH = 8  # the API study's batch cap (run_api_mix's default)
+# memory-bound: half the device KV and a batch cap of 64, above what that KV holds at
+# once in this mix, so memory bounds the batch (vLLM, as LAMPS ran it, caps at 256)
+MEMORY_BOUND_KV_TOKENS, MEMORY_BOUND_BATCH = API_KV_TOKENS // 2, 64
+MEMORY_BOUND_RATES = (2.0, 4.0, 8.0)
+
+
+def api_study(
+    console: Console,
+    rates: tuple[float, ...],
+    requests: int,
+    kv_tokens: int = API_KV_TOKENS,
+    max_batch_size: int = API_BATCH,
+) -> dict[str, Any]:
+    rows = {
+        f"{rate:g}": {
+            p: _api_run(rate, requests, p, kv_tokens=kv_tokens, max_batch_size=max_batch_size)
+            for p in API_POLICIES
+        }
+        for rate in rates
+    }
     table = Table(
         title=f"API mix (LAMPS Table 2 classes), {requests} requests per rate, "
-        f"device KV {API_KV_TOKENS} tokens"
+        f"device KV {kv_tokens} tokens, batch cap {max_batch_size}"
     )
     for column in (
         "rate /s",
         "policy",
         "E2E mean s",
         "E2E p99 s",
+        "E2E - calls s",
         "TTFT mean s",
         "TTFT p99 s",
         "req/s",
@@ -231,6 +282,7 @@ def api_study(console: Console, rates: tuple[float, ...], requests: int) -> dict
                 policy,
                 f"{r['e2e_mean_s']:.1f}",
                 f"{r['e2e_p99_s']:.1f}",
+                f"{r['beyond_calls_mean_s']:.1f}",
                 f"{r['ttft_mean_s']:.3f}",
                 f"{r['ttft_p99_s']:.3f}",
                 f"{r['throughput_rps']:.3f}",
@@ -240,15 +292,76 @@ def api_study(console: Console, rates: tuple[float, ...], requests: int) -> dict
     console.print(table)
     top = rows[f"{max(rates):g}"]
     e2e_gain = 1 - top["lamps"]["e2e_mean_s"] / top["infercept"]["e2e_mean_s"]
+    beyond = top["infercept"]["beyond_calls_mean_s"]
     goals = {
         "lamps_e2e_gain_vs_infercept_at_top_rate": e2e_gain,
+        # the same gain on E2E less the calls' time (which no scheduler shortens)
+        "lamps_beyond_calls_gain_vs_infercept_at_top_rate": 1
+        - top["lamps"]["beyond_calls_mean_s"] / beyond
+        if beyond > 0
+        else 0.0,
         "lamps_e2e_27pct_below_infercept_at_top_rate": e2e_gain >= 0.27,
         "lamps_ttft_lower_at_every_rate": all(
             r["lamps"]["ttft_mean_s"] < r["infercept"]["ttft_mean_s"] for r in rows.values()
         ),
     }
     console.print(f"goals: {goals}")
-    return {"rates": list(rates), "requests": requests, "runs": rows, "goals": goals}
+    return {
+        "rates": list(rates),
+        "requests": requests,
+        "kv_tokens": kv_tokens,
+        "max_batch_size": max_batch_size,
+        "runs": rows,
+        "goals": goals,
+    }
+
+
+SWEEP_RATES = (1.0, 1.5, 2.0, 3.0, 4.0, 8.0, 12.0)
+# (device KV tokens, batch cap): the API study's, half its KV, memory-bound
+SWEEP_CONFIGS = (
+    (API_KV_TOKENS, API_BATCH),
+    (API_KV_TOKENS // 2, API_BATCH),
+    (MEMORY_BOUND_KV_TOKENS, MEMORY_BOUND_BATCH),
+)
+
+
+def sweep_study(console: Console, requests: int) -> dict[str, Any]:
+    """Where infercept's E2E starts to include queueing: infercept at rising rates,
+    at the API study's device KV and batch cap, at half its KV, and memory-bound,
+    with the calls' share of E2E."""
+    rows = {
+        f"{kv} / {batch}": {
+            f"{rate:g}": _api_run(rate, requests, "infercept", kv_tokens=kv, max_batch_size=batch)
+            for rate in SWEEP_RATES
+        }
+        for kv, batch in SWEEP_CONFIGS
+    }
+    table = Table(title=f"infercept, rate sweep, {requests} requests per rate")
+    for column in (
+        "KV / batch cap",
+        "rate /s",
+        "calls s",
+        "E2E mean s",
+        "E2E - calls s",
+        "TTFT mean s",
+        "TTFT growth",
+        "KV stalls",
+    ):
+        table.add_column(column)
+    for kv, by_rate in rows.items():
+        for rate, r in by_rate.items():
+            table.add_row(
+                kv,
+                rate,
+                f"{r['calls_mean_s']:.1f}",
+                f"{r['e2e_mean_s']:.1f}",
+                f"{r['beyond_calls_mean_s']:.1f}",
+                f"{r['ttft_mean_s']:.3f}",
+                f"{r['ttft_growth']:.1f}",
+                str(r["kv_stalls"]),
+            )
+    console.print(table)
+    return {"rates": list(SWEEP_RATES), "requests": requests, "policy": "infercept", "runs": rows}
 
 
 def mispredict_study(
@@ -352,6 +465,9 @@ def main() -> None:
     parser.add_argument(
         "--fleet-only", action="store_true", help="the memory-bound fleet only (lamps_fleet.json)"
     )
+    parser.add_argument(
+        "--no-sweep", action="store_true", help="without the infercept rate sweep (study 2b)"
+    )
     args = parser.parse_args()
     console = Console()
     quick = args.quick
@@ -374,6 +490,10 @@ def main() -> None:
     rates = (1.0, 2.0, 4.0)
     requests = 30 if quick else 200
     api = api_study(console, rates, requests)
+    sweep = None if args.no_sweep else sweep_study(console, requests)
+    memory_bound = api_study(
+        console, MEMORY_BOUND_RATES, requests, MEMORY_BOUND_KV_TOKENS, MEMORY_BOUND_BATCH
+    )
     mid = rates[1]
     mispredict = mispredict_study(
         console, mid, requests, api["runs"][f"{mid:g}"]["infercept"]["e2e_mean_s"]
@@ -387,6 +507,8 @@ def main() -> None:
         "wall_s": time.perf_counter() - started,
         "fleet": fleet,
         "api": api,
+        "sweep": sweep,
+        "api_memory_bound": memory_bound,
         "mispredict": mispredict,
         "cost": cost,
     }

@@ -50,6 +50,7 @@ from timely_core.serving.state import ServiceState
 from timely_core.serving.variants import check_variant, register_variant_prefix, resident_weights
 from timely_core.stats import ServiceStats
 from timely_core.task_handle import TaskHandle
+from timely_core.tools.answer_times import AnswerStats
 from timely_core.tools.process import ToolInfo
 from timely_core.tools.router import ToolOutcome
 from timely_core.tools.spec import ToolSpec
@@ -191,6 +192,10 @@ class PlanningService:
     def unregister_tool(self, robot_id: str, name: str) -> None:
         """Stop a robot's tool (KeyError if it has none of that name)."""
         self._state.tools.unregister(robot_id, name)
+
+    def tool_answer_stats(self, robot_id: str, name: str) -> AnswerStats:
+        """How long `robot_id`'s tool `name` took to answer (its `expected_s` before any)."""
+        return self._state.tools.answer_stats(robot_id, name)
 
     def tool_outcomes(self, task_id: str) -> list[ToolOutcome]:
         """The tools' replies to `task_id`'s calls so far (values, observations, errors)."""

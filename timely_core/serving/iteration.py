@@ -30,6 +30,7 @@ from timely_core.serving.generation import GenerationState
 from timely_core.serving.plan_closing import update_closing
 from timely_core.serving.segment_dispatch import SegmentDispatch
 from timely_core.serving.state import ServiceState
+from timely_core.serving.tool_waits import ToolWaits
 from timely_core.serving.variants import add_generation
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,11 @@ class ServiceIteration:
     def __init__(self, state: ServiceState) -> None:
         self._state = state
         self._dispatch = SegmentDispatch(state)
+
+    @property
+    def tool_waits(self) -> ToolWaits:
+        """Generations suspended for their tools' verdicts."""
+        return self._dispatch.tool_waits
 
     def run_guarded(self) -> bool:
         """`run`, with an engine failure ending the running tasks. True if work was done."""
@@ -59,6 +65,7 @@ class ServiceIteration:
             state.work_signalled = False
             now = state.clock.now()
             self._release_arrivals(now)
+            self._dispatch.resume_answered(now)  # verdicts in: held segments go out
             state.kv_handling.refresh(now)  # waits longer than predicted: decided again
             started = time.perf_counter()
             order = state.scheduler.rank(now)

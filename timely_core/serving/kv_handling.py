@@ -23,6 +23,13 @@ does not make the KV shuttle). The engine keeps its host copy until the resume,
 and gives a prefetched KV up first under any pressure, without a copy; so a
 prefetch never costs a runnable or an arriving generation its memory.
 
+A generation suspended while its validating tools answer (tool_waits.py) is
+predicted to wait what its tools are predicted to take still (per-tool running
+statistics of measured answers, tools/answer_times.py), and is decided like any
+other: `auto` by the three equations, re-decided every `refresh_iterations`.
+Those suspensions (and re-decisions) are also counted as "tool-<strategy>"
+("tool-rehandled-<strategy>").
+
 A generation that may run on at once (timely generates ahead; with nothing else
 queued it is resumed at the next iteration) is predicted to wait nothing. This
 also keeps LAMPS's ranking inputs: the memory-over-time score of a queued
@@ -165,6 +172,8 @@ class KvHandling:
                 check_s = now_s + tau
         state.engine.suspend(generation.gen_id, strategy)
         self.counts[strategy.value] += 1
+        if state.tools.answer_wait_s(generation.task_id) is not None:
+            self.counts[f"tool-{strategy.value}"] += 1
         self._suspended[generation.gen_id] = (now_s + wait_s, strategy)
         self._prefetched.discard(generation.gen_id)
         # a previous suspension's entry would re-decide (and evict) this one's KV
@@ -189,7 +198,10 @@ class KvHandling:
     def predicted_wait_s(self, generation: Generation, now_s: float) -> float:
         """How long `generation`, being suspended now, will wait to be resumed."""
         state = self._state
-        if self.waits_for_calls:
+        tool_wait_s = state.tools.answer_wait_s(generation.task_id)
+        if tool_wait_s is not None:  # its verdicts are out: it waits for its tools
+            wait_s = tool_wait_s
+        elif self.waits_for_calls:
             wait_s = self.predictor.wait_s(generation, now_s, 0.0)
         else:
             # with no one else queued it is back at the next iteration
@@ -254,6 +266,8 @@ class KvHandling:
             del self._waiting[gen_id]
             if isinstance(engine, KvRehandling) and engine.rehandle(gen_id, choice):
                 self.counts[f"rehandled-{choice.value}"] += 1
+                if self._state.tools.answer_wait_s(generation.task_id) is not None:
+                    self.counts[f"tool-rehandled-{choice.value}"] += 1
                 self._suspended[gen_id] = (waiting.resume_s, choice)
         self._rescore()
 

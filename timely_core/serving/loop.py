@@ -98,6 +98,9 @@ class ServiceLoop:
             if worked:
                 state.loop_busy_s += state.clock.now() - started
                 continue
+            if self._iteration.tool_waits:  # tools answer in real time: wait for one
+                self._iteration.tool_waits.wait(state.config.idle_wait_s)
+                continue
             if next_event is None or (until_s is not None and next_event > until_s):
                 if until_s is not None:
                     state.clock.sleep_until(until_s)

@@ -41,12 +41,14 @@ from timely_core.serving.failure_recovery import FailureRecovery
 from timely_core.serving.generation import Generation, SegmentRecord
 from timely_core.serving.plan_closing import update_closing
 from timely_core.serving.state import ServiceState
+from timely_core.serving.tool_waits import ToolWaits
 
 
 class SegmentDispatch:
     def __init__(self, state: ServiceState) -> None:
         self._state = state
         self._recovery = FailureRecovery(state)
+        self.tool_waits = ToolWaits(state)  # suspended for their tools' verdicts
 
     def on_token(self, generation: Generation, output: StepOutput, now: float) -> None:
         """One engine output of `generation`, produced at `now`."""
@@ -63,22 +65,56 @@ class SegmentDispatch:
             new = self._segment(generation, output)
             if new and generation.request.replan_on_failure and not output.finished:
                 new = self._stamp_ends(generation, new)
-            state.tools.on_decoded(generation, bool(new))  # tools see calls as they stream
+            # a plan that goes on waits for its verdicts suspended (tool_waits.py)
+            defer = bool(new) and not output.finished and self.tool_waits.may_defer(generation)
+            if state.tools.on_decoded(generation, bool(new), defer):  # calls as they stream
+                self.tool_waits.hold(generation, held, new, now)
+                return
         except SegmentationError as exc:  # also a tool's error (ToolRejected)
             self._on_cuts(generation, held, now, plan_ended=False)  # it was valid
             self._stream(generation, now)  # the elements accepted before the bad one
             state.fail(generation, str(exc))
             return
+        self._after_tools(generation, held, new, output.finished, now)
+
+    def resume_answered(self, now: float) -> None:
+        """Deliver the held cuts of the generations whose verdicts came in (or end
+        their tasks on a tool's error) and queue them to go on."""
+        state = self._state
+        for entry in self.tool_waits.answered():
+            generation = entry.generation
+            try:
+                state.tools.on_decoded(generation, True)  # appends the observations
+            except SegmentationError as exc:  # a tool's error (ToolRejected)
+                self._on_cuts(generation, entry.held, now, plan_ended=False)
+                state.fail(generation, str(exc))
+                continue
+            self._after_tools(generation, entry.held, entry.new, False, now, answered=True)
+
+    def _after_tools(
+        self,
+        generation: Generation,
+        held: list[SegmentCut],
+        new: list[SegmentCut],
+        finished: bool,
+        now: float,
+        answered: bool = False,
+    ) -> None:
+        """The rest of a token once its tools have answered: deliver the cuts, then
+        finish, suspend or go on. `answered`: after a wait suspended (tool_waits.py),
+        the generation is already suspended and is queued to go on."""
+        state = self._state
         self._stream(generation, now)
         count = state.tools.cut_elements(generation.task_id) if new else 0
         if count:  # they belong to the last cut's call
             new[-1] = dataclasses.replace(new[-1], streamed_elements=count)
-        if not output.finished:
+        if not finished:
             update_closing(state.engine, generation, state.sampling_params(generation))
-        if new and not output.finished and self._may_wait_for_next_token(generation, now):
+        waits = new and not finished and not answered
+        if waits and self._may_wait_for_next_token(generation, now):
             generation.awaiting_next_token = new.pop()
         cuts = held + new
-        if not self._on_cuts(generation, cuts, now, plan_ended=output.finished):
+        if not self._on_cuts(generation, cuts, now, plan_ended=finished):
             return  # a statement broke the robot's limits: the task has ended
         failure = state.tools.failure_due(generation.task_id, len(generation.records))
         if failure is not None:  # an element of the segment just cut failed meanwhile
@@ -86,8 +122,11 @@ class SegmentDispatch:
                 generation, failure.index, failure.error, failure.at_s, failure.element
             )
             return
-        if output.finished:
+        if finished:
             self._finish(generation, now)
+        elif answered:  # suspended for the verdicts: queued to go on, whatever the policy
+            state.scheduler.remove(generation.gen_id)  # its entry held it back until now
+            state.enqueue(generation)
         elif cuts and state.policy.suspend_after_segment and generation.awaiting_next_token is None:
             state.kv_handling.suspend(generation, now)  # its KV: kept, swapped or dropped
             generation.suspended = True

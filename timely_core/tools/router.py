@@ -25,6 +25,17 @@ Plans that react: the observations of a tool registered with
 their calls completes (`RewritableEngine.rewrite`, at the end of the generated
 ids), so what it writes next follows them. They never reach the robot's parser or
 the plan text: the engine does not return appended ids.
+
+Waiting for an answer without holding the engine: where the caller allows it
+(`on_decoded(..., defer=True)`), a segment whose validating tools have not yet
+answered is not waited for there; `on_decoded` returns True and the caller
+suspends the generation (its KV handled by the predicted wait, `answer_wait_s`),
+checks `answered` each iteration and then calls `on_decoded` again, which appends
+the observations or raises the tool's error as before.
+
+Answer times: each reply's measured time since its call was sent refines that
+(robot, tool)'s running statistics (`answer_times`, answer_times.py), which start
+from the spec's `expected_s`: the predicted wait of a generation on a tool.
 """
 
 from __future__ import annotations
@@ -32,11 +43,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from timely_core.engine.protocol import Engine, EngineError, HandlingStrategy, RewritableEngine
 from timely_core.language.segmenter import SegmentationError
+from timely_core.tools.answer_times import AnswerStats, AnswerTimes
 from timely_core.tools.call_stream import CallEvent, CallStream
 from timely_core.tools.plugin import ToolCall, ToolReply
 from timely_core.tools.process import PendingCall, PluginProcess, ToolInfo
@@ -124,6 +137,8 @@ class _Task:
     element_counts: dict[int, int] = field(default_factory=dict)  # per call index
     uncut: int = 0  # elements taken since the last segment cut (`cut_elements`)
     failure: HeldFailure | None = None  # an element of the call in progress failed
+    answer_deadline: float | None = None  # a deferred wait for verdicts fails past it
+    sent: dict[int, tuple[str, float]] = field(default_factory=dict)  # ticket -> tool, sent
 
 
 @dataclass(frozen=True)
@@ -145,6 +160,8 @@ class ToolRouter:
         self._finished: OrderedDict[str, _Task] = OrderedDict()
         self._cond = threading.Condition()
         self._tickets = 0
+        self.answer_times = AnswerTimes()  # per (robot, tool): measured reply times
+        self.answer_listener: Callable[[], None] | None = None  # told of each reply
 
     # ------------------------------------------------------------------ registration
 
@@ -168,6 +185,7 @@ class ToolRouter:
             tools = self._tools.setdefault(robot_id, [])
             old = [t for t in tools if t.spec.name == spec.name]
             tools[:] = [t for t in tools if t.spec.name != spec.name] + [tool]
+        self.answer_times.declare(robot_id, spec.name, spec.expected_s)
         for previous in old:
             previous.process.close()
         return tool.info
@@ -179,12 +197,17 @@ class ToolRouter:
             if not gone:
                 raise KeyError(f"robot {robot_id!r} has no tool {name!r}")
             tools[:] = [t for t in tools if t.spec.name != name]
+        self.answer_times.forget(robot_id, name)
         for tool in gone:
             tool.process.close()
 
     def tools(self, robot_id: str) -> dict[str, ToolInfo]:
         with self._cond:
             return {t.spec.name: t.info for t in self._tools.get(robot_id, [])}
+
+    def answer_stats(self, robot_id: str, name: str) -> AnswerStats:
+        """How long `name` took to answer `robot_id`'s calls (its prior before any)."""
+        return self.answer_times.stats(robot_id, name)
 
     def process_id(self, robot_id: str, name: str) -> int | None:
         with self._cond:
@@ -202,15 +225,16 @@ class ToolRouter:
 
     # ------------------------------------------------------------------ the service's hook
 
-    def on_decoded(self, generation: Generation, segment_done: bool) -> None:
+    def on_decoded(self, generation: Generation, segment_done: bool, defer: bool = False) -> bool:
         """The generation decoded one more token. Hands new calls to the tools;
         when `segment_done` (a segment is about to be delivered) waits for every
         validating tool's verdict first, then appends the observations due.
-        Raises ToolRejected on a tool's error (and on an observation that cannot
-        be appended)."""
+        With `defer`, a verdict still out is not waited for: True is returned
+        (module docstring). Raises ToolRejected on a tool's error (and on an
+        observation that cannot be appended)."""
         task = self._task(generation.task_id, generation.robot_id, generation.request.scene)
         if task is None:
-            return
+            return False
         text = generation.segmenter.text
         delta, task.fed = text[task.fed :], len(text)
         for event in task.stream.feed(delta) if delta else ():
@@ -223,15 +247,62 @@ class ToolRouter:
             # each streamed element before the next token
             streaming = [t for t in task.tools if t.info.streams]
             self._await(task, task.streaming, streaming, "no answer from its streaming tool")
+            validating = [t for t in task.tools if t.info.validates]
+            if segment_done and defer and task.awaiting and not task.error:
+                wall_s = max(t.spec.wall_s for t in validating)
+                task.answer_deadline = time.monotonic() + wall_s + VERDICT_GRACE_S
+                return True
             if segment_done:
-                validating = [t for t in task.tools if t.info.validates]
                 self._await(task, task.awaiting, validating, "no verdict from its validating tools")
+            task.answer_deadline = None
             if task.error:
                 raise ToolRejected(task.error)
             if not (segment_done and task.observations and generation.in_engine):
-                return  # kept for the end of the segment (dropped if the plan ended)
+                return False  # kept for the end of the segment (dropped if the plan ended)
             observations, task.observations = task.observations, []
         self._append(generation, observations)
+        return False
+
+    def answered(self, task_id: str) -> bool:
+        """Whether a deferred wait is over: every verdict is in, or the task failed
+        (also by a verdict overdue past the validators' wall time and a grace)."""
+        with self._cond:
+            task = self._tasks.get(task_id)
+            if task is None or not task.awaiting or task.error:
+                return True
+            deadline = task.answer_deadline
+            if deadline is not None and time.monotonic() >= deadline:
+                task.error = f"robot {task.robot_id}: no verdict from its validating tools"
+                return True
+            return False
+
+    def epoch(self, task_id: str) -> int:
+        """The task's rollbacks so far (0 for a task the router does not know)."""
+        with self._cond:
+            task = self._tasks.get(task_id)
+            return 0 if task is None else task.epoch
+
+    def answer_wait_s(self, task_id: str) -> float | None:
+        """How much longer the task's unanswered validations are predicted to take
+        (their tools' answer times less the time since each call was sent); None
+        when none is out. A tool with no prediction yet counts as answering now."""
+        now = time.monotonic()
+        with self._cond:
+            task = self._tasks.get(task_id)
+            if task is None or not task.awaiting:
+                return None
+            waits = [0.0]
+            for ticket in task.awaiting:
+                tool, sent_s = task.sent.get(ticket, ("", now))
+                expected = self.answer_times.expected_s(task.robot_id, tool)
+                if expected is not None:
+                    waits.append(expected - (now - sent_s))
+            return max(waits)
+
+    def wait_for_answers(self, timeout_s: float) -> None:
+        """Block until a tool replies (any call) or `timeout_s` passes."""
+        with self._cond:
+            self._cond.wait(timeout_s)
 
     def _await(self, task: _Task, tickets: set[int], tools: list[_Tool], missing: str) -> None:
         """Wait (cond held) until `tickets` are answered or the task failed, for at
@@ -256,9 +327,12 @@ class ToolRouter:
         try:
             engine_prompt = len(generation.prompt_ids) + generation.engine_base
             generated = len(engine.token_ids(gen_id)) - engine_prompt
-            engine.suspend(gen_id, HandlingStrategy.PRESERVE)
+            suspended = generation.suspended  # waited for the answer suspended: stays so
+            if not suspended:
+                engine.suspend(gen_id, HandlingStrategy.PRESERVE)
             engine.rewrite(gen_id, generated, ids)
-            engine.resume(gen_id)
+            if not suspended:
+                engine.resume(gen_id)
             generation.written_ids.extend(ids)
         except (EngineError, ValueError) as exc:
             raise ToolRejected(
@@ -342,6 +416,7 @@ class ToolRouter:
             task.stream, task.fed = stream, len(text)
             task.observations.clear()
             task.awaiting.clear()
+            task.sent.clear()
             task.streaming.clear()
             task.elements.clear()
             task.uncut = 0
@@ -382,6 +457,7 @@ class ToolRouter:
             ticket = _Ticket(self._tickets, task, tool, event, task.epoch)
             if tool.info.validates:
                 task.awaiting.add(ticket.number)
+                task.sent[ticket.number] = (tool.spec.name, time.monotonic())
             if tool.info.streams:
                 task.streaming.add(ticket.number)
         call = ToolCall(
@@ -409,8 +485,13 @@ class ToolRouter:
         task, tool, event = ticket.task, ticket.tool, ticket.event
         now = time.monotonic()
         with self._cond:
+            # measured only for a tool still registered (a replaced one's calls end
+            # at its close) and a call that was sent (request 0: the tool was closed)
+            if pending.request_id and any(t is tool for t in self._tools.get(task.robot_id, ())):
+                self.answer_times.observe(task.robot_id, tool.spec.name, now - pending.sent_s)
             current = ticket.epoch == task.epoch  # not a call of rolled-back text
             task.awaiting.discard(ticket.number)
+            task.sent.pop(ticket.number, None)
             task.streaming.discard(ticket.number)
             if current and tool.info.streams and reply.kind == "value" and not task.error:
                 self._accept_elements(task, tool, event, reply.value)
@@ -434,6 +515,8 @@ class ToolRouter:
                 task.error = _error_message(task.robot_id, tool.spec.name, event, reply)
                 task.error_s = now
             self._cond.notify_all()
+        if self.answer_listener is not None:
+            self.answer_listener()
 
     def _accept_elements(self, task: _Task, tool: _Tool, event: CallEvent, value: Any) -> None:
         """A streaming tool's elements, numbered within their call (cond held); none

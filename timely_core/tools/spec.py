@@ -38,3 +38,7 @@ class ToolSpec(BaseModel):
     cpu_s: float = Field(default=DEFAULT_CPU_S, gt=0, le=3600)
     wall_s: float = Field(default=DEFAULT_WALL_S, gt=0, le=3600)
     memory_mb: int = Field(default=DEFAULT_MEMORY_MB, ge=64, le=1 << 20)
+    # Seconds a call usually takes to answer: the prior of the tool's answer-time
+    # statistics (answer_times.py) until its first reply is measured. None: no
+    # prediction before then.
+    expected_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)

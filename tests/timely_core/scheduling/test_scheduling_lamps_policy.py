@@ -43,7 +43,7 @@ def test_smallest_memory_over_time_first_ties_by_arrival() -> None:
     assert ranked(table, LampsPolicy()) == [1, 3, 2, 0]
 
 
-def test_a_starved_generation_is_pinned_at_the_head_until_it_runs() -> None:
+def test_a_starved_generation_is_pinned_at_the_head_until_it_is_done() -> None:
     table = QueueTable()
     table.add(entry(0, 1000.0))  # the largest: always last by score
     table.add(entry(1, 1.0))
@@ -56,9 +56,12 @@ def test_a_starved_generation_is_pinned_at_the_head_until_it_runs() -> None:
     table.set_running(0, True)
     assert ranked(table, policy)[0] == 0  # still first while it runs
     assert table.view("waited")[2] == 0  # waiting on a call counts nothing
-    table.requeue(entry(0, 1000.0))  # its next segment: a new wait
-    assert ranked(table, policy) == [1, 2, 0]
+    table.requeue(entry(0, 1000.0))  # its next segment, after a call: still pinned
+    assert ranked(table, policy) == [0, 1, 2]
     assert table.view("waited")[1] == 0
+    table.remove(0)  # done
+    table.add(entry(3, 1000.0))
+    assert ranked(table, policy) == [1, 2, 3] and policy.pinned == set()
 
 
 def test_queued_generations_whose_call_is_out_are_skipped() -> None:

@@ -133,6 +133,7 @@ def test_an_observation_that_arrives_before_its_statement_ends_waits_for_it(
         engine_base=0,
         written_ids=[3, 4, 5],
         in_engine=True,
+        suspended=False,
         request=SimpleNamespace(scene=""),
         segmenter=SimpleNamespace(text="search('keys')"),
     )

@@ -1,0 +1,34 @@
+"""A plugin for the answer-time tests, loaded by module name in its own process."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from timely_core.tools.plugin import ToolCall, ToolPlugin, ToolReply
+
+
+class TimedLook(ToolPlugin):
+    """Validates `search(obj)` and observes where the object is, after sleeping
+    `options["delay_s"]` (real clock): a tool that takes that long to answer."""
+
+    skills = frozenset({"search"})
+    validates = True
+
+    def on_call(self, call: ToolCall) -> ToolReply:
+        time.sleep(float(self.options["delay_s"]))
+        return ToolReply.observes(f"{call.args[0]} is on the table")
+
+
+class GatedLook(ToolPlugin):
+    """Like `TimedLook`, but answers only once the file `options["gate"]` exists:
+    a tool that answers when the test says so."""
+
+    skills = frozenset({"search"})
+    validates = True
+
+    def on_call(self, call: ToolCall) -> ToolReply:
+        gate = Path(str(self.options["gate"]))
+        while not gate.exists():
+            time.sleep(0.005)
+        return ToolReply.observes(f"{call.args[0]} is on the table")

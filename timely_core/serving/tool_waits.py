@@ -1,0 +1,95 @@
+"""Generations suspended while their validating tools answer (router.py, "Waiting
+for an answer without holding the engine").
+
+A segment is delivered only once every validating tool has answered its calls.
+Waiting for that inside the iteration would stall every other generation for a
+slow tool, so a generation that completes a segment with verdicts still out (and
+has KV to keep: its plan goes on) is suspended instead, its KV kept, swapped or
+dropped by the tool's predicted answer time (kv_handling.py), and its cuts held
+here. It stays ranked but is not admitted (`ready_s` infinite) until the answers
+are in; the dispatcher then delivers the cuts and queues it as after any segment.
+A rollback meanwhile (a robot's failure, failure_recovery.py) drops the held cuts.
+
+Tools answer on the real clock. Stepped in virtual time, the loop waits for them
+in real time when nothing else can run, and the virtual clock stands still then.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from timely_core.language.segmenter import SegmentCut
+from timely_core.serving.generation import Generation, GenerationState
+from timely_core.serving.state import ServiceState
+
+
+@dataclass
+class HeldCuts:
+    generation: Generation
+    held: list[SegmentCut]  # delivered before the wait: valid whatever the verdicts
+    new: list[SegmentCut]  # completed by the token whose verdicts are awaited
+    epoch: int  # the task's rollbacks at the hold: one since takes the cuts back
+
+
+class ToolWaits:
+    def __init__(self, state: ServiceState) -> None:
+        self._state = state
+        self._held: dict[int, HeldCuts] = {}  # by gen id, in suspension order
+        state.tools.answer_listener = self._wake
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def may_defer(self, generation: Generation) -> bool:
+        """Whether this generation may wait suspended: not with a streaming tool (its
+        held failures roll back a running generation, failure_recovery.py)."""
+        return not any(
+            info.streams for info in self._state.tools.tools(generation.robot_id).values()
+        )
+
+    def hold(
+        self, generation: Generation, held: list[SegmentCut], new: list[SegmentCut], now: float
+    ) -> None:
+        """Suspend `generation` until its tools answer (call with `lock` held)."""
+        state = self._state
+        state.kv_handling.suspend(generation, now)  # predicted wait: the tools' answer
+        generation.suspended = True
+        state.running.pop(generation.gen_id, None)
+        generation.state = GenerationState.QUEUED
+        table = state.scheduler.table
+        table.set_running(generation.gen_id, False)
+        table.set_ready(generation.gen_id, math.inf)  # not admitted before the answers
+        epoch = state.tools.epoch(generation.task_id)
+        self._held[generation.gen_id] = HeldCuts(generation, held, new, epoch)
+
+    def answered(self) -> list[HeldCuts]:
+        """The held generations whose answers are in (or whose task failed), taken
+        out of the wait; ended generations are dropped."""
+        tools = self._state.tools
+        done: list[HeldCuts] = []
+        for gen_id, entry in list(self._held.items()):
+            generation = entry.generation
+            if generation.state is GenerationState.FINISHED:
+                del self._held[gen_id]  # cancelled meanwhile
+            elif tools.epoch(generation.task_id) != entry.epoch:
+                del self._held[gen_id]  # rolled back (failure recovery has it now)
+            elif tools.answered(generation.task_id):
+                del self._held[gen_id]
+                done.append(entry)
+        return done
+
+    def wait(self, timeout_s: float) -> None:
+        """Block (real time, without `lock`) until a tool answers or `timeout_s`."""
+        self._state.tools.wait_for_answers(timeout_s)
+
+    def _wake(self) -> None:
+        """From a tool's reader thread: wake the service loop if it sleeps. Never
+        blocks on the lock (the loop may hold it waiting for this tool's next
+        reply); a busy loop looks again at its next iteration anyway."""
+        lock = self._state.lock
+        if lock.acquire(blocking=False):
+            try:
+                self._state.signal_work()
+            finally:
+                lock.release()
