@@ -27,8 +27,11 @@ from dataclasses import dataclass, replace
 from robot_models.dataset.example import Example
 from robot_models.language import RobotPlanLanguage, load_language
 from robot_models.plan_ast import Literal
-from timely_core.tools.router import OBSERVATION_FORMAT
 
+# How the service appends an observation to a generation (timely_core's
+# `tools.router.OBSERVATION_FORMAT`; robot_models does not import the serving core,
+# and a test checks the two agree).
+OBSERVATION_FORMAT = "\n{observation}\n"
 LEVEL_MOVES = ("mf", "mb", "ml", "mr")
 # How often each kind of failure is drawn where it applies: most robot errors are
 # transient; a fault that ends the task is the rarest.

@@ -12,7 +12,12 @@ from collections.abc import Sequence
 import pytest
 
 from robot_models.dataset import Example, build_dataset
-from robot_models.dataset.observations import LEVEL_MOVES, failure_examples, with_failure
+from robot_models.dataset.observations import (
+    LEVEL_MOVES,
+    OBSERVATION_FORMAT,
+    failure_examples,
+    with_failure,
+)
 from robot_models.grammar import plan_grammar
 from robot_models.language import FAILED_MARK, load_language
 from robot_models.observation_eval import RecoveryCase, first_statement, recovery_cases, score
@@ -20,7 +25,7 @@ from robot_models.skills import SkillSet
 from robot_models.training.batches import IGNORE, collate, encode_example
 from robot_models.training.loop import TrainConfig, training_data
 from tests.robot_models.grammar_support import text_grammar_accepts
-from timely_core.tools.router import OBSERVATION_FORMAT
+from timely_core.tools.router import OBSERVATION_FORMAT as SERVICE_OBSERVATION_FORMAT
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +53,7 @@ def _pieces(example: Example) -> tuple[list[str], list[str]]:
 def test_an_observation_reads_as_the_service_appends_it(
     variants: list[tuple[Example, Example]],
 ) -> None:
+    assert OBSERVATION_FORMAT == SERVICE_OBSERVATION_FORMAT
     for original, failed in variants:
         written, observed = _pieces(failed)
         language = load_language(original.robot_type)
