@@ -142,10 +142,10 @@ class Planner:
         self.hook_cpu_s: dict[str, float] = {}  # the loop thread's CPU inside the hook
         self.hook_calls: dict[str, int] = {}
 
-        def timed(generation: Any, segment_done: bool) -> None:
+        def timed(generation: Any, segment_done: bool, defer: bool = False) -> bool:
             start, start_cpu = time.perf_counter(), time.thread_time()
             try:
-                inner(generation, segment_done)
+                return inner(generation, segment_done, defer)
             finally:
                 robot = generation.robot_id
                 cpu = time.thread_time() - start_cpu
