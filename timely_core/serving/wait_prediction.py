@@ -9,42 +9,15 @@ its spread (coefficient of variation) tells `ttl` how far to trust a prediction.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
+from timely_core.running_mean import RunningMean
 from timely_core.serving.generation import Generation
 
 DEFAULT_WAIT_CV = 0.25  # the spread assumed until a robot type has reports
-_ALPHA = 0.2  # weight of the newest report in the running ratio
-
-
-@dataclass
-class _Ratio:
-    """Running mean and variance of measured / expected execution time."""
-
-    mean: float = 1.0
-    var: float = 0.0
-    samples: int = 0
-
-    def add(self, ratio: float) -> None:
-        if self.samples == 0:
-            self.mean, self.var = ratio, 0.0
-        else:
-            delta = ratio - self.mean
-            self.mean += _ALPHA * delta
-            self.var = (1 - _ALPHA) * (self.var + _ALPHA * delta * delta)
-        self.samples += 1
-
-    @property
-    def cv(self) -> float:
-        if self.samples < 3 or self.mean <= 0:
-            return DEFAULT_WAIT_CV
-        return math.sqrt(self.var) / self.mean
 
 
 class WaitPredictor:
     def __init__(self) -> None:
-        self._ratios: dict[str, _Ratio] = {}
+        self._ratios: dict[str, RunningMean] = {}  # of measured / expected
         self._expected: dict[tuple[int, int], float] = {}  # (gen id, segment) -> mean s
 
     def expected_execution_s(self, generation: Generation, index: int) -> float:
@@ -74,7 +47,7 @@ class WaitPredictor:
         return max(self.expected_end_s(generation) - lead_s - now_s, 0.0)
 
     def wait_cv(self, generation: Generation) -> float:
-        return self._ratio(generation).cv
+        return self._ratio(generation).spread(DEFAULT_WAIT_CV)
 
     def correction(self, robot_type: str) -> float:
         """Measured / expected execution time of `robot_type`'s segments so far (1.0
@@ -96,5 +69,6 @@ class WaitPredictor:
         for index in range(len(generation.records)):
             self._expected.pop((generation.gen_id, index), None)
 
-    def _ratio(self, generation: Generation) -> _Ratio:
-        return self._ratios.setdefault(generation.language.robot_type, _Ratio())
+    def _ratio(self, generation: Generation) -> RunningMean:
+        """Measured / expected of this robot type (1.0 until its first report)."""
+        return self._ratios.setdefault(generation.language.robot_type, RunningMean(mean=1.0))

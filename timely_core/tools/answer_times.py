@@ -8,45 +8,32 @@ any; the first measured reply replaces that prior, later ones refine it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from dataclasses import dataclass
 
+from timely_core.running_mean import RunningMean
+
 DEFAULT_ANSWER_CV = 0.25  # the spread assumed until a tool has a few replies
-_ALPHA = 0.2  # weight of the newest reply in the running mean
-_MIN_SAMPLES_FOR_CV = 3
 
 
 @dataclass
-class AnswerStats:
+class AnswerStats(RunningMean):
     """Running mean and variance of one tool's answer times, in seconds."""
 
-    mean_s: float = 0.0
-    var: float = 0.0
-    samples: int = 0
     prior_s: float | None = None  # the spec's expected_s, until a reply is measured
-
-    def add(self, duration_s: float) -> None:
-        if self.samples == 0:
-            self.mean_s, self.var = duration_s, 0.0
-        else:
-            delta = duration_s - self.mean_s
-            self.mean_s += _ALPHA * delta
-            self.var = (1 - _ALPHA) * (self.var + _ALPHA * delta * delta)
-        self.samples += 1
 
     @property
     def expected_s(self) -> float | None:
         """The predicted answer time; None with neither a reply nor a prior."""
         if self.samples:
-            return self.mean_s
+            return self.mean
         return self.prior_s
 
     @property
     def cv(self) -> float:
-        if self.samples < _MIN_SAMPLES_FOR_CV or self.mean_s <= 0:
-            return DEFAULT_ANSWER_CV
-        return math.sqrt(self.var) / self.mean_s
+        return self.spread(DEFAULT_ANSWER_CV)
 
 
 class AnswerTimes:
@@ -75,8 +62,7 @@ class AnswerTimes:
     def stats(self, robot_id: str, tool: str) -> AnswerStats:
         """A copy of the statistics (empty for a tool never declared nor measured)."""
         with self._lock:
-            found = self._stats.get((robot_id, tool), AnswerStats())
-            return AnswerStats(found.mean_s, found.var, found.samples, found.prior_s)
+            return dataclasses.replace(self._stats.get((robot_id, tool), AnswerStats()))
 
     def expected_s(self, robot_id: str, tool: str) -> float | None:
         return self.stats(robot_id, tool).expected_s
