@@ -98,6 +98,21 @@ def test_the_prediction_follows_the_measured_answers(
     assert stats.samples == 3 and stats.expected_s is not None and stats.expected_s >= ANSWER_S
 
 
+def register_gated_look(
+    service: PlanningService, gate: Path, wall_s: float, expected_s: float | None = None
+) -> None:
+    """The slow robot's `look`, answering once `gate` exists (tools_timed_plugins)."""
+    spec: dict[str, object] = {
+        "name": "look",
+        "plugin": "tools_timed_plugins:GatedLook",
+        "options": {"gate": str(gate)},
+        "wall_s": wall_s,
+    }
+    if expected_s is not None:
+        spec["expected_s"] = expected_s
+    service.register_tool("slow", spec)
+
+
 @pytest.mark.parametrize("prior_s", [SLOW_PRIOR_S, FAST_PRIOR_S])
 def test_others_run_while_a_generation_waits_for_its_tool(
     fleet: tuple[PlanningService, RobotDriver, SimulatedEngine], tmp_path: Path, prior_s: float
@@ -108,16 +123,7 @@ def test_others_run_while_a_generation_waits_for_its_tool(
     fast prediction, the waiter is swapped out once it waited past it."""
     service, driver, _ = fleet
     gate = tmp_path / "answer"
-    service.register_tool(
-        "slow",
-        {
-            "name": "look",
-            "plugin": "tools_timed_plugins:GatedLook",
-            "options": {"gate": str(gate)},
-            "expected_s": prior_s,
-            "wall_s": 5.0,
-        },
-    )
+    register_gated_look(service, gate, wall_s=5.0, expected_s=prior_s)
     search = driver.submit_at(0.0, TaskRequest(robot_id="slow", instruction="find the keys"))
     spin = driver.submit_at(0.0, TaskRequest(robot_id="fast", instruction="spin"))
     spun: list[int] = []
@@ -173,15 +179,7 @@ def test_on_a_real_clock_the_loop_serves_others_and_wakes_for_the_answer(
     for robot in ("slow", "fast"):
         service.register_robot(robot, TinyLanguage())
     gate = tmp_path / "answer"
-    service.register_tool(
-        "slow",
-        {
-            "name": "look",
-            "plugin": "tools_timed_plugins:GatedLook",
-            "options": {"gate": str(gate)},
-            "wall_s": 10.0,
-        },
-    )
+    register_gated_look(service, gate, wall_s=10.0)
     service.start()
     try:
         search = service.submit(TaskRequest(robot_id="slow", instruction="find the keys"))
