@@ -47,12 +47,12 @@ def recovery_cases(count: int, seed: int = DEFAULT_SEED) -> list[RecoveryCase]:
         failed = with_failure(example, rng)
         if failed is None:
             continue
-        plan, written, cut = failed.plan, [], 0
-        for start, end in failed.observed:
-            written += [plan[cut:start], plan[start:end]]
-            cut = end
+        pieces = failed.pieces()
+        last = max(i for i, (_, is_observation) in enumerate(pieces) if is_observation)
+        written = tuple(text for text, _ in pieces[: last + 1])
+        expected = "".join(text for text, _ in pieces[last + 1 :])
         kind = failed.family.rsplit("+", 1)[-1]
-        cases.append(RecoveryCase(failed, tuple(w for w in written if w), plan[cut:], kind))
+        cases.append(RecoveryCase(failed, written, expected, kind))
         if len(cases) == count:
             break
     return cases

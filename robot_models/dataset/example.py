@@ -15,3 +15,14 @@ class Example:
     # (start, end) characters of `plan` that are observations the service appends
     # (a robot's failure, `dataset/observations.py`): input, never written by the planner
     observed: tuple[tuple[int, int], ...] = ()
+
+    def pieces(self) -> list[tuple[str, bool]]:
+        """The plan as the service sees it arrive, in order: (text, is_observation),
+        empty pieces left out; each piece is encoded on its own."""
+        pieces: list[tuple[str, bool]] = []
+        cut = 0
+        for start, end in self.observed:
+            pieces += [(self.plan[cut:start], False), (self.plan[start:end], True)]
+            cut = end
+        pieces.append((self.plan[cut:], False))
+        return [(text, observed) for text, observed in pieces if text]

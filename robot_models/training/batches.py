@@ -36,14 +36,11 @@ def fits(example: EncodedExample, prefix_lens: dict[str, int], max_positions: in
 def encode_example(tokenizer: Tokenizer, example: Example, eos_id: int) -> EncodedExample:
     request = tokenizer.encode(format_request(example.scene, example.instruction)).ids
     ids, masked = list(request), []
-    cut = 0
-    for start, end in (*example.observed, (len(example.plan), len(example.plan))):
-        ids += tokenizer.encode(example.plan[cut:start]).ids if start > cut else []
-        if end > start:  # an observation: encoded on its own, as the service does
-            observed = tokenizer.encode(example.plan[start:end]).ids
-            masked.append((len(ids), len(ids) + len(observed)))
-            ids += observed
-        cut = end
+    for text, is_observation in example.pieces():  # each encoded on its own, as served
+        piece = tokenizer.encode(text).ids
+        if is_observation:
+            masked.append((len(ids), len(ids) + len(piece)))
+        ids += piece
     return EncodedExample(example.robot_type, (*ids, eos_id), len(request), tuple(masked))
 
 

@@ -41,13 +41,12 @@ def variants() -> list[tuple[Example, Example]]:
 
 
 def _pieces(example: Example) -> tuple[list[str], list[str]]:
-    """(what the planner writes, the observations), in order."""
-    written, observed, cut = [], [], 0
-    for start, end in example.observed:
-        written.append(example.plan[cut:start])
-        observed.append(example.plan[start:end])
-        cut = end
-    return [*written, example.plan[cut:]], observed
+    """(what the planner writes, the observations), in order (`Example.pieces`)."""
+    pieces = example.pieces()
+    assert "".join(text for text, _ in pieces) == example.plan
+    observed = [text for text, is_observation in pieces if is_observation]
+    assert observed == [example.plan[start:end] for start, end in example.observed]
+    return [text for text, is_observation in pieces if not is_observation], observed
 
 
 def test_an_observation_reads_as_the_service_appends_it(
