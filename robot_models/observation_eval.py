@@ -24,8 +24,7 @@ from typing import Protocol
 
 from robot_models.checkpoints import default_planner_path
 from robot_models.dataset import DEFAULT_SEED, Example, build_dataset
-from robot_models.dataset.observations import with_failure
-from robot_models.language import load_language
+from robot_models.dataset.observations import plan_language, with_failure
 from robot_models.reference_planner import ReferencePlanner
 
 
@@ -61,7 +60,7 @@ def recovery_cases(count: int, seed: int = DEFAULT_SEED) -> list[RecoveryCase]:
 def first_statement(robot_type: str, text: str) -> str:
     """The first complete statement of `text` ('' if none parses)."""
     try:
-        statements = load_language(robot_type).parse(text)
+        statements = plan_language(robot_type).parse(text)
     except ValueError:
         return ""
     return statements[0].text if statements else ""

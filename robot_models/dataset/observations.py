@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
+from functools import cache
 
 from robot_models.dataset.example import Example
 from robot_models.language import RobotPlanLanguage, load_language
@@ -129,7 +130,7 @@ def with_failure(example: Example, rng: random.Random, twice: float = 0.25) -> E
     """`example` with one of its top-level statements failed and recovered (and with
     probability `twice`, failed again after a retry and stopped); None when its plan
     has no statement that can fail (only `lg` calls)."""
-    language = load_language(example.robot_type)
+    language = plan_language(example.robot_type)
     statements = language.parse(example.plan)
     candidates = [s for s in statements if s.calls and not all(c.short == "lg" for c in s.calls)]
     if not candidates:
@@ -179,6 +180,12 @@ def with_failure(example: Example, rng: random.Random, twice: float = 0.25) -> E
     return replace(
         example, plan=plan, family=f"{example.family}+{kind.name}", observed=tuple(observed)
     )
+
+
+@cache
+def plan_language(robot_type: str) -> RobotPlanLanguage:
+    """One language per robot type for parsing plans (built once: it reads files)."""
+    return load_language(robot_type)
 
 
 def _observe(language: RobotPlanLanguage, statement: str, error: str) -> str:
