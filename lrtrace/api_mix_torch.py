@@ -31,15 +31,49 @@ from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 
 
-class MeasuredTorchEngine(TorchEngine):
+class ForcedTorchEngine(TorchEngine):
+    """The torch engine, every forward computed, its samples replaced by `script`'s
+    ids (forced decoding); on its own, for a service on the real clock
+    (api_mix_plugins.py)."""
+
+    def __init__(self, model_path: str | Path, config: EngineConfig, script: Script) -> None:
+        self.script = script
+        self._scripts: dict[int, list[int]] = {}
+        super().__init__(model_path, config)
+
+    def _prepare(self, state: EngineSequence) -> None:
+        super()._prepare(state)
+        self._scripts[state.gen_id] = list(self.script(list(state.token_ids)))
+
+    def _forget(self, gen_id: int) -> None:
+        super()._forget(gen_id)
+        self._scripts.pop(gen_id, None)
+
+    def _rewritten(self, state: EngineSequence, token_ids: list[int], appended: int) -> None:
+        super()._rewritten(state, token_ids, appended)
+        if appended:  # as the simulator: the script goes on from the whole new context
+            generated = token_ids[state.prompt_len :]
+            self._scripts[state.gen_id] = generated + list(self.script(token_ids))
+
+    def _forward(self, chunks: list[Chunk]) -> list[tuple[Chunk, int]]:
+        sampled = super()._forward(chunks)  # the real forward and sampling
+        return [(chunk, self._next_token(chunk.state)) for chunk, _ in sampled]
+
+    def _next_token(self, state: EngineSequence) -> int:
+        script = self._scripts[state.gen_id]
+        index = state.num_generated
+        return script[index] if index < len(script) else self.eos_token_id
+
+
+class MeasuredTorchEngine(ForcedTorchEngine):
+    """Forced decoding, and `clock` (virtual) moved by each engine call's wall time."""
+
     def __init__(
         self, model_path: str | Path, config: EngineConfig, clock: VirtualClock, script: Script
     ) -> None:
         self.clock = clock
-        self.script = script
-        self._scripts: dict[int, list[int]] = {}
         self.measured_s = 0.0  # wall time of all engine calls: what the clock moved by
-        super().__init__(model_path, config)
+        super().__init__(model_path, config, script)
 
     @contextmanager
     def _measured(self) -> Iterator[None]:
@@ -92,27 +126,3 @@ class MeasuredTorchEngine(TorchEngine):
     ) -> None:
         with self._measured():
             super().register_prefix(prefix_id, token_ids, variant)
-
-    # ---- forced decoding ---------------------------------------------------
-    def _prepare(self, state: EngineSequence) -> None:
-        super()._prepare(state)
-        self._scripts[state.gen_id] = list(self.script(list(state.token_ids)))
-
-    def _forget(self, gen_id: int) -> None:
-        super()._forget(gen_id)
-        self._scripts.pop(gen_id, None)
-
-    def _rewritten(self, state: EngineSequence, token_ids: list[int], appended: int) -> None:
-        super()._rewritten(state, token_ids, appended)
-        if appended:  # as the simulator: the script goes on from the whole new context
-            generated = token_ids[state.prompt_len :]
-            self._scripts[state.gen_id] = generated + list(self.script(token_ids))
-
-    def _forward(self, chunks: list[Chunk]) -> list[tuple[Chunk, int]]:
-        sampled = super()._forward(chunks)  # the real forward and sampling
-        return [(chunk, self._next_token(chunk.state)) for chunk, _ in sampled]
-
-    def _next_token(self, state: EngineSequence) -> int:
-        script = self._scripts[state.gen_id]
-        index = state.num_generated
-        return script[index] if index < len(script) else self.eos_token_id
