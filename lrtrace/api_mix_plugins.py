@@ -71,6 +71,11 @@ def reply_text(request: ApiRequest, rng: np.random.Generator) -> str:
     return " ".join(parts)
 
 
+def pool_robots(api: str, pool: int) -> list[str]:
+    """The robot ids serving class `api`: its name alone for a pool of one."""
+    return [api] if pool == 1 else [f"{api}{k}" for k in range(pool)]
+
+
 def tool_spec(api: ApiClass, scale: float, seed: int, prior: bool) -> dict[str, Any]:
     """The class's plugin; `prior`: declare the table's mean (scaled) as `expected_s`."""
     spec: dict[str, Any] = {"name": TOOL}
@@ -106,8 +111,8 @@ class ToolConvergence:
     api: str
     prior_s: float | None
     predicted_s: list[float | None]  # the prediction at each delivered call, in order
-    final_s: float | None  # the running statistics' prediction at the end
-    samples: int
+    final_s: float | None  # the running statistics' prediction at the end (pool's mean)
+    samples: int  # answers measured, over the pool
     measured_mean_s: float  # of the answers (sent -> reply), from the tool outcomes
     table_mean_s: float  # the table's mean times the scale
 
@@ -145,11 +150,17 @@ def run_plugin_mix(
     timeout_s: float = 600.0,
     tools: dict[str, dict[str, Any]] | None = None,
     replies: dict[str, str] | None = None,
+    pool: int = 1,
 ) -> PluginRun:
     """Serve `requests` under `policy` on the real clock, each call answered by its
     class's plugin process. `engine_factory(script)`: an engine producing
     `script`'s tokens. `tools`: specs replacing a class's (by class name);
-    `replies`: texts replacing requests' composed replies (by request id)."""
+    `replies`: texts replacing requests' composed replies (by request id).
+    `pool`: robots (each with its plugin process) per class, taking the class's
+    requests in turn: a plugin process answers one call at a time, so one process
+    per class is a single server whose answers queue under load."""
+    if pool < 1:
+        raise ValueError(f"pool must be at least 1, got {pool}")
     rng = np.random.default_rng(seed)
     texts = {r.request_id: reply_text(r, rng) for r in requests} | (replies or {})
 
@@ -172,7 +183,7 @@ def run_plugin_mix(
     )
     service = PlanningService(engine, tokenizer, policy=policy, clock=clock, config=config)
     try:
-        return _serve(service, engine, requests, texts, scale, seed, priors, timeout_s, tools)
+        return _serve(service, engine, requests, texts, scale, seed, priors, timeout_s, tools, pool)
     finally:
         service.stop()
         service.close_tools()
@@ -188,14 +199,21 @@ def _serve(
     priors: bool,
     timeout_s: float,
     tools: dict[str, dict[str, Any]] | None,
+    pool: int,
 ) -> PluginRun:
     predicted: dict[str, list[float | None]] = {api.name: [] for api in API_CLASSES}
     priors_s: dict[str, float | None] = {}
     for api in API_CLASSES:
-        service.register_robot(api.name, PluginLanguage(robot_type=f"api-{api.name}"))
         spec = (tools or {}).get(api.name) or tool_spec(api, scale, seed, priors)
-        service.register_tool(api.name, spec)
-        priors_s[api.name] = service.tool_answer_stats(api.name, TOOL).prior_s
+        for robot in pool_robots(api.name, pool):
+            service.register_robot(robot, PluginLanguage(robot_type=f"api-{api.name}"))
+            service.register_tool(robot, spec)
+        priors_s[api.name] = service.tool_answer_stats(robot, TOOL).prior_s
+    taken = {api.name: 0 for api in API_CLASSES}
+    robots: dict[str, str] = {}  # by request id
+    for r in requests:
+        robots[r.request_id] = pool_robots(r.api.name, pool)[taken[r.api.name] % pool]
+        taken[r.api.name] += 1
     finished = threading.Event()
     lock = threading.Lock()
     service.start()
@@ -206,8 +224,9 @@ def _serve(
     def on_segment(outcome: PluginOutcome) -> Callable[[Segment], None]:
         def delivered(segment: Segment) -> None:
             if segment.index < outcome.calls:  # its call was answered: the prediction now
-                name = outcome.request.api.name
-                predicted[name].append(service.tool_answer_stats(name, TOOL).expected_s)
+                robot = robots[outcome.request.request_id]
+                expected = service.tool_answer_stats(robot, TOOL).expected_s
+                predicted[outcome.request.api.name].append(expected)
             service.segment_done(segment.task_id, segment.index)
 
         return delivered
@@ -228,7 +247,7 @@ def _serve(
         handle = service.submit_at(
             outcome.arrival_s,
             TaskRequest(
-                robot_id=r.api.name,
+                robot_id=robots[r.request_id],
                 task_id=r.request_id,
                 instruction=f"request {r.request_id}: use the {r.api.name} tool",
             ),
@@ -242,7 +261,7 @@ def _serve(
     makespan = max(done) - outcomes[0].arrival_s
     convergence = {
         api.name: _convergence(
-            service, api, outcomes, predicted[api.name], scale, priors_s[api.name]
+            service, api, outcomes, predicted[api.name], scale, priors_s[api.name], pool
         )
         for api in API_CLASSES
     }
@@ -257,6 +276,7 @@ def _convergence(
     predicted: list[float | None],
     scale: float,
     prior_s: float | None,
+    pool: int,
 ) -> ToolConvergence:
     answers = [
         o.replied_s - o.sent_s
@@ -264,14 +284,15 @@ def _convergence(
         if outcome.request.api is api
         for o in service.tool_outcomes(outcome.request.request_id)
     ]
-    stats = service.tool_answer_stats(api.name, TOOL)
+    stats = [service.tool_answer_stats(robot, TOOL) for robot in pool_robots(api.name, pool)]
+    finals = [s.expected_s for s in stats if s.expected_s is not None]
     table = api.duration_s[0] * scale
     return ToolConvergence(
         api=api.name,
         prior_s=prior_s,
         predicted_s=predicted,
-        final_s=stats.expected_s,
-        samples=stats.samples,
+        final_s=float(np.mean(finals)) if finals else None,
+        samples=sum(s.samples for s in stats),
         measured_mean_s=float(np.mean(answers)) if answers else float("nan"),
         table_mean_s=table,
     )

@@ -142,3 +142,20 @@ def test_a_failing_plugin_ends_only_its_own_request(
     for request_id, outcome in by_id.items():
         if request_id not in (crash, divide.request_id):
             assert outcome.result is not None and outcome.result.success, outcome.result
+
+
+def test_a_pool_of_plugin_processes_per_class_takes_its_requests_in_turn(
+    tokenizer: Any,
+) -> None:
+    """Three chatbot requests on a pool of two: the first and third on chatbot0, the
+    second on chatbot1, each robot's statistics counting its own answers."""
+    requests = mix("chatbot", "chatbot", "chatbot")
+    result = run(requests, tokenizer, pool=2)
+    assert all(o.result is not None and o.result.success for o in result.outcomes)
+    calls = [o.calls for o in result.outcomes]
+    first = result.service.tool_answer_stats("chatbot0", TOOL).samples
+    second = result.service.tool_answer_stats("chatbot1", TOOL).samples
+    assert (first, second) == (calls[0] + calls[2], calls[1])
+    assert result.tools["chatbot"].samples == sum(calls)
+    with pytest.raises(ValueError, match="pool must be at least 1, got 0"):
+        run(requests, tokenizer, pool=0)
