@@ -41,6 +41,9 @@ DEFAULT_SCALE = 0.01  # the table's durations on the real clock
 TOOL = "api"  # the one tool each class's robot has
 MATH_OPS = ("+", "-", "*", "/")
 START_LEAD_S = 0.05  # the first arrival, after the loop started
+# a call's wall-time limit: a safety net far above any scaled duration, so that a
+# loaded machine's scheduling delays do not fail calls (the default is 5 s)
+WALL_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ def pool_robots(api: str, pool: int) -> list[str]:
 
 def tool_spec(api: ApiClass, scale: float, seed: int, prior: bool) -> dict[str, Any]:
     """The class's plugin; `prior`: declare the table's mean (scaled) as `expected_s`."""
-    spec: dict[str, Any] = {"name": TOOL}
+    spec: dict[str, Any] = {"name": TOOL, "wall_s": WALL_S}
     if api.name == "math":  # computes: its time is the IPC's and the arithmetic's
         spec["plugin"] = "lrtrace.api_tools:MathTool"
     else:
