@@ -39,11 +39,16 @@ Timely plan language (`robot_models/plan_ast.py`).
 ## Data
 `robot_models.dataset`, seed {seed}: {train} generated training examples (drone and
 arm templates: search, inspection, urgent avoidance, motion, shapes; desk cleaning,
-fruit/vegetable sorting, stacking, pick and place, hand-over, ...) plus the 11 LRTrace
-tasks (oversampled), and {heldout} held-out examples never seen in training (by the
-tokenizer either).
+fruit/vegetable sorting, stacking, pick and place, hand-over, ...; with `--data mixed`
+as many again from the open-lexicon request grammar, and with `--observations` a share
+shown with a failure observed and the recovery after it) plus the 11 LRTrace tasks
+(oversampled), and {heldout} held-out examples never seen in training (by the
+tokenizer either). The figures are the last stage's.
 
 ## Training
+
+`python -m robot_models.train` with no training option runs these stages in order
+(`robot_models/training/recipe.py`), each from the one before:
 
 {stages}
 
