@@ -2,8 +2,9 @@
 servers), greedy on the planner checkpoint: each compares what a rewritten generation
 writes after `resume` with a fresh generation whose prompt is the rewritten context.
 
-The prompts are a few random ids repeated (the planner goes on repeating them for a
-long while, so no EOS cuts a comparison short); the observation is a failure in the
+The prompts are a few random ids repeated, the first of a seed's that the planner
+continues for a whole budget (`running_prompt`: no EOS cuts a comparison short); the
+observation is a failure in the
 drone language's observation form, as the service appends it."""
 
 from __future__ import annotations
@@ -37,6 +38,19 @@ def looping_prompt(seed: int, length: int = 120) -> list[int]:
     rng = random.Random(seed)
     unit = [rng.randrange(2, 1536) for _ in range(rng.randrange(3, 9))]
     return (unit * (length // len(unit) + 1))[:length]
+
+
+def running_prompt(
+    engine: Backend, probe_id: int, seed: int, tokens: int = MAX_TOKENS, **add: Any
+) -> list[int]:
+    """The first looping prompt from `seed` on that the planner continues for
+    `tokens` ids without its EOS (probed greedily as generations `probe_id` + 0..39):
+    the checks compare runs cut by max_tokens, not by where the planner ends a plan."""
+    for tried in range(seed, seed + 40):
+        prompt = looping_prompt(tried)
+        if len(fresh(engine, probe_id + tried - seed, prompt, tokens, **add)) == tokens:
+            return prompt
+    raise AssertionError(f"the planner ends every looping prompt {seed}..{seed + 39} early")
 
 
 def observation_ids() -> list[int]:
@@ -93,11 +107,19 @@ def check_observation(
 ) -> VllmGeneration:
     """Generate 10, append the observation, resume: the rest is what a fresh
     generation on prompt + the 10 + the observation writes; the observation is never
-    a step's output, and it counts towards max_tokens."""
+    a step's output, and it counts towards max_tokens: the budget is set to end the
+    generation one token before the model's own EOS after the observation (found
+    first with fresh generations), which it reaches only if the observation's ids
+    were not charged."""
     observation = observation_ids()
-    engine.add(gen_id, prompt, SamplingParams(max_tokens=MAX_TOKENS), **add)
+    first = fresh(engine, gen_id + 2, prompt, 10, **add)
+    natural = fresh(engine, gen_id + 3, prompt + first + observation, MAX_TOKENS, **add)
+    assert len(first) == 10 and len(natural) >= 2, "the planner ends too soon for this check"
+    budget = len(natural) - 1
+    engine.add(gen_id, prompt, SamplingParams(max_tokens=10 + len(observation) + budget), **add)
     state = engine.generation(gen_id)
     generated = run(engine, gen_id, steps=10)
+    assert generated == first
     engine.suspend(gen_id, strategy)
     engine.rewrite(gen_id, 10, observation)
     context = prompt + generated + observation
@@ -106,9 +128,8 @@ def check_observation(
     after = run(engine, gen_id, steps=1)
     assert engine.token_ids(gen_id) == context + after  # sampled after the observation
     after += run(engine, gen_id)
-    budget = MAX_TOKENS - 10 - len(observation)
+    assert after == natural[:budget]  # cut by max_tokens, the observation's ids charged
     assert after == fresh(engine, gen_id + 1, context, budget, **add)
-    assert len(after) == budget  # the observation's ids were charged to max_tokens
     assert state.appended_tokens == len(observation)
     return state
 

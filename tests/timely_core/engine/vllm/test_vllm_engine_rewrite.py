@@ -14,14 +14,15 @@ from rewrite_testkit import (
     check_errors,
     check_observation,
     check_rollback,
-    looping_prompt,
+    observation_ids,
+    running_prompt,
 )
 
 from timely_core.engine.protocol import HandlingStrategy
 
 
 def test_a_rollback_resumes_from_the_kept_ids_and_their_cached_blocks(vllm_engine: Any) -> None:
-    prompt = looping_prompt(3)
+    prompt = running_prompt(vllm_engine, 1000, 3)
     state = check_rollback(vllm_engine, 100, prompt)
     # the resumed request found every full block of prompt + 14 kept ids in the cache
     # (past the prompt's own: kept generated ids too); vLLM recomputes the last one
@@ -30,15 +31,20 @@ def test_a_rollback_resumes_from_the_kept_ids_and_their_cached_blocks(vllm_engin
 
 
 def test_an_observation_is_input_and_counts_towards_max_tokens(vllm_engine: Any) -> None:
-    prompt = looping_prompt(4)
+    prompt = running_prompt(vllm_engine, 2000, 4, 10)
     before = vllm_engine.rewrites
     state = check_observation(vllm_engine, 200, prompt, HandlingStrategy.DISCARD)
-    assert state.cached_history[-1] == (len(prompt) + 10 - 1) // BLOCK * BLOCK
+    # the resumed request finds the whole context cached (check_observation's probe
+    # of the model's own continuation wrote it); vLLM recomputes the last token
+    context = len(prompt) + 10 + len(observation_ids())
+    assert state.cached_history[-1] == (context - 1) // BLOCK * BLOCK
     check_a_full_budget_of_appended_ids(vllm_engine, 210, prompt)
     assert vllm_engine.rewrites == before + 2
 
 
 def test_rewrite_errors_change_nothing(vllm_engine: Any) -> None:
-    check_errors(vllm_engine, 300, looping_prompt(5), vllm_engine.config.max_model_len)
+    check_errors(
+        vllm_engine, 300, running_prompt(vllm_engine, 3000, 5), vllm_engine.config.max_model_len
+    )
     memory = vllm_engine.memory()
     assert memory.device_blocks_free == memory.device_blocks_total  # nothing left running

@@ -61,15 +61,32 @@ def _random_prompts(seed: int, count: int) -> list[list[int]]:
     return [[rng.randrange(2, 1536) for _ in range(rng.randrange(20, 300))] for _ in range(count)]
 
 
-def _looping_prompts(seeds: list[int]) -> list[list[int]]:
-    """A few random ids repeated to 120 tokens: the planner goes on repeating them for
-    a long while (seed 3 and 4: past 1,500 tokens) where a random prompt ends at once."""
-    prompts = []
-    for seed in seeds:
-        rng = random.Random(seed)
-        unit = [rng.randrange(2, 1536) for _ in range(rng.randrange(3, 9))]
-        prompts.append(unit * (120 // len(unit)))
-    return prompts
+def _loop(seed: int) -> list[int]:
+    """A few random ids repeated to 120 tokens."""
+    rng = random.Random(seed)
+    unit = [rng.randrange(2, 1536) for _ in range(rng.randrange(3, 9))]
+    return unit * (120 // len(unit))
+
+
+def _looping_prompts(engine: VllmServerEngine, count: int) -> list[list[int]]:
+    """`count` prompts of a few random ids repeated to 120 tokens that the planner
+    goes on repeating for a long while (where a random prompt ends at once): the
+    first seeds whose greedy continuation, probed on `engine`, runs 300 ids without
+    EOS (on the torch engine most such loops run past 1,500)."""
+    prompts: list[list[int]] = []
+    for seed in range(60):
+        prompt = _loop(seed)
+        probe = 900 + seed
+        engine.add(probe, prompt, SamplingParams(max_tokens=300))
+        written, finished = 0, False
+        while not finished:
+            for output in engine.step([probe]):
+                written, finished = written + 1, output.finished
+        if written == 300:
+            prompts.append(prompt)
+        if len(prompts) == count:
+            return prompts
+    raise AssertionError(f"fewer than {count} looping prompts of 60 run 300 ids")
 
 
 def test_server_plans_equal_the_torch_engine(
@@ -116,7 +133,7 @@ def test_the_ranking_orders_the_servers_waiting_queue(
     they arrive from the server). Only an attempt in which the server reported both
     waiting at once counts: from then on the first free slot goes by priority,
     however late its gauge is read; one in which a slot freed first is repeated."""
-    looping = _looping_prompts([3, 4])
+    looping = _looping_prompts(engine, 2)
     head = looping[0][:64]
     engine.register_prefix("queue", head)
     prompts = [looping[0], looping[0], head + looping[1], head + looping[1]]
@@ -155,7 +172,7 @@ def test_the_ranking_orders_the_servers_waiting_queue(
 def test_closing_a_stream_aborts_the_request_on_its_server(
     engine: VllmServerEngine, servers: list[VllmServer]
 ) -> None:
-    engine.add(30, _looping_prompts([3])[0], SamplingParams(max_tokens=1500))
+    engine.add(30, _looping_prompts(engine, 1)[0], SamplingParams(max_tokens=1500))
     for _ in range(3):
         engine.step([30])
     url = engine.server_of(30)
@@ -202,7 +219,7 @@ def test_a_server_killed_mid_run_loses_no_generation(
     engine: VllmServerEngine, servers: list[VllmServer], torch_engine: TorchEngine
 ) -> None:
     """Runs last: it kills the servers."""
-    prompts = _looping_prompts(list(range(8)))
+    prompts = [_loop(seed) for seed in range(8)]
     params = SamplingParams(max_tokens=300)
     expected = drive(torch_engine, prompts, params)
     out = {g: list(p) for g, p in enumerate(prompts, start=40)}

@@ -19,7 +19,9 @@ from rewrite_testkit import (
     check_rollback,
     fresh,
     looping_prompt,
+    observation_ids,
     run,
+    running_prompt,
 )
 from vllm_testkit import VllmServer
 
@@ -66,7 +68,7 @@ def _eventually(condition: Callable[[], bool], timeout_s: float = 60) -> bool:
 def test_a_rollback_resumes_from_the_kept_ids_on_its_servers_cache(
     engine: VllmServerEngine,
 ) -> None:
-    prompt = looping_prompt(3)
+    prompt = running_prompt(engine, 1000, 3)
     engine.register_prefix("rewrite-3", prompt[:64])  # its generations stay on one server
     state = check_rollback(engine, 100, prompt, prefix_id="rewrite-3")
     # the server reports cached tokens when a request ends: the resumed one found
@@ -77,26 +79,28 @@ def test_a_rollback_resumes_from_the_kept_ids_on_its_servers_cache(
 
 
 def test_an_observation_is_input_and_counts_towards_max_tokens(engine: VllmServerEngine) -> None:
-    prompt = looping_prompt(4)
+    prompt = running_prompt(engine, 2000, 4, 10)
     engine.register_prefix("rewrite-4", prompt[:64])
     state = check_observation(engine, 200, prompt, HandlingStrategy.PRESERVE, prefix_id="rewrite-4")
-    cached = (len(prompt) + 10 - 1) // BLOCK * BLOCK
+    cached = (len(prompt) + 10 + len(observation_ids()) - 1) // BLOCK * BLOCK  # the probe's
     assert _eventually(lambda: state.cached_history[-1:] == [cached]), state.cached_history
     check_a_full_budget_of_appended_ids(engine, 210, prompt)
     assert engine.rewrites == 3  # this module's first two tests
 
 
 def test_rewrite_errors_change_nothing(engine: VllmServerEngine) -> None:
-    check_errors(engine, 300, looping_prompt(5), engine.max_model_len)
+    check_errors(engine, 300, running_prompt(engine, 3000, 5), engine.max_model_len)
 
 
 def test_a_rewritten_generation_fails_over_from_its_rewritten_ids(
     engine: VllmServerEngine, servers: list[VllmServer]
 ) -> None:
     """Runs last: it kills a server. The appended ids (another loop's) make the
-    planner write a long continuation unlike the one without them, so the server
-    still streams it when its server is killed."""
-    prompt, appended = looping_prompt(3), looping_prompt(4)[:40]
+    planner write a long continuation unlike the one without them (loops probed for
+    one it continues for 40 ids), so the server still streams it when its server is
+    killed."""
+    prompt = running_prompt(engine, 4000, 3, 10)
+    appended = _appended_that_runs(engine, prompt)
     engine.add(400, prompt, SamplingParams(max_tokens=400))
     generated = run(engine, 400, steps=10)
     engine.suspend(400, HandlingStrategy.DISCARD)
@@ -112,3 +116,14 @@ def test_a_rewritten_generation_fails_over_from_its_rewritten_ids(
     assert after == expected
     assert engine.generation_failovers.get(400, 0) >= 1  # it moved to the other server
     assert engine.generation_failovers.get(401, 0) == 0
+
+
+def _appended_that_runs(engine: VllmServerEngine, prompt: list[int]) -> list[int]:
+    """40 ids of another loop after which the planner, on prompt + its first 6 ids,
+    writes at least 40 ids without its EOS."""
+    first = fresh(engine, 4100, prompt, 6)
+    for seed in range(4, 44):
+        appended = looping_prompt(seed)[:40]
+        if len(fresh(engine, 4200 + seed, prompt + first + appended, 40)) == 40:
+            return appended
+    raise AssertionError("the planner ends early after every appended loop tried")
