@@ -12,10 +12,13 @@
    batch runs twice: grouped (one batched matmul over the adapters, as served) and
    with its deltas added adapter by adapter (model/lora_batch.py's other path).
 
-Variants: the shipped ones (robot_models/checkpoints/variants) plus random peft
-adapters of the same rank up to N.
+Variants: the shipped ones (robot_models/checkpoints/variants: the LoRA adapters of
+fleet.yaml, then the full fine-tunes, `*-full`, as block variants), padded with random
+rank-8 peft adapters up to N only when fewer are shipped (the JSON counts them). The
+mixed-batch timing uses the LoRA variants only. `--base` names the base checkpoint the
+variants were trained on (default: the shipped planner).
 
-    PYTHONPATH=. .venv/bin/python bench/fleet_variants.py [--variants 8] [--batch 8]
+    PYTHONPATH=. .venv/bin/python bench/fleet_variants.py [--variants 8] [--batch 8] [--base DIR]
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from rich.table import Table
 
 from robot_models.checkpoints import default_planner_path
 from robot_models.variants.lora import TARGET_MODULES
-from robot_models.variants.spec import load_fleet
+from robot_models.variants.spec import VARIANTS_DIR, load_fleet
 from timely_core.engine.protocol import SamplingParams
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
@@ -55,9 +58,15 @@ def _rss() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def variant_adapters(count: int, root: Path, robot_type: str | None = None) -> dict[str, Path]:
-    """The shipped variants (of `robot_type`, if given), then random peft adapters
-    (rank 8) up to `count`."""
+def variant_adapters(
+    count: int,
+    root: Path,
+    robot_type: str | None = None,
+    base: Path | None = None,
+    full_tunes: bool = False,
+) -> dict[str, Path]:
+    """The shipped LoRA variants (of `robot_type`, if given), then (if `full_tunes`)
+    the shipped full fine-tunes, then random peft adapters (rank 8) up to `count`."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
@@ -66,10 +75,16 @@ def variant_adapters(count: int, root: Path, robot_type: str | None = None) -> d
         for name, spec in load_fleet().items()
         if robot_type in (None, spec.robot_type)
     }
+    if full_tunes:
+        found |= {
+            d.name: d for d in sorted(VARIANTS_DIR.glob("*-full")) if (d / "config.json").is_file()
+        }
     adapters = dict(list(found.items())[:count])
     for i in range(count - len(adapters)):
         torch.manual_seed(i)
-        model = AutoModelForCausalLM.from_pretrained(default_planner_path(), dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(
+            base or default_planner_path(), dtype=torch.float32
+        )
         config = LoraConfig(r=8, lora_alpha=16, target_modules=list(TARGET_MODULES))
         peft_model = get_peft_model(model, config)
         for name, param in peft_model.named_parameters():
@@ -80,10 +95,10 @@ def variant_adapters(count: int, root: Path, robot_type: str | None = None) -> d
     return adapters
 
 
-def memory(adapters: dict[str, Path]) -> dict[str, Any]:
+def memory(adapters: dict[str, Path], base: Path) -> dict[str, Any]:
     gc.collect()
     before = _rss()
-    engine = TorchEngine(default_planner_path(), KV)
+    engine = TorchEngine(base, KV)
     one_engine = _rss() - before
     base_bytes = engine.resident_weights().base_bytes
     before_adapters = _rss()
@@ -95,13 +110,15 @@ def memory(adapters: dict[str, Path]) -> dict[str, Any]:
     others = []
     before_others = _rss()
     for _ in range(len(adapters) - 1):
-        others.append(TorchEngine(default_planner_path(), KV))
+        others.append(TorchEngine(base, KV))
     separate_rss = one_engine + _rss() - before_others
     n = len(adapters)
     return {
         "variants": n,
         "base_weight_bytes": base_bytes,
         "adapter_bytes": {v.name: v.nbytes for v in weights.variants},
+        "variant_kinds": {v.name: v.kind for v in weights.variants},
+        "random_padding": sum(1 for name in adapters if name.startswith("random-")),
         "one_engine_weight_bytes": fleet_bytes,
         "one_engine_vs_base": fleet_bytes / base_bytes,
         "separate_engines_weight_bytes": n * base_bytes,
@@ -127,8 +144,10 @@ def _decode_step_s(
     return decode_step_times(engine, ids, steps, finished)
 
 
-def overhead(adapters: dict[str, Path], batch: int, steps: int, rounds: int) -> dict[str, Any]:
-    engine = TorchEngine(default_planner_path(), KV)
+def overhead(
+    adapters: dict[str, Path], batch: int, steps: int, rounds: int, base: Path
+) -> dict[str, Any]:
+    engine = TorchEngine(base, KV)
     for name, path in adapters.items():
         engine.load_adapter(name, path)
     names = list(adapters)
@@ -172,14 +191,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--base", type=Path, default=default_planner_path())
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     machine = MachineRecord()
     with tempfile.TemporaryDirectory() as tmp:
-        adapters = variant_adapters(args.variants, Path(tmp))
-        mem = memory(adapters)
-        cost = overhead(adapters, args.batch, args.steps, args.rounds)
-    result = {
+        adapters = variant_adapters(args.variants, Path(tmp), base=args.base, full_tunes=True)
+        mem = memory(adapters, args.base)
+        loras = {n: p for n, p in adapters.items() if (p / "adapter_config.json").is_file()}
+        cost = overhead(loras, args.batch, args.steps, args.rounds, args.base)
+    result: dict[str, Any] = {
+        "base": str(args.base),
         "machine": machine.done(),
         "memory": mem,
         "mixed_batch": cost,
@@ -196,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{mem['one_engine_vs_base']:.3f}",
         f"+{mem['rss_adapters_loaded_bytes']:,} for the adapters",
     )
+    for name, nbytes in mem["adapter_bytes"].items():
+        table.add_row(
+            f"  {name} ({mem['variant_kinds'][name]})", f"{nbytes:,}", f"{nbytes / base:.4f}", ""
+        )
     table.add_row(
         f"{mem['variants']} separate engines",
         f"{mem['separate_engines_weight_bytes']:,}",

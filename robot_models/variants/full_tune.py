@@ -24,6 +24,13 @@ from robot_models.variants.tuning import TuningRun, load_tuning_base, tune, writ
 # Files of the base checkpoint a fine-tune keeps as they are (the weights and the
 # configs are written anew).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+# A decoder layer's blocks (the block zoo's units) and their modules in TinyLlama.
+LAYER_UNITS = {
+    "input_norm": "input_layernorm",
+    "attention": "self_attn",
+    "post_attention_norm": "post_attention_layernorm",
+    "ffn": "mlp",
+}
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,7 @@ class FullTuneConfig:
     seed: int = 20240601  # the LoRA variants' seed: the same held-out examples
     layers: int = 1  # the last `layers` decoder layers train
     lm_head: bool = True  # the output layer trains too
+    units: str = ",".join(LAYER_UNITS)  # which blocks of those layers train (LAYER_UNITS)
     steps: int = 120
     batch_size: int = 12
     lr: float = 1e-3
@@ -41,13 +49,22 @@ class FullTuneConfig:
 
 
 def trainable_parameters(model: TinyLlama, config: FullTuneConfig) -> list[torch.nn.Parameter]:
-    """Freeze everything but the last `config.layers` layers (and lm_head if asked)."""
+    """Freeze everything but `config.units` of the last `config.layers` layers (and
+    lm_head if asked)."""
     count = len(model.model.layers)
     if not 0 <= config.layers <= count or (config.layers == 0 and not config.lm_head):
         raise ValueError(f"layers must be 1 to {count} (or 0 with lm_head), not {config.layers}")
+    units = [u.strip() for u in config.units.split(",") if u.strip()]
+    unknown = [u for u in units if u not in LAYER_UNITS]
+    if unknown or (config.layers and not units):
+        raise ValueError(f"units {config.units!r}: give one or more of {', '.join(LAYER_UNITS)}")
     for parameter in model.parameters():
         parameter.requires_grad_(False)
-    modules: list[torch.nn.Module] = list(model.model.layers[count - config.layers :])
+    modules: list[torch.nn.Module] = [
+        getattr(layer, LAYER_UNITS[u])
+        for layer in model.model.layers[count - config.layers :]
+        for u in units
+    ]
     if config.lm_head:
         modules.append(model.lm_head)
     chosen = [p for m in modules for p in m.parameters()]
@@ -89,8 +106,8 @@ def _full_tune(
     trainable = sum(p.numel() for p in parameters)
     log(
         f"{len(loaded.encoded)} train examples, prefix {loaded.prefix.shape[1]} tokens, "
-        f"{trainable} trainable parameters (last {config.layers} layers, lm_head "
-        f"{config.lm_head})"
+        f"{trainable} trainable parameters (last {config.layers} layers' {config.units}, "
+        f"lm_head {config.lm_head})"
     )
     run = TuningRun(config.steps, config.batch_size, config.lr, config.warmup_steps)
     recent = tune(model, parameters, loaded.encoded, loaded.prefix, loaded.pad_id, run, rng, log)

@@ -20,10 +20,11 @@ import torch
 from peft import LoraConfig, get_peft_model
 
 from robot_models.training.threads import torch_threads
+from robot_models.variants.adapter_shape import TARGET_MODULES, AdapterShape
 from robot_models.variants.data import VariantData
 from robot_models.variants.tuning import TuningRun, load_tuning_base, tune, write_stats
 
-TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+__all__ = ["TARGET_MODULES", "LoraTrainConfig", "train_adapter"]
 BASE_NAME = "robot_models/checkpoints/planner"  # recorded in adapter_config.json
 
 
@@ -37,6 +38,8 @@ class LoraTrainConfig:
     warmup_steps: int = 20
     rank: int = 8
     alpha: int = 16
+    targets: str = ",".join(TARGET_MODULES)  # projections adapted (AdapterShape.targets)
+    layers: str = ""  # decoder layers adapted, comma-separated ('': every layer)
     train_examples: int = 1200
     heldout_examples: int = 60
     threads: int = 2
@@ -73,15 +76,18 @@ def _train_adapter(
     config: LoraTrainConfig,
     log: Callable[[str], None] = print,
 ) -> dict[str, float]:
+    shape = AdapterShape.from_flags(config.rank, config.alpha, config.targets, config.layers)
     started = time.monotonic()
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
     loaded = load_tuning_base(base, robot_type, data)
     model = loaded.model
+    shape.check_layers(len(model.model.layers))
     lora = LoraConfig(
-        r=config.rank,
-        lora_alpha=config.alpha,
-        target_modules=list(TARGET_MODULES),
+        r=shape.rank,
+        lora_alpha=shape.lora_alpha,
+        target_modules=list(shape.targets),
+        layers_to_transform=list(shape.layers) if shape.layers else None,
         lora_dropout=0.0,
         bias="none",
     )
@@ -90,7 +96,8 @@ def _train_adapter(
     trainable = sum(p.numel() for p in parameters)
     log(
         f"{len(loaded.encoded)} train examples, prefix {loaded.prefix.shape[1]} tokens, "
-        f"{trainable} trainable LoRA parameters (r={config.rank}, alpha={config.alpha})"
+        f"{trainable} trainable LoRA parameters (r={shape.rank}, alpha={shape.lora_alpha}, "
+        f"{','.join(shape.targets)}, layers {config.layers or 'all'})"
     )
     run = TuningRun(
         config.steps, config.batch_size, config.lr, config.warmup_steps, config.prefix_every

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from robot_models.checkpoints import CHECKPOINT_DIR
 from robot_models.skills import ROBOT_TYPES
+from robot_models.variants.adapter_shape import AdapterShape
 
 FLEET_FILE = Path(__file__).resolve().parent / "fleet.yaml"
 VARIANTS_DIR = CHECKPOINT_DIR / "variants"
@@ -22,6 +23,7 @@ class VariantSpec(BaseModel):
     scene, instruction and plan, `instruction_rename` words in the instruction only,
     `plan_rename` literal text in the plan, clamp move distances to
     `max_distance_cm`, wrap plans of a family in `plan_wrap` (before, after).
+    `adapter` sizes its LoRA adapter (rank, alpha, projections, layers).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -35,6 +37,7 @@ class VariantSpec(BaseModel):
     plan_rename: dict[str, str] = Field(default_factory=dict)
     max_distance_cm: int | None = Field(default=None, ge=20, le=500)
     plan_wrap: dict[str, tuple[str, str]] = Field(default_factory=dict)
+    adapter: AdapterShape = AdapterShape()
 
     def model_post_init(self, _context: object) -> None:
         if self.robot_type not in ROBOT_TYPES:

@@ -2,6 +2,9 @@
 adapters from the base planner and score each, base vs adapter, on its own held-out
 examples.
 
+Each adapter has its variant's `adapter` shape in fleet.yaml (rank, alpha, targets,
+layers) unless a flag (--rank, --alpha, --targets, --layers) sets another.
+
 Writes peft adapters to robot_models/checkpoints/variants/<name>/ (unless --out-root
 is given), with train_stats.json and eval.json beside them.
 """
@@ -9,6 +12,7 @@ is given), with train_stats.json and eval.json beside them.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from robot_models.checkpoints import default_planner_path
@@ -29,13 +33,21 @@ def main(argv: list[str] | None = None) -> int:
     add_config_flags(parser, LoraTrainConfig)
     args = parser.parse_args(argv)
     config = config_from(args, LoraTrainConfig)
+    defaults = LoraTrainConfig()
+    flagged = {
+        f
+        for f in ("rank", "alpha", "targets", "layers")
+        if getattr(args, f) != getattr(defaults, f)
+    }
     specs = [variant_spec(n) for n in args.names] or list(load_fleet().values())
     for spec in specs:
         out = args.out_root / spec.name
+        shape = {k: v for k, v in spec.adapter.flags().items() if k not in flagged}
+        run_config = replace(config, **shape)  # type: ignore[arg-type]
         print(f"== {spec.name} ({spec.robot_type}) -> {out}", flush=True)
         data = variant_data(spec, config.train_examples, config.heldout_examples, config.seed)
         stats = train_adapter(
-            args.base, spec.robot_type, data, out, config, log=lambda s: print(s, flush=True)
+            args.base, spec.robot_type, data, out, run_config, log=lambda s: print(s, flush=True)
         )
         print(f"trained in {stats['train_seconds']:.0f} s, loss {stats['final_loss']:.4f}")
         if args.no_eval:

@@ -18,9 +18,10 @@ from robot_models.variants.lora import LoraTrainConfig, train_adapter
 from robot_models.variants.spec import FLEET_FILE, load_fleet, variant_spec
 
 
-def test_fleet_has_three_variants_over_both_robot_types() -> None:
+def test_fleet_has_seven_lora_variants_over_both_robot_types() -> None:
     fleet = load_fleet()
     assert {"warehouse-drone", "heavy-drone", "packing-arm"} <= set(fleet)
+    assert len(fleet) == 7
     assert {v.robot_type for v in fleet.values()} == {"drone", "arm"}
 
 
@@ -108,10 +109,15 @@ def test_short_retrain_writes_a_loadable_peft_adapter(tmp_path: Path) -> None:
     assert engine.adapters["packing-arm"].rank == 4
 
 
-@pytest.mark.parametrize("name", ["warehouse-drone", "heavy-drone", "packing-arm"])
+@pytest.mark.parametrize("name", sorted(load_fleet()))
 def test_shipped_adapter_beats_the_base_on_its_heldout_set(name: str) -> None:
-    """The figures `python -m robot_models.variants.train` measured and shipped."""
-    folder = variant_spec(name).adapter_dir
+    """The figures `python -m robot_models.variants.train` measured and shipped, with
+    the adapter shaped as fleet.yaml says."""
+    spec = variant_spec(name)
+    folder = spec.adapter_dir
     assert (folder / "adapter_model.safetensors").is_file()
     figures = json.loads((folder / "eval.json").read_text())
     assert figures["adapter"]["exact"] > figures["base"]["exact"]
+    saved = json.loads((folder / "adapter_config.json").read_text())
+    assert saved["r"] == spec.adapter.rank
+    assert set(saved["target_modules"]) == set(spec.adapter.targets)

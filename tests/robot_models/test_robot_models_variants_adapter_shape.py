@@ -1,0 +1,116 @@
+"""Adapters sized per variant: bad shapes are refused naming the field, an adapter
+trained on some projections of some layers holds exactly those, and the engine
+counts exactly its bytes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from pydantic import ValidationError
+from safetensors import safe_open
+
+from robot_models.checkpoints import default_planner_path
+from robot_models.training.hf_format import load_checkpoint
+from robot_models.training.model import DecoderLayer
+from robot_models.variants.adapter_shape import AdapterShape
+from robot_models.variants.data import variant_data
+from robot_models.variants.full_tune import FullTuneConfig, trainable_parameters
+from robot_models.variants.lora import LoraTrainConfig, train_adapter
+from robot_models.variants.spec import FLEET_FILE, load_fleet, variant_spec
+
+PLANNER = default_planner_path()
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"rank": 0}, "rank"),
+        ({"rank": 65}, "rank"),
+        ({"alpha": -1}, "alpha"),
+        ({"targets": ["qkv_proj"]}, "targets"),
+        ({"targets": []}, "targets"),
+        ({"targets": ["q_proj", "q_proj"]}, "targets"),
+        ({"layers": []}, "layers"),
+        ({"layers": [-1]}, "layers"),
+        ({"lora_rank": 4}, "lora_rank"),
+    ],
+)
+def test_bad_adapter_shapes_name_the_field(fields: dict[str, object], named: str) -> None:
+    with pytest.raises(ValidationError, match=named) as caught:
+        AdapterShape.model_validate(fields)
+    assert caught.value.errors()[0]["loc"][0] == named
+
+
+def test_bad_adapter_in_fleet_yaml_is_named(tmp_path: Path) -> None:
+    spec = yaml.safe_load(FLEET_FILE.read_text())
+    spec["variants"][0]["adapter"] = {"rank": 4, "targets": ["q_proj", "attention"]}
+    bad = tmp_path / "fleet.yaml"
+    bad.write_text(yaml.safe_dump(spec))
+    with pytest.raises(
+        ValidationError, match=r"adapter\.targets[\s\S]*'attention' not a projection"
+    ):
+        load_fleet(bad)
+
+
+def test_layers_beyond_the_base_are_refused(tmp_path: Path) -> None:
+    data = variant_data(variant_spec("heavy-drone"), 4, 1, 1)
+    config = LoraTrainConfig(steps=1, batch_size=2, layers="1,4", threads=1)
+    with pytest.raises(
+        ValueError, match=r"adapter layers \[4\] are not in the base model \(4 layers"
+    ):
+        train_adapter(PLANNER, "drone", data, tmp_path / "x", config, log=lambda _: None)
+    assert not (tmp_path / "x").exists()
+
+
+def test_restricted_adapter_holds_only_its_targets_and_is_counted_exactly(tmp_path: Path) -> None:
+    from peft import PeftModel
+    from transformers import LlamaForCausalLM
+
+    from timely_core.engine.torch.config import EngineConfig
+    from timely_core.engine.torch.engine import TorchEngine
+
+    data = variant_data(variant_spec("heavy-drone"), 8, 2, 1)
+    config = LoraTrainConfig(
+        steps=2, batch_size=2, rank=2, alpha=4, targets="q_proj,o_proj", layers="3", threads=1
+    )
+    out = tmp_path / "small"
+    train_adapter(PLANNER, "drone", data, out, config, log=lambda _: None)
+    with safe_open(str(out / "adapter_model.safetensors"), "pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open has no iter)
+    modules = {k.split(".lora_")[0].split("model.layers.")[1] for k in tensors}
+    assert modules == {"3.self_attn.q_proj", "3.self_attn.o_proj"}
+    assert all(2 in t.shape for t in tensors.values())
+    saved = json.loads((out / "adapter_config.json").read_text())
+    assert saved["layers_to_transform"] == [3] and saved["r"] == 2
+    PeftModel.from_pretrained(LlamaForCausalLM.from_pretrained(PLANNER), str(out))
+    engine = TorchEngine(PLANNER, EngineConfig(device_kv_bytes=2**20, host_kv_bytes=0))
+    before = engine.resident_weights().total_bytes
+    engine.load_adapter("small", out)
+    weights = engine.resident_weights()
+    file_bytes = sum(t.numel() * t.element_size() for t in tensors.values())
+    assert file_bytes == 2 * (192 + 192) * 2 * 4  # rank 2, two 192 -> 192 projections, fp32
+    assert [v.nbytes for v in weights.variants] == [file_bytes]
+    assert weights.total_bytes == before + file_bytes
+
+
+def test_fleet_shapes_reach_the_training_config() -> None:
+    shape = variant_spec("heavy-drone").adapter
+    flags = shape.flags()
+    assert AdapterShape.from_flags(**flags) == shape.model_copy(update={"alpha": shape.lora_alpha})  # type: ignore[arg-type]
+
+
+def test_full_tune_units_choose_the_trained_blocks() -> None:
+    model = load_checkpoint(PLANNER)
+    chosen = trainable_parameters(model, FullTuneConfig(units="attention", lm_head=False))
+    last = model.model.layers[3]
+    assert isinstance(last, DecoderLayer)
+    attention = last.self_attn
+    assert {id(p) for p in chosen} == {id(p) for p in attention.parameters()}
+    assert all(p.requires_grad == (id(p) in {id(c) for c in chosen}) for p in model.parameters())
+    with pytest.raises(ValueError, match="units 'attn': give one or more of input_norm"):
+        trainable_parameters(model, FullTuneConfig(units="attn"))
+    assert isinstance(chosen[0], torch.nn.Parameter)
