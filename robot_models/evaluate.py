@@ -60,7 +60,7 @@ class EvalReport:
 
     def meets_goals(self) -> bool:
         return (
-            self.valid_rate >= 0.99
+            self.valid_rate >= 0.995
             and self.lrtrace_exact == self.lrtrace_total
             and self.right_skill == self.right_skill_total
         )

@@ -99,7 +99,7 @@ def write_model_card(directory: Path, evaluation: dict[str, Any] | None = None) 
             (
                 "valid plans, held-out",
                 f"{e['heldout_valid']}/{e['heldout_total']} ({100 * e['valid_rate']:.1f}%)",
-                ">= 99%",
+                ">= 99.5%",
             ),
             ("exact match, held-out", f"{e['heldout_exact']}/{e['heldout_total']}", "-"),
             ("exact match, LRTrace tasks", f"{e['lrtrace_exact']}/{e['lrtrace_total']}", "11/11"),
