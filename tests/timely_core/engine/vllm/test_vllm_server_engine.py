@@ -68,25 +68,27 @@ def _loop(seed: int) -> list[int]:
     return unit * (120 // len(unit))
 
 
-def _looping_prompts(engine: VllmServerEngine, count: int) -> list[list[int]]:
+def _looping_prompts(
+    engine: VllmServerEngine | TorchEngine, count: int, tokens: int = 300
+) -> list[list[int]]:
     """`count` prompts of a few random ids repeated to 120 tokens that the planner
     goes on repeating for a long while (where a random prompt ends at once): the
-    first seeds whose greedy continuation, probed on `engine`, runs 300 ids without
-    EOS (on the torch engine most such loops run past 1,500)."""
+    first seeds whose greedy continuation, probed on `engine`, runs `tokens` ids
+    without EOS (on the torch engine most such loops run past 1,500)."""
     prompts: list[list[int]] = []
     for seed in range(60):
         prompt = _loop(seed)
         probe = 900 + seed
-        engine.add(probe, prompt, SamplingParams(max_tokens=300))
+        engine.add(probe, prompt, SamplingParams(max_tokens=tokens))
         written, finished = 0, False
         while not finished:
             for output in engine.step([probe]):
                 written, finished = written + 1, output.finished
-        if written == 300:
+        if written == tokens:
             prompts.append(prompt)
         if len(prompts) == count:
             return prompts
-    raise AssertionError(f"fewer than {count} looping prompts of 60 run 300 ids")
+    raise AssertionError(f"fewer than {count} looping prompts of 60 run {tokens} ids")
 
 
 def test_server_plans_equal_the_torch_engine(
@@ -170,9 +172,12 @@ def test_the_ranking_orders_the_servers_waiting_queue(
 
 
 def test_closing_a_stream_aborts_the_request_on_its_server(
-    engine: VllmServerEngine, servers: list[VllmServer]
+    engine: VllmServerEngine, servers: list[VllmServer], torch_engine: TorchEngine
 ) -> None:
-    engine.add(30, _looping_prompts(engine, 1)[0], SamplingParams(max_tokens=1500))
+    # a loop the planner runs for all 1,500 ids (probed on the torch engine, whose
+    # greedy ids are vLLM's): still streaming when the server's gauges are read
+    prompt = _looping_prompts(torch_engine, 1, 1500)[0]
+    engine.add(30, prompt, SamplingParams(max_tokens=1500))
     for _ in range(3):
         engine.step([30])
     url = engine.server_of(30)
