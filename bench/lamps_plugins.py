@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,6 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from bench.bench_machine import MachineRecord
 from lrtrace.api_mix import API_CLASSES, compose_api_mix
 from lrtrace.api_mix_plugins import DEFAULT_SCALE, PluginRun, run_plugin_mix
 from lrtrace.api_mix_torch import ForcedTorchEngine
@@ -41,6 +41,9 @@ from robot_models.checkpoints import default_planner_path
 from timely_core.engine.paged_engine import PagedEngine
 from timely_core.engine.sim.engine import Script
 from timely_core.engine.torch.config import EngineConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_machine import MachineRecord
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RATES = (4.0, 16.0, 64.0)  # as bench/lamps_real.py

@@ -6,9 +6,9 @@ from scratch; stage 2 adds the open-lexicon request grammar (`data="mixed"`) and
 the observation examples of plans that react (issue #23); stage 3 settles stage 2
 at a lower learning rate; stage 4, short and lower still, on the template data
 alone, brings back the exact copying of numbers that the mixed data loosened
-(robot_models/README.md has what each stage measured). Each stage's checkpoint is kept in a folder beside the
-output until the recipe ends, so an interrupted run resumes at the first stage
-without a finished checkpoint.
+(robot_models/README.md has what each stage measured). Each stage's checkpoint is
+kept in a folder beside the output until the recipe ends, so an interrupted run
+resumes at the first stage without a finished checkpoint.
 """
 
 from __future__ import annotations
