@@ -24,8 +24,8 @@ from timely_core.service_config import ServiceConfig
 
 # (scene, instruction): the planner writes each as a block of several statements
 BLOCKS = [
-    ("visible: plant, person, shelf, window", "Where is the box?"),
-    ("visible: sofa, lamp, rug", "find the cat and take a picture of it"),
+    ("visible: shelf, window, sofa, bed", "Look for the teddy bear under the counter"),
+    ("visible: chair, window, person, plant", "Is there a book under the cabinet?"),
 ]
 SEGMENT_LIMIT = 16
 

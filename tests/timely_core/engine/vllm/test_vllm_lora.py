@@ -95,15 +95,16 @@ def test_resident_weights_count_the_base_once(lora_engine: VllmEngine, planner: 
 def _rank_16_copy(source: Path, target: Path) -> Path:
     """The adapter padded to rank 16 with zero factors: the same function, r=16."""
     shutil.copytree(source, target)
+    config = json.loads((source / "adapter_config.json").read_text())
+    rank = int(config["r"])
     tensors = load_file(str(source / "adapter_model.safetensors"))
     padded = {}
     for key, t in tensors.items():
         if "lora_A" in key:  # [r, in]
-            padded[key] = torch.cat([t, torch.zeros_like(t)], dim=0).contiguous()
+            padded[key] = torch.cat([t, t.new_zeros(16 - rank, t.shape[1])], dim=0).contiguous()
         else:  # lora_B: [out, r]
-            padded[key] = torch.cat([t, torch.zeros_like(t)], dim=1).contiguous()
+            padded[key] = torch.cat([t, t.new_zeros(t.shape[0], 16 - rank)], dim=1).contiguous()
     save_file(padded, str(target / "adapter_model.safetensors"))
-    config = json.loads((source / "adapter_config.json").read_text())
-    config["r"], config["lora_alpha"] = 16, config["lora_alpha"] * 2
+    config["r"], config["lora_alpha"] = 16, config["lora_alpha"] * 16 / rank  # same scale
     (target / "adapter_config.json").write_text(json.dumps(config))
     return target
