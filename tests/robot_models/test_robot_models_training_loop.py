@@ -9,33 +9,13 @@ import pytest
 import torch
 
 from robot_models.training.hf_format import load_checkpoint
-from robot_models.training.loop import TrainConfig, train
-
-
-def _tiny(**overrides: object) -> TrainConfig:
-    settings: dict[str, object] = {
-        "examples": 40,
-        "steps": 3,
-        "tail_steps": 2,
-        "batch_size": 2,
-        "tail_batch_size": 2,
-        "warmup_steps": 1,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "vocab_size": 400,
-        "lrtrace_repeats": 1,
-        "max_positions": 4096,
-    }
-    settings.update(overrides)
-    return TrainConfig(**settings)  # type: ignore[arg-type]
+from robot_models.training.loop import train
+from tests.robot_models.training_support import tiny_config
 
 
 def test_a_run_writes_a_checkpoint_that_loads_with_its_shape(tmp_path: Path) -> None:
     lines: list[str] = []
-    stats = train(_tiny(), tmp_path, log=lines.append)
+    stats = train(tiny_config(), tmp_path, log=lines.append)
     assert stats["steps_done"] == 3
     assert any(" tail " in line for line in lines) and any(" full " in line for line in lines)
     model = load_checkpoint(tmp_path)
@@ -48,17 +28,17 @@ def test_a_run_writes_a_checkpoint_that_loads_with_its_shape(tmp_path: Path) -> 
 
 def test_a_device_that_is_not_a_torch_device_is_refused() -> None:
     with pytest.raises(ValueError, match="'gpu0' is not a torch device"):
-        _tiny(device="gpu0")
+        tiny_config(device="gpu0")
 
 
 def test_an_accelerator_the_machine_lacks_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="no cuda device is available"):
-        _tiny(device="cuda")
+        tiny_config(device="cuda")
 
 
 def test_a_run_with_failure_observations_records_them(tmp_path: Path) -> None:
-    stats = train(_tiny(observations=0.5), tmp_path, log=lambda line: None)
+    stats = train(tiny_config(observations=0.5), tmp_path, log=lambda line: None)
     assert stats["steps_done"] == 3
     recorded = json.loads((tmp_path / "train_stats.json").read_text())
     assert recorded["config"]["observations"] == 0.5

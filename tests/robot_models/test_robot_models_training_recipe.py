@@ -13,23 +13,9 @@ from robot_models.train import main
 from robot_models.training.hf_format import load_checkpoint
 from robot_models.training.loop import TrainConfig
 from robot_models.training.recipe import SHIPPED_STAGES, stages_dir, train_recipe
+from tests.robot_models.training_support import tiny_config
 
-TINY = TrainConfig(
-    examples=30,
-    steps=2,
-    tail_steps=1,
-    batch_size=2,
-    tail_batch_size=2,
-    warmup_steps=1,
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    num_key_value_heads=1,
-    vocab_size=400,
-    lrtrace_repeats=1,
-    max_positions=4096,
-)
+TINY = tiny_config(examples=30, steps=2, tail_steps=1)
 STAGES = (TINY, replace(TINY, steps=3, lr=1e-4))
 
 
