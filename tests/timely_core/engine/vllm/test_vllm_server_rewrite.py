@@ -95,22 +95,24 @@ def test_rewrite_errors_change_nothing(engine: VllmServerEngine) -> None:
 def test_a_rewritten_generation_fails_over_from_its_rewritten_ids(
     engine: VllmServerEngine, servers: list[VllmServer]
 ) -> None:
-    """Runs last: it kills a server. The appended ids (another loop's) make the
-    planner write a long continuation unlike the one without them (loops probed for
-    one it continues for 40 ids), so the server still streams it when its server is
-    killed."""
+    """Runs last: it kills a server. The appended ids (another loop's) are probed for
+    a continuation that runs its whole budget, and the server is frozen as soon as
+    three of it arrived, so the kill finds the generation mid-stream (a short one
+    would have been streamed to its end before the kill, and no failover needed)."""
     prompt = running_prompt(engine, 4000, 3, 10)
     appended = _appended_that_runs(engine, prompt)
-    engine.add(400, prompt, SamplingParams(max_tokens=400))
+    engine.add(400, prompt, SamplingParams(max_tokens=FAILOVER_BUDGET))
     generated = run(engine, 400, steps=10)
     engine.suspend(400, HandlingStrategy.DISCARD)
     engine.rewrite(400, 6, appended)
     context = prompt + generated[:6] + appended
-    expected = fresh(engine, 401, context, 400 - 6 - len(appended))
+    expected = fresh(engine, 401, context, FAILOVER_BUDGET - 6 - len(appended))
+    assert len(expected) == FAILOVER_BUDGET - 6 - len(appended)
     engine.resume(400)
     after = run(engine, 400, steps=3)
     url = engine.server_of(400)
     victim = next(s for s in servers if s.url == url)
+    victim.pause()
     victim.kill()
     after += run(engine, 400)
     assert after == expected
@@ -118,12 +120,16 @@ def test_a_rewritten_generation_fails_over_from_its_rewritten_ids(
     assert engine.generation_failovers.get(401, 0) == 0
 
 
+FAILOVER_BUDGET = 200
+
+
 def _appended_that_runs(engine: VllmServerEngine, prompt: list[int]) -> list[int]:
     """40 ids of another loop after which the planner, on prompt + its first 6 ids,
-    writes at least 40 ids without its EOS."""
+    writes the rest of FAILOVER_BUDGET without its EOS."""
     first = fresh(engine, 4100, prompt, 6)
+    rest = FAILOVER_BUDGET - 6 - 40
     for seed in range(4, 44):
         appended = looping_prompt(seed)[:40]
-        if len(fresh(engine, 4200 + seed, prompt + first + appended, 40)) == 40:
+        if len(fresh(engine, 4200 + seed, prompt + first + appended, rest)) == rest:
             return appended
     raise AssertionError("the planner ends early after every appended loop tried")

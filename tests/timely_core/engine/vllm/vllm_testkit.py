@@ -170,6 +170,12 @@ class VllmServer:
             f"vLLM server not ready in {timeout_s} s: {self.log.read_text()[-3000:]}"
         )
 
+    def pause(self) -> None:
+        """Freeze the group (SIGSTOP): its open streams stay open and send nothing
+        more, so a test can kill it while a generation is known to be mid-stream."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGSTOP)
+
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
