@@ -85,6 +85,15 @@ class RobotPlanLanguage:
         loop or condition before it ends."""
         return ("}",)
 
+    def grammar_hard_closers(self) -> tuple[str, ...]:
+        """What ends an open statement, its call and its quoted name, fewest tokens
+        first, then the separator to a call's next argument: a plan that must end
+        now (a name repeated past the segment limit) closes with them where the
+        grammar allows, e.g. `pk('sastoo` + `');`, `so('sastoo` + `'` + `,`. The
+        engine takes one only where the plan may end or close again right after
+        it, so a quote never opens a name."""
+        return (";", ");", "');", ")", "')", "'", ",")
+
     def new_parser(self) -> PlanParser:
         return PlanParser(self._skills)
 

@@ -53,7 +53,9 @@ class SamplingParams:
     takes the first of `closing_ids` its grammar allows where it stands (a plan
     language's block end), so it finishes where the grammar may end instead of
     being cut off mid-statement at `max_tokens`. Other tokens are chosen as always.
-    0 turns it off."""
+    0 turns it off. In the window's last half `hard_closing_ids` join them (after
+    `closing_ids`): ids that end an open name, call or statement (`closing.py`), so
+    a statement that keeps going still ends in time."""
 
     temperature: float = 0.0
     top_p: float = 1.0
@@ -63,6 +65,7 @@ class SamplingParams:
     grammar: str | None = None
     close_within: int = 0
     closing_ids: tuple[int, ...] = ()
+    hard_closing_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -196,9 +199,11 @@ class ClosingEngine(Protocol):
 
     def set_closing(self, gen_id: int, closing: bool) -> None:
         """While `closing`, the generation's next tokens end its grammar, or take its
-        `closing_ids`, as soon as the grammar allows them; False lifts it (the
-        token limit's window still applies). Nothing changes for a generation
-        without a grammar. Raises UnknownGeneration."""
+        `closing_ids`, as soon as the grammar allows them, as in the last
+        `close_within` tokens of its limit: its closing window starts now (its
+        second half also takes `hard_closing_ids`, `closing.py`). False lifts it
+        (the token limit's window still applies). Nothing changes for a
+        generation without a grammar. Raises UnknownGeneration."""
 
 
 @runtime_checkable

@@ -44,6 +44,7 @@ class Sequence:
     # by kept tokens, so it outlives suspension, swap, discard and preemption
     grammar: GrammarMatcher | None = None
     closing: bool = False  # asked to close its grammar now (`ClosingEngine`)
+    closing_from: int = 0  # num_generated when it was asked (its closing window's start)
     block_table: list[int] = field(default_factory=list)
     block_hashes: list[int] = field(default_factory=list)  # chained hash per full block
     host_blocks: dict[int, int] = field(default_factory=dict)  # table index -> host block

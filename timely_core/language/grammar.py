@@ -36,6 +36,16 @@ class ClosingGrammarLanguage(Protocol):
         to finish (`SamplingParams.closing_ids`)."""
 
 
+@runtime_checkable
+class HardClosingGrammarLanguage(Protocol):
+    """Optional: a closing grammar language with texts that also end what is open
+    inside a statement (a name, a call), for the hard half of a closing window."""
+
+    def grammar_hard_closers(self) -> tuple[str, ...]:
+        """Texts (each one token), most preferred first, tried after
+        `grammar_closers` once a plan must end now (`SamplingParams.hard_closing_ids`)."""
+
+
 def language_grammar(language: object, request: tuple[str, str] | None = None) -> str | None:
     """The grammar of `language`, or None when it has none. With `request` (scene,
     instruction), a `RequestGrammarLanguage`'s grammar for that request."""
@@ -50,4 +60,11 @@ def language_closers(language: object) -> tuple[str, ...]:
     """The closing texts of `language`'s grammar (none when it declares none)."""
     if isinstance(language, ClosingGrammarLanguage):
         return language.grammar_closers()
+    return ()
+
+
+def language_hard_closers(language: object) -> tuple[str, ...]:
+    """The hard closing texts of `language`'s grammar (none when it declares none)."""
+    if isinstance(language, HardClosingGrammarLanguage):
+        return language.grammar_hard_closers()
     return ()

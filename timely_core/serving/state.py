@@ -21,7 +21,11 @@ from typing import Any
 
 from timely_core.clock import Clock
 from timely_core.engine.protocol import Engine, SamplingParams
-from timely_core.language.grammar import language_closers, language_grammar
+from timely_core.language.grammar import (
+    language_closers,
+    language_grammar,
+    language_hard_closers,
+)
 from timely_core.scheduling.batch_control import LatencyGuidedBatch
 from timely_core.scheduling.policies import Policy
 from timely_core.scheduling.queue_table import QueueEntry
@@ -140,14 +144,14 @@ class ServiceState:
             self.params,
             grammar=grammar,
             close_within=self.config.grammar_close_within,
-            closing_ids=self._closing_ids(language),
+            closing_ids=self._closing_ids(language_closers(language)),
+            hard_closing_ids=self._closing_ids(language_hard_closers(language)),
         )
 
-    def _closing_ids(self, language: object) -> tuple[int, ...]:
-        """The token ids of the language's closing texts; a text the tokenizer
+    def _closing_ids(self, texts: tuple[str, ...]) -> tuple[int, ...]:
+        """The token ids of a language's closing texts; a text the tokenizer
         does not write as one token cannot be forced as one, and is left out
         (worked out, and warned about, once per set of texts)."""
-        texts = tuple(language_closers(language))
         ids = self._closing_by_texts.get(texts)
         if ids is not None:
             return ids

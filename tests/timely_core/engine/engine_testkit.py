@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import torch
 
-from timely_core.engine.protocol import Engine, SamplingParams
+from timely_core.engine.protocol import Engine, HandlingStrategy, SamplingParams
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.variants import VariantEngine
 
@@ -145,3 +145,24 @@ def check_memory(engine: TorchEngine) -> None:
         assert count == holders.get(block, 0), f"block {block}"
     host_used = sum(len(s.host_blocks) for s in engine._gens.values())
     assert report.host_blocks_total - report.host_blocks_free == host_used
+
+
+def closed_from_an_open_name(
+    engine: Any, gen_id: int, prompt: list[int], params: SamplingParams, statement: list[int]
+) -> list[int]:
+    """A grammar generation made to stand inside a quoted name (one token sampled,
+    then rewritten to `statement`, e.g. `o('sastoooo`), then asked to close
+    (`ClosingEngine.set_closing`): the ids it writes from there to its end."""
+    engine.add(gen_id, prompt, params)
+    assert not any(o.finished for o in engine.step([gen_id]))
+    engine.suspend(gen_id, HandlingStrategy.DISCARD)
+    engine.rewrite(gen_id, 0, statement)
+    engine.resume(gen_id)
+    engine.set_closing(gen_id, True)
+    written: list[int] = []
+    for _ in range(params.max_tokens):
+        for out in engine.step([gen_id]):
+            written.append(out.token_id)
+            if out.finished:
+                return written
+    raise AssertionError(f"generation {gen_id} did not finish: {written}")

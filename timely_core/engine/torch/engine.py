@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from timely_core.engine.closing import closing_ids_now
 from timely_core.engine.iteration_scheduler import Chunk
 from timely_core.engine.paged_engine import PagedEngine
 from timely_core.engine.protocol import SamplingParams, StepOutput, UnknownVariant
@@ -176,8 +177,12 @@ class TorchEngine(PagedEngine):
         return ResidentWeights(self.model.weights_nbytes, tuple(variants))
 
     def set_closing(self, gen_id: int, closing: bool) -> None:
-        """`ClosingEngine`: close its grammar at the next chance (masker)."""
-        self._state(gen_id).closing = closing
+        """`ClosingEngine`: close its grammar at the next chance (masker), its
+        closing window starting here."""
+        state = self._state(gen_id)
+        if closing and not state.closing:
+            state.closing_from = state.num_generated
+        state.closing = closing
 
     def _check_variant(self, variant: str | None, what: str) -> None:
         if variant is not None and variant not in self.adapters | self.block_variants:
@@ -236,6 +241,8 @@ class TorchEngine(PagedEngine):
         if state.params.grammar is not None:
             if state.params.closing_ids:
                 self._check_tokens(list(state.params.closing_ids), "closing_ids")
+            if state.params.hard_closing_ids:
+                self._check_tokens(list(state.params.hard_closing_ids), "hard_closing_ids")
             state.grammar = self.grammars.matcher(state.params.grammar)
 
     def _rewritten(self, state: Sequence, token_ids: list[int], appended: int) -> None:
@@ -276,8 +283,15 @@ class TorchEngine(PagedEngine):
             torch.set_num_threads(previous)
 
 
-def _closing(state: Sequence) -> bool:
-    """Whether its next token closes its grammar: asked to, or in the last
-    `close_within` tokens of its limit."""
-    left = state.params.max_tokens - state.num_generated  # this token included
-    return state.closing or left <= state.params.close_within
+def _closing(state: Sequence) -> tuple[int, ...] | None:
+    """The ids its next token closes its grammar with, or None when it does not
+    close (closing.py: asked to, or in the last `close_within` tokens of its limit)."""
+    params = state.params
+    return closing_ids_now(
+        max_tokens=params.max_tokens,
+        close_within=params.close_within,
+        closing_ids=params.closing_ids,
+        hard_closing_ids=params.hard_closing_ids,
+        generated=state.num_generated,
+        asked_at=state.closing_from if state.closing else None,
+    )

@@ -12,12 +12,14 @@ below 1 the nucleus of the masked distribution differs, so those rows always tak
 the mask first.
 
 In a closing row (its last `close_within` tokens of `SamplingParams`, or asked to
-by the service) the grammar's end is taken as soon as it is allowed, else the
-first allowed closing id, before the logits are consulted: the plan then ends, or
-its open blocks close, at a statement boundary. Inside a statement the model's
-own (masked) choice goes on, so no argument is cut short; only a chosen token that
-runs past a statement's end into the next (`;}?`) is cut back to its part that
-stops there (`;}`), when the vocabulary spells that part as one token.
+by the service; `closing.py` says which ids it closes with) the grammar's end is
+taken as soon as it is allowed, else the first allowed closing id, before the
+logits are consulted: the plan then ends, or its open blocks close, at a statement
+boundary. Inside a statement the model's own (masked) choice goes on, so no
+argument is cut short, until the window's last half, whose closing ids also end an
+open name, call and statement; a chosen token that runs past a statement's end
+into the next (`;}?`) is cut back to its part that stops there (`;}`), when the
+vocabulary spells that part as one token.
 
 A matcher in an error state (never expected: a grammar past llguidance's limits,
 or a token the mask did not allow) allows only EOS, as does a mask that allows
@@ -76,11 +78,11 @@ class GrammarMasker:
         params: Sequence[SamplingParams],
         generators: Sequence[torch.Generator | None],
         grammars: Sequence[GrammarMatcher | None],
-        closing: Sequence[bool] | None = None,
+        closing: Sequence[tuple[int, ...] | None] | None = None,
     ) -> list[int]:
         """One token per row of `logits` ([rows, vocab] float32, masked in place),
-        each accepted by its row's grammar. `closing`: per row, whether to close its
-        grammar at the first chance (None: no row)."""
+        each accepted by its row's grammar. `closing`: per row, None or the ids that
+        close its grammar at the first chance, most preferred first (None: no row)."""
         tokens = logits.argmax(dim=-1).tolist()
         clock = time.perf_counter
         spent = 0.0  # grammar work only: what plain sampling would not do
@@ -91,9 +93,10 @@ class GrammarMasker:
                 if p.temperature > 0 and generator is not None:
                     tokens[row] = sample_row(logits[row], p, generator)
                 continue
-            if closing is not None and closing[row]:
+            closers = None if closing is None else closing[row]
+            if closers is not None:
                 started = clock()
-                closer = self.closing_token(grammar, p.closing_ids)
+                closer = self.closing_token(grammar, closers)
                 spent += clock() - started
                 if closer is not None:
                     tokens[row] = closer
@@ -123,8 +126,9 @@ class GrammarMasker:
                 else:
                     token = int(logits[row].argmax())
                 started = clock()
-                if closing is not None and closing[row]:
-                    token = self.to_boundary(grammar, token, p.closing_ids)
+                closers = None if closing is None else closing[row]
+                if closers is not None:
+                    token = self.to_boundary(grammar, token, closers)
                 if not grammar.accept(token) and token != self._eos:
                     log.warning("grammar refused token %d: %s", token, grammar.error)
                 spent += clock() - started
@@ -134,11 +138,14 @@ class GrammarMasker:
 
     def closing_token(self, grammar: GrammarMatcher, closing_ids: Sequence[int]) -> int | None:
         """The token that ends the grammar, or closes what is open, if one may come
-        next (the matcher advanced by it); None when neither may."""
+        next (the matcher advanced by it); None when neither may. A closing id counts
+        only where the grammar may end or close again right after it: a quote that
+        would open a name (`a(` + `'`) closes nothing."""
         if grammar.accepting and grammar.accept(self._eos):
             return self._eos
         for token_id in closing_ids:
-            if grammar.allows(token_id) and grammar.accept(token_id):
+            if grammar.allows(token_id) and _closes(grammar, token_id, closing_ids):
+                grammar.accept(token_id)
                 return token_id
         return None
 
@@ -153,10 +160,7 @@ class GrammarMasker:
             shorter = self._ids_by_bytes.get(spelled[:end])
             if shorter is None:
                 continue
-            probe = grammar.copy()
-            if probe.try_accept(shorter) and (
-                probe.accepting or any(probe.allows(c) for c in closing_ids)
-            ):
+            if _closes(grammar, shorter, closing_ids):
                 self.closed_rows += 1
                 return shorter
         return token
@@ -189,3 +193,12 @@ class GrammarMasker:
             selected = logits.index_select(0, index).masked_fill_(forbidden, -torch.inf)
             logits.index_copy_(0, index, selected)
         self.masked_rows += len(rows)
+
+
+def _closes(grammar: GrammarMatcher, token: int, closing_ids: Sequence[int]) -> bool:
+    """Whether `token` may come next and the grammar may then end, or take a closing
+    id (the matcher left as it was)."""
+    probe = grammar.copy()
+    return probe.try_accept(token) and (
+        probe.accepting or any(probe.allows(c) for c in closing_ids)
+    )

@@ -275,11 +275,7 @@ class VllmEngine:
         args cannot change, so it is parked and re-submitted by the next step that
         lists it (the prefix cache restores its KV)."""
         state = self._state(gen_id)
-        if state.closing == closing or state.params.grammar is None:
-            state.closing = closing
-            return
-        state.closing = closing
-        if state.request_id is not None:
+        if state.set_closing(closing) and state.request_id is not None:
             self._end_request(state)
 
     def abort(self, gen_id: int) -> None:

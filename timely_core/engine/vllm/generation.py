@@ -47,6 +47,7 @@ class VllmGeneration:
     appended_tokens: int = 0
     rewrites: int = 0
     closing: bool = False  # asked to close its grammar now (`ClosingEngine.set_closing`)
+    closing_from: int = 0  # num_generated when it was asked (its closing window's start)
 
     @property
     def num_generated(self) -> int:
@@ -66,7 +67,16 @@ class VllmGeneration:
 
     def request_grammar(self) -> dict[str, Any] | None:
         """The grammar args of its next request (None without a grammar)."""
-        return grammar_args(self.params, self.prompt_len, self.closing)
+        return grammar_args(self.params, self.prompt_len, self.closing, self.closing_from)
+
+    def set_closing(self, closing: bool) -> bool:
+        """Ask it to close (its closing window starting now) or lift that; whether
+        its next request's grammar args change."""
+        changed = closing != self.closing
+        if closing and changed:
+            self.closing_from = self.num_generated
+        self.closing = closing
+        return changed and self.params.grammar is not None
 
     def next_request_id(self, serial: int) -> str:
         """A fresh id per submission (`serial` counts the backend's requests): an

@@ -24,7 +24,16 @@ from timely_core.engine.protocol import SamplingParams
 # how vLLM loads the processor (`--logits-processors` on a server, engine args in process)
 PROCESSOR_FQCN = "timely_core.engine.vllm.grammar_processor:GrammarLogitsProcessor"
 PREFIX = "timely_"
-KEYS = ("grammar", "plan_start", "max_tokens", "close_within", "closing_ids", "closing")
+KEYS = (
+    "grammar",
+    "plan_start",
+    "max_tokens",
+    "close_within",
+    "closing_ids",
+    "hard_closing_ids",
+    "closing",
+    "closing_from",
+)
 
 
 class GrammarArgs(BaseModel):
@@ -39,18 +48,24 @@ class GrammarArgs(BaseModel):
     max_tokens: int = Field(ge=1)  # the generation's budget (SamplingParams.max_tokens)
     close_within: int = Field(default=0, ge=0)
     closing_ids: tuple[int, ...] = ()
+    hard_closing_ids: tuple[int, ...] = ()
     closing: bool = False  # the service asked it to close (ClosingEngine.set_closing)
+    # the generation's generated ids when it was asked: its closing window's start
+    closing_from: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _ids_not_negative(self) -> GrammarArgs:
-        if any(i < 0 for i in self.closing_ids):
-            raise ValueError(f"closing_ids must be token ids (>= 0), got {self.closing_ids}")
+        for name in ("closing_ids", "hard_closing_ids"):
+            ids = getattr(self, name)
+            if any(i < 0 for i in ids):
+                raise ValueError(f"{name} must be token ids (>= 0), got {ids}")
         return self
 
     def wire(self) -> dict[str, Any]:
         """As `extra_args` / `vllm_xargs`: flat, prefixed keys."""
         values = self.model_dump()
         values["closing_ids"] = list(self.closing_ids)
+        values["hard_closing_ids"] = list(self.hard_closing_ids)
         values["closing"] = int(self.closing)
         return {PREFIX + k: values[k] for k in KEYS}
 
@@ -67,10 +82,13 @@ class GrammarArgs(BaseModel):
             raise ValueError(f"Timely grammar arguments: {exc}") from None
 
 
-def grammar_args(params: SamplingParams, prompt_len: int, closing: bool) -> dict[str, Any] | None:
+def grammar_args(
+    params: SamplingParams, prompt_len: int, closing: bool, closing_from: int = 0
+) -> dict[str, Any] | None:
     """The wire args of a generation's next request (None without a grammar):
     `prompt_len` is the generation's own prompt length, where its plan starts in
-    every request's prompt."""
+    every request's prompt; `closing_from`, its generated ids when it was asked to
+    close."""
     if params.grammar is None:
         return None
     return GrammarArgs(
@@ -79,5 +97,7 @@ def grammar_args(params: SamplingParams, prompt_len: int, closing: bool) -> dict
         max_tokens=params.max_tokens,
         close_within=params.close_within,
         closing_ids=params.closing_ids,
+        hard_closing_ids=params.hard_closing_ids,
         closing=closing,
+        closing_from=closing_from,
     ).wire()

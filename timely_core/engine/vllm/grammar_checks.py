@@ -71,11 +71,12 @@ class GrammarChecks:
             raise ValueError(
                 f"generation {gen_id}: close_within must be >= 0, got {params.close_within}"
             )
-        bad = [i for i in params.closing_ids if not 0 <= i < self._vocab_size]
-        if bad:
-            raise ValueError(
-                f"generation {gen_id}: closing_ids {bad} are outside [0, {self._vocab_size})"
-            )
+        for name in ("closing_ids", "hard_closing_ids"):
+            bad = [i for i in getattr(params, name) if not 0 <= i < self._vocab_size]
+            if bad:
+                raise ValueError(
+                    f"generation {gen_id}: {name} {bad} are outside [0, {self._vocab_size})"
+                )
         try:
             self.compiler.matcher(params.grammar)
         except ValueError as exc:

@@ -19,7 +19,8 @@ row whose argmax the grammar allows is left as it is (the torch engine's
 unmasked-first shortcut: the masked argmax is that same token), its matcher taking
 that token at once, unless the request has penalties, which vLLM applies after the
 processors and which could move the argmax. In a closing row
-(the generation's last `close_within` tokens, or asked to close) the grammar's end,
+(the generation's last `close_within` tokens, or asked to close; `closing.py` says
+which ids it closes with, the same rule as the torch engine's) the grammar's end,
 else the first closing id it allows, is the only token left; inside a statement the
 masked choice goes on, and a token that would run past a statement's end is cut back
 to the token that stops there (greedy: the masked argmax cut back, as the torch
@@ -123,8 +124,9 @@ class GrammarLogitsProcessor(LogitsProcessor):
         for index, row in rows.items():
             row.advance(eos)
             matcher = row.matcher
-            if row.closing:
-                closer = self._masker.closing_token(matcher.copy(), row.args.closing_ids)
+            closers = row.closers
+            if closers is not None:
+                closer = self._masker.closing_token(matcher.copy(), closers)
                 if closer is not None:
                     _force(logits, index, closer)
                     continue
@@ -152,13 +154,15 @@ class GrammarLogitsProcessor(LogitsProcessor):
         self.masked_rows += len(masked)
         for index in masked:
             row = self._rows[index]
-            if row.closing:
-                self._stop_at_boundary(logits, index, row)
+            closers = row.closers
+            if closers is not None:
+                self._stop_at_boundary(logits, index, row, closers)
 
-    def _stop_at_boundary(self, logits: torch.Tensor, index: int, row: GrammarRow) -> None:
+    def _stop_at_boundary(
+        self, logits: torch.Tensor, index: int, row: GrammarRow, closers: tuple[int, ...]
+    ) -> None:
         """Inside a statement while closing: a token running past the statement's end
         is cut back to the token that stops there (`GrammarMasker.to_boundary`)."""
-        closers = row.args.closing_ids
         if row.temperature < GREEDY_BELOW:  # greedy: the masked argmax, cut back
             token = int(logits[index].argmax())
             cut = self._masker.to_boundary(row.matcher, token, closers)

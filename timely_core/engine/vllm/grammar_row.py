@@ -19,6 +19,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from timely_core.engine.closing import closing_ids_now
 from timely_core.engine.torch.grammar import GrammarCompiler, GrammarMatcher
 from timely_core.engine.vllm.grammar_args import GrammarArgs
 
@@ -80,12 +81,18 @@ class GrammarRow:
             log.warning("grammar refused prompt token %d: %s", refused, self.matcher.error)
 
     @property
-    def closing(self) -> bool:
-        """Its next token closes: asked to, or in the generation's last `close_within`
-        tokens (this one included)."""
+    def closers(self) -> tuple[int, ...] | None:
+        """The ids its next token closes with, or None when it does not close
+        (closing.py: asked to, or in the generation's last `close_within` tokens)."""
         args = self.args
-        left = args.max_tokens - len(self.plan) - self.consumed
-        return args.closing or left <= args.close_within
+        return closing_ids_now(
+            max_tokens=args.max_tokens,
+            close_within=args.close_within,
+            closing_ids=args.closing_ids,
+            hard_closing_ids=args.hard_closing_ids,
+            generated=len(self.plan) + self.consumed,
+            asked_at=args.closing_from if args.closing else None,
+        )
 
     def advance(self, eos: int) -> None:
         """Take the output ids vLLM has filled in since the last step."""

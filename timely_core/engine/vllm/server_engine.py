@@ -365,9 +365,7 @@ class VllmServerEngine:
         args cannot change, so its stream is closed (tokens not yet reported are
         dropped) and the next step that lists it opens one with the new flag."""
         state = self._state(gen_id)
-        changed = state.closing != closing
-        state.closing = closing
-        if changed and state.params.grammar is not None and gen_id in self._streams:
+        if state.set_closing(closing) and gen_id in self._streams:
             self._close_stream(gen_id)
 
     def abort(self, gen_id: int) -> None:
@@ -502,7 +500,7 @@ class VllmServerEngine:
             await self._probe_grammar(server)
         # what the server has not sent yet (appended ids count, as in `VllmGeneration`)
         seed_state = VllmGeneration(state.gen_id, kept, state.prompt_len, state.params)
-        seed_state.closing = state.closing
+        seed_state.closing, seed_state.closing_from = state.closing, state.closing_from
         body = self._body(
             server,
             kept,

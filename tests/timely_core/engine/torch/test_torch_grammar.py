@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from engine_testkit import closed_from_an_open_name
 from tokenizers import Tokenizer
 
 from robot_models.dataset import LRTRACE_TASKS, build_dataset
@@ -280,6 +281,43 @@ def block_end(planner: Planner) -> tuple[int, ...]:
     ids = planner.encode("}")
     assert len(ids) == 1
     return tuple(ids)
+
+
+def hard_closers(planner: Planner) -> tuple[int, ...]:
+    """The hard closing ids: what ends a statement, its call and its name."""
+    texts = planner.languages["arm"].grammar_hard_closers()
+    ids = [planner.encode(text) for text in texts]
+    assert all(len(i) == 1 for i in ids), texts
+    return tuple(i[0] for i in ids)
+
+
+def test_a_name_still_open_when_its_window_ends_is_closed_hard(planner: Planner) -> None:
+    """A plan repeating a name's letters (what the planner does with this unknown
+    name: it writes `o` until its limit), asked to close: closing softly it goes on
+    repeating; a one-token window is all hard, so its name, call and statement end at
+    once, then the plan; a wider one lets the model write its first half, then ends
+    the same way, valid."""
+    case: Case = (
+        "arm",
+        "on table: m3 screw, m5 screw; bins: m3 bin, m5 bin",
+        "sort the m3 screw and m5 screw into their bins",
+    )
+    statement = planner.encode("pk('sastooooooooo")
+    soft = planner.params(
+        "arm", True, close_within=1, closing_ids=block_end(planner), max_tokens=len(statement) + 20
+    )
+    prompt = planner.prompt(case)
+    written = closed_from_an_open_name(planner.engine, 950, prompt, soft, statement)
+    assert not planner.text(statement + written)[1], "the probe name ends by itself: pick another"
+    hard = replace(soft, hard_closing_ids=hard_closers(planner))
+    written = closed_from_an_open_name(planner.engine, 951, prompt, hard, statement)
+    assert written == [*planner.encode("');"), planner.engine.eos_token_id]
+    for gen_id, within in enumerate((2, 6, 12), start=952):
+        wider = replace(hard, close_within=within)
+        written = closed_from_an_open_name(planner.engine, gen_id, prompt, wider, statement)
+        text, ended = planner.text(statement + written)
+        assert ended and len(written) <= within + 2, text
+        assert check_plan("arm", text).valid, text
 
 
 def test_plans_near_their_token_limit_end_at_a_statement_boundary(planner: Planner) -> None:

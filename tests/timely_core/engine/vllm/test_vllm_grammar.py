@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_testkit import closed_from_an_open_name
 from vllm_grammar_testkit import (
     ADVERSARIAL,
     LRTRACE,
@@ -164,6 +165,34 @@ def test_closing_takes_the_tokens_the_torch_engine_takes(
     got = robots.run(vllm_engine, cases, asked, ask_to_close)
     assert got == robots.run(torch_engine, cases, asked, ask_to_close)
     assert max(len(ids) for ids in got) < 40  # they closed soon after being asked
+
+
+def test_a_name_still_open_when_asked_to_close_ends_as_on_the_torch_engine(
+    robots: Robots, vllm_engine: Any, torch_engine: TorchEngine
+) -> None:
+    """The closing window's hard half (closing.py) on vLLM: the request asked to
+    close is re-submitted, its args carry where the window started, and it ends the
+    name the planner keeps repeating at the same tokens as the torch engine."""
+    case: Case = (
+        "arm",
+        "on table: m3 screw, m5 screw; bins: m3 bin, m5 bin",
+        "sort the m3 screw and m5 screw into their bins",
+    )
+    statement = robots.encode("pk('sastooooooooo")
+    for gen_id, within in enumerate((1, 2, 6), start=530):
+        params = robots.params(
+            "arm",
+            close_within=within,
+            closing_ids=robots.closing_ids(),
+            hard_closing_ids=robots.hard_closing_ids(),
+        )
+        prompt = robots.prompt(case)
+        got = closed_from_an_open_name(vllm_engine, gen_id, prompt, params, statement)
+        expected = closed_from_an_open_name(torch_engine, gen_id, prompt, params, statement)
+        assert got == expected
+        if within == 1:
+            assert got == [*robots.encode("');"), vllm_engine.eos_token_id]
+        assert robots.assert_valid(case, statement + got, vllm_engine.eos_token_id)
 
 
 @pytest.mark.parametrize("temperature", [1.0, 1.6])

@@ -65,6 +65,12 @@ class Robots:
         assert len(ids) == 1
         return tuple(ids)
 
+    def hard_closing_ids(self) -> tuple[int, ...]:
+        """What ends a statement, its call and its name, one token each."""
+        ids = [self.encode(text) for text in self.languages["arm"].grammar_hard_closers()]
+        assert all(len(i) == 1 for i in ids)
+        return tuple(i[0] for i in ids)
+
     def run(
         self,
         engine: Any,

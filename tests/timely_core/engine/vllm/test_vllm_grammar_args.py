@@ -1,0 +1,37 @@
+"""The grammar args a generation's vLLM requests carry (grammar_args.py): what the
+engines write is what the processor reads, and malformed args (external input to a
+vLLM server) are refused naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from timely_core.engine.protocol import SamplingParams
+from timely_core.engine.vllm.grammar_args import PREFIX, GrammarArgs, grammar_args
+
+
+def test_the_wire_args_read_back_as_written() -> None:
+    params = SamplingParams(
+        max_tokens=90, grammar="start: /a+/", close_within=8, closing_ids=(94,),
+        hard_closing_ids=(28, 265, 8),
+    )  # fmt: skip
+    wire = grammar_args(params, prompt_len=40, closing=True, closing_from=12)
+    assert wire is not None
+    assert all(isinstance(v, (str, int, list)) for v in wire.values())  # vLLM's xargs types
+    args = GrammarArgs.read(wire)
+    assert args == GrammarArgs(
+        grammar="start: /a+/", plan_start=40, max_tokens=90, close_within=8,
+        closing_ids=(94,), hard_closing_ids=(28, 265, 8), closing=True, closing_from=12,
+    )  # fmt: skip
+    assert grammar_args(SamplingParams(), 40, False) is None  # no grammar, no args
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("hard_closing_ids", [28, -1]), ("closing_ids", [-5]), ("closing_from", -1)],
+)
+def test_malformed_args_are_refused_naming_the_field(field: str, value: object) -> None:
+    wire = grammar_args(SamplingParams(grammar="start: /a+/"), 3, False)
+    assert wire is not None
+    with pytest.raises(ValueError, match=field):
+        GrammarArgs.read(wire | {PREFIX + field: value})

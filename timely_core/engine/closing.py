@@ -1,0 +1,41 @@
+"""Where a grammar-constrained generation stands in its closing window, and which
+ids its next token closes with: one rule for the torch engine's masker and vLLM's
+grammar processor, so both close a plan at the same tokens.
+
+A generation is closing in the last `close_within` tokens of `max_tokens`, or from
+the moment the service asks it to (`ClosingEngine.set_closing`: its window then
+starts there, `close_within` tokens long). In the window's first half it closes
+softly: the grammar's end, else its `closing_ids` (a block's end), are taken where
+the grammar allows them, and inside a statement the model's own choice goes on, so
+no argument is cut short. In the second half (the last ceil(close_within / 2)
+tokens) it closes hard: `hard_closing_ids` join them, which end an open name, call
+and statement too. A statement that keeps going (a small model repeating the
+letters of a name it has never seen) then still ends where the grammar may end,
+instead of running past the segment limit unfinished.
+"""
+
+from __future__ import annotations
+
+
+def closing_ids_now(
+    *,
+    max_tokens: int,
+    close_within: int,
+    closing_ids: tuple[int, ...],
+    hard_closing_ids: tuple[int, ...],
+    generated: int,
+    asked_at: int | None,
+) -> tuple[int, ...] | None:
+    """The ids the next token closes with, most preferred first (the grammar's end,
+    EOS, comes before all of them), or None when it is not closing. `generated`:
+    ids past the prompt so far; `asked_at`: `generated` when the service asked it to
+    close (None: not asked). Asked without a window (`close_within` 0) it closes
+    softly for as long as it is asked."""
+    left = max_tokens - generated  # this token included
+    if asked_at is not None and close_within > 0:
+        left = min(left, asked_at + close_within - generated)
+    if asked_at is None and left > close_within:
+        return None
+    if close_within > 0 and left <= (close_within + 1) // 2:
+        return closing_ids + hard_closing_ids
+    return closing_ids
