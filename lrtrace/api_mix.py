@@ -141,8 +141,7 @@ def run_api_mix(
     by_tag = {r.request_id: r for r in requests}
 
     def script(prompt_ids: Sequence[int]) -> list[int]:
-        prompt = tokenizer.decode(list(prompt_ids))
-        tag = prompt[prompt.rindex("request r") + len("request ") :].split(":", 1)[0]
+        tag = request_tag(tokenizer.decode(list(prompt_ids)))
         text = " ".join(by_tag[tag].sentences)
         ids: list[int] = tokenizer.encode(text, add_special_tokens=False).ids
         return ids
@@ -188,20 +187,40 @@ def run_api_mix(
 
     for outcome in outcomes:
         r = outcome.request
-        handle = service.submit_at(
-            r.arrival_s,
-            TaskRequest(
-                robot_id=r.api.name,
-                task_id=r.request_id,
-                instruction=f"request {r.request_id}: use the {r.api.name} tool",
-            ),
-        )
-        handle.on_segment(on_segment(outcome))
-        handle.on_result(on_result(outcome))
+        submit_request(service, r, r.arrival_s, r.api.name, on_segment(outcome), on_result(outcome))
     _drive(service, clock, outcomes, ends)
     done = [o.done_s for o in outcomes if o.done_s is not None]
     makespan = (max(done) - requests[0].arrival_s) if done else math.nan
     return ApiRun(outcomes, engine, service, makespan, dict(service._state.kv_handling.counts))
+
+
+def submit_request(
+    service: PlanningService,
+    request: ApiRequest,
+    arrival_s: float,
+    robot_id: str,
+    on_segment: Callable[[Segment], None],
+    on_result: Callable[[TaskResult], None],
+) -> None:
+    """Submit `request` to `robot_id`, arriving at `arrival_s` on the service's clock,
+    with its hooks (every API mix submits this way; they differ in clock and robots).
+    The instruction names the request so that the engine's script can tell, from the
+    prompt alone (`request_tag`), which reply to produce."""
+    handle = service.submit_at(
+        arrival_s,
+        TaskRequest(
+            robot_id=robot_id,
+            task_id=request.request_id,
+            instruction=f"request {request.request_id}: use the {request.api.name} tool",
+        ),
+    )
+    handle.on_segment(on_segment)
+    handle.on_result(on_result)
+
+
+def request_tag(prompt: str) -> str:
+    """The request id `submit_request` wrote in the last instruction of `prompt`."""
+    return prompt[prompt.rindex("request r") + len("request ") :].split(":", 1)[0]
 
 
 def _drive(

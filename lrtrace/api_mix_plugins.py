@@ -26,14 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from lrtrace.api_mix import API_CLASSES, ApiClass, ApiRequest
+from lrtrace.api_mix import API_CLASSES, ApiClass, ApiRequest, request_tag, submit_request
 from timely_core.clock import MonotonicClock
 from timely_core.engine.paged_engine import PagedEngine
 from timely_core.engine.sim.engine import Script
 from timely_core.events import Segment, TaskResult
 from timely_core.language.chat_language import ChatLanguage
 from timely_core.language.plan_language import PlanStatement
-from timely_core.request import TaskRequest
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
 
@@ -168,8 +167,7 @@ def run_plugin_mix(
     texts = {r.request_id: reply_text(r, rng) for r in requests} | (replies or {})
 
     def script(prompt_ids: Sequence[int]) -> list[int]:
-        prompt = tokenizer.decode(list(prompt_ids))
-        tag = prompt[prompt.rindex("request r") + len("request ") :].split(":", 1)[0]
+        tag = request_tag(tokenizer.decode(list(prompt_ids)))
         ids: list[int] = tokenizer.encode(texts[tag], add_special_tokens=False).ids
         return ids
 
@@ -247,16 +245,14 @@ def _serve(
 
     for outcome in outcomes:
         r = outcome.request
-        handle = service.submit_at(
+        submit_request(
+            service,
+            r,
             outcome.arrival_s,
-            TaskRequest(
-                robot_id=robots[r.request_id],
-                task_id=r.request_id,
-                instruction=f"request {r.request_id}: use the {r.api.name} tool",
-            ),
+            robots[r.request_id],
+            on_segment(outcome),
+            on_result(outcome),
         )
-        handle.on_segment(on_segment(outcome))
-        handle.on_result(on_result(outcome))
     if not finished.wait(timeout_s):
         raise TimeoutError(f"{pending} of {len(outcomes)} requests not done in {timeout_s} s")
     service.stop()

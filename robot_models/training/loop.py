@@ -302,7 +302,7 @@ def _train(
         recent = [*recent[-19:], optimizer_step(logits, targets, optimizer, model.parameters())]
         done = step + 1
         if config.save_every and done % config.save_every == 0 and done < config.steps:
-            write_run(model, out_dir, tokenizer, config, run_stats(done), earlier)
+            write_run(model, out_dir, tokenizer, config, run_stats(done), earlier, log)
             model.train()
         if step % 10 == 0 or step == config.steps - 1:
             loads.append(os.getloadavg()[0])
@@ -312,7 +312,7 @@ def _train(
                 f"loss {sum(recent) / len(recent):.4f} lr {_lr_at(step, config):.2e} "
                 f"elapsed {time.monotonic() - started:7.1f} s"
             )
-    return write_run(model, out_dir, tokenizer, config, run_stats(config.steps), earlier)
+    return write_run(model, out_dir, tokenizer, config, run_stats(config.steps), earlier, log)
 
 
 def write_run(
@@ -322,8 +322,10 @@ def write_run(
     config: TrainConfig,
     stats: dict[str, float],
     earlier: list[dict[str, object]],
+    log: Callable[[str], None] = print,
 ) -> dict[str, float]:
     """Checkpoint, tokenizer, statistics and model card into `out_dir`."""
+    drop_stale_evaluation(out_dir, log)
     model.eval()
     eos_id, pad_id = special_id(tokenizer, EOS_TOKEN), special_id(tokenizer, PAD_TOKEN)
     save_checkpoint(model, out_dir, eos_id, pad_id)
@@ -332,3 +334,17 @@ def write_run(
     (out_dir / "train_stats.json").write_text(json.dumps(record, indent=2) + "\n")
     write_model_card(out_dir)
     return stats
+
+
+def drop_stale_evaluation(out_dir: Path, log: Callable[[str], None] = print) -> None:
+    """Remove `out_dir`'s eval.json before new weights are written there: its figures
+    (from `evaluate --update-card`) measured the earlier weights, and left in place
+    they would pass for the new checkpoint's. Removed first, so a run interrupted while
+    writing never leaves figures beside weights they do not describe."""
+    stale = out_dir / "eval.json"
+    if stale.is_file():
+        stale.unlink()
+        log(
+            f"removed {stale}: it evaluated the earlier checkpoint "
+            "(`python -m robot_models.evaluate --update-card` measures the new one)"
+        )

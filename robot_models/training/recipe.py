@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from robot_models.training.loop import TrainConfig, train
+from robot_models.training.loop import TrainConfig, drop_stale_evaluation, train
 
 SHIPPED_STAGES: tuple[TrainConfig, ...] = (
     TrainConfig(),
@@ -85,6 +85,8 @@ def train_recipe(
         previous = str(stage_dir)
         seconds += stats["train_seconds"]
     out_dir.mkdir(parents=True, exist_ok=True)
+    # the last stage's folder holds no eval.json, so copying it would keep the old one
+    drop_stale_evaluation(out_dir, log)
     for item in Path(previous).iterdir():
         shutil.copy2(item, out_dir / item.name)
     shutil.rmtree(keep)

@@ -42,3 +42,14 @@ def test_a_run_with_failure_observations_records_them(tmp_path: Path) -> None:
     assert stats["steps_done"] == 3
     recorded = json.loads((tmp_path / "train_stats.json").read_text())
     assert recorded["config"]["observations"] == 0.5
+
+
+def test_a_run_over_an_evaluated_checkpoint_removes_its_stale_evaluation(tmp_path: Path) -> None:
+    """eval.json measured the weights the run overwrites: it goes, and the card the run
+    writes says the new weights are not evaluated."""
+    (tmp_path / "eval.json").write_text('{"heldout_valid": 999}\n')
+    lines: list[str] = []
+    train(tiny_config(), tmp_path, log=lines.append)
+    assert not (tmp_path / "eval.json").exists()
+    assert any(line.startswith("removed ") and "eval.json" in line for line in lines)
+    assert "Not evaluated yet" in (tmp_path / "MODEL_CARD.md").read_text()

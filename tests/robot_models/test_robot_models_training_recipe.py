@@ -34,6 +34,21 @@ def test_each_stage_continues_the_one_before(tmp_path: Path) -> None:
     assert any(line.startswith("[1] step") for line in lines)
 
 
+def test_a_recipe_over_an_evaluated_checkpoint_removes_its_stale_evaluation(
+    tmp_path: Path,
+) -> None:
+    """The recipe copies its last stage over `out`, which has no eval.json of its own:
+    the one measured on the earlier weights must not stay beside the new ones."""
+    out = tmp_path / "planner"
+    out.mkdir()
+    (out / "eval.json").write_text('{"heldout_valid": 999}\n')
+    lines: list[str] = []
+    train_recipe(out, STAGES, log=lines.append)
+    assert not (out / "eval.json").exists()
+    assert any(line.startswith("removed ") and "eval.json" in line for line in lines)
+    assert "Not evaluated yet" in (out / "MODEL_CARD.md").read_text()
+
+
 def test_an_interrupted_recipe_resumes_at_its_first_unfinished_stage(tmp_path: Path) -> None:
     out = tmp_path / "planner"
     with pytest.raises(ValueError, match="shape"):  # stage 2 cannot continue stage 1

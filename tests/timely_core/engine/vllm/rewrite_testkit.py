@@ -3,13 +3,14 @@ servers), greedy on the planner checkpoint: each compares what a rewritten gener
 writes after `resume` with a fresh generation whose prompt is the rewritten context.
 
 The prompts are a few random ids repeated, the first of a seed's that the planner
-continues for a whole budget (`running_prompt`: no EOS cuts a comparison short); the
-observation is a failure in the
-drone language's observation form, as the service appends it."""
+continues for a whole budget (`running_prompt`: no EOS cuts a comparison short; the
+probe, `running_prompts`, serves any engine's tests); the observation is a failure in
+the drone language's observation form, as the service appends it."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from vllm_testkit import PLANNER
 
 from robot_models.language import load_language
 from timely_core.engine.protocol import (
+    Engine,
     EngineError,
     HandlingStrategy,
     RewritableEngine,
@@ -40,17 +42,29 @@ def looping_prompt(seed: int, length: int = 120) -> list[int]:
     return (unit * (length // len(unit) + 1))[:length]
 
 
+def running_prompts(
+    engine: Engine, seeds: Iterable[int], probe_id: int, tokens: int, **add: Any
+) -> Iterator[list[int]]:
+    """The looping prompts of `seeds`, in order, that the planner continues for
+    `tokens` ids without its EOS, probed greedily on `engine` (any engine, the torch
+    one too) as generations `probe_id`, `probe_id` + 1, ..., one per seed tried.
+    Lazy, so a caller probes only as many seeds as it takes prompts."""
+    for offset, seed in enumerate(seeds):
+        prompt = looping_prompt(seed)
+        if len(fresh(engine, probe_id + offset, prompt, tokens, **add)) == tokens:
+            yield prompt
+
+
 def running_prompt(
-    engine: Backend, probe_id: int, seed: int, tokens: int = MAX_TOKENS, **add: Any
+    engine: Engine, probe_id: int, seed: int, tokens: int = MAX_TOKENS, **add: Any
 ) -> list[int]:
-    """The first looping prompt from `seed` on that the planner continues for
-    `tokens` ids without its EOS (probed greedily as generations `probe_id` + 0..39):
-    the checks compare runs cut by max_tokens, not by where the planner ends a plan."""
-    for tried in range(seed, seed + 40):
-        prompt = looping_prompt(tried)
-        if len(fresh(engine, probe_id + tried - seed, prompt, tokens, **add)) == tokens:
-            return prompt
-    raise AssertionError(f"the planner ends every looping prompt {seed}..{seed + 39} early")
+    """The first running prompt from `seed` on (40 seeds tried): the checks compare
+    runs cut by max_tokens, not by where the planner ends a plan."""
+    seeds = range(seed, seed + 40)
+    found = next(running_prompts(engine, seeds, probe_id, tokens, **add), None)
+    if found is None:
+        raise AssertionError(f"the planner ends every looping prompt {seed}..{seed + 39} early")
+    return found
 
 
 def observation_ids() -> list[int]:
@@ -61,7 +75,7 @@ def observation_ids() -> list[int]:
     return list(encoded.ids)
 
 
-def run(engine: Backend, gen_id: int, steps: int | None = None) -> list[int]:
+def run(engine: Engine, gen_id: int, steps: int | None = None) -> list[int]:
     """Step `gen_id` alone until it finishes (or `steps` tokens); its tokens."""
     tokens: list[int] = []
     for _ in range(10_000):
@@ -75,7 +89,7 @@ def run(engine: Backend, gen_id: int, steps: int | None = None) -> list[int]:
 
 
 def fresh(
-    engine: Backend, gen_id: int, context: list[int], max_tokens: int, **add: Any
+    engine: Engine, gen_id: int, context: list[int], max_tokens: int, **add: Any
 ) -> list[int]:
     engine.add(gen_id, list(context), SamplingParams(max_tokens=max_tokens), **add)
     return run(engine, gen_id)

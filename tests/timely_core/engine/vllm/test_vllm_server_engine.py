@@ -11,10 +11,12 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator
+from itertools import islice
 from pathlib import Path
 
 import pytest
 from engine_testkit import drive
+from rewrite_testkit import looping_prompt, running_prompts
 from vllm_testkit import VllmServer, free_port, plan_with_service, robot_prompts
 
 from timely_core.engine.protocol import EngineError, SamplingParams
@@ -61,34 +63,16 @@ def _random_prompts(seed: int, count: int) -> list[list[int]]:
     return [[rng.randrange(2, 1536) for _ in range(rng.randrange(20, 300))] for _ in range(count)]
 
 
-def _loop(seed: int) -> list[int]:
-    """A few random ids repeated to 120 tokens."""
-    rng = random.Random(seed)
-    unit = [rng.randrange(2, 1536) for _ in range(rng.randrange(3, 9))]
-    return unit * (120 // len(unit))
-
-
 def _looping_prompts(
     engine: VllmServerEngine | TorchEngine, count: int, tokens: int = 300
 ) -> list[list[int]]:
-    """`count` prompts of a few random ids repeated to 120 tokens that the planner
-    goes on repeating for a long while (where a random prompt ends at once): the
-    first seeds whose greedy continuation, probed on `engine`, runs `tokens` ids
-    without EOS (on the torch engine most such loops run past 1,500)."""
-    prompts: list[list[int]] = []
-    for seed in range(60):
-        prompt = _loop(seed)
-        probe = 900 + seed
-        engine.add(probe, prompt, SamplingParams(max_tokens=tokens))
-        written, finished = 0, False
-        while not finished:
-            for output in engine.step([probe]):
-                written, finished = written + 1, output.finished
-        if written == tokens:
-            prompts.append(prompt)
-        if len(prompts) == count:
-            return prompts
-    raise AssertionError(f"fewer than {count} looping prompts of 60 run {tokens} ids")
+    """`count` looping prompts (rewrite_testkit.looping_prompt) that the planner goes
+    on repeating for a long while (where a random prompt ends at once): the first of
+    seeds 0..59 whose greedy continuation, probed on `engine` as generations 900 on,
+    runs `tokens` ids without EOS (on the torch engine most such loops run past 1,500)."""
+    prompts = list(islice(running_prompts(engine, range(60), 900, tokens), count))
+    assert len(prompts) == count, f"fewer than {count} looping prompts of 60 run {tokens} ids"
+    return prompts
 
 
 def test_server_plans_equal_the_torch_engine(
@@ -224,7 +208,7 @@ def test_a_server_killed_mid_run_loses_no_generation(
     engine: VllmServerEngine, servers: list[VllmServer], torch_engine: TorchEngine
 ) -> None:
     """Runs last: it kills the servers."""
-    prompts = [_loop(seed) for seed in range(8)]
+    prompts = [looping_prompt(seed) for seed in range(8)]
     params = SamplingParams(max_tokens=300)
     expected = drive(torch_engine, prompts, params)
     out = {g: list(p) for g, p in enumerate(prompts, start=40)}
