@@ -119,7 +119,7 @@ def test_the_ranking_orders_the_servers_waiting_queue(
     they arrive from the server). Only an attempt in which the server reported both
     waiting at once counts: from then on the first free slot goes by priority,
     however late its gauge is read; one in which a slot freed first is repeated."""
-    looping = _looping_prompts(engine, 2)
+    looping = _looping_prompts(engine, 2, 1500)  # first and second hold both slots throughout
     head = looping[0][:64]
     engine.register_prefix("queue", head)
     prompts = [looping[0], looping[0], head + looping[1], head + looping[1]]
@@ -158,17 +158,33 @@ def test_the_ranking_orders_the_servers_waiting_queue(
 def test_closing_a_stream_aborts_the_request_on_its_server(
     engine: VllmServerEngine, servers: list[VllmServer], torch_engine: TorchEngine
 ) -> None:
-    # a loop the planner runs for all 1,500 ids (probed on the torch engine, whose
-    # greedy ids are vLLM's): still streaming when the server's gauges are read
+    """A loop the planner runs for all 1,500 ids (probed on the torch engine, whose
+    greedy ids are vLLM's), aborted after 3: its server stops generating it, far
+    short of the budget (read from its token counter once that has settled: the
+    server's gauges lag, and a request this small may end between two reads)."""
     prompt = _looping_prompts(torch_engine, 1, 1500)[0]
+    before = {s.url: _settled(s.generated_tokens) for s in servers}
     engine.add(30, prompt, SamplingParams(max_tokens=1500))
-    for _ in range(3):
-        engine.step([30])
     url = engine.server_of(30)
     server = next(s for s in servers if s.url == url)
-    assert _eventually(lambda: server.running_requests() == 1)  # its gauges lag a little
+    for _ in range(3):
+        engine.step([30])
     engine.abort(30)
+    generated = _settled(server.generated_tokens) - before[server.url]
+    assert 3 <= generated < 1500
     assert _eventually(lambda: server.running_requests() == 0)
+
+
+def _settled(read: Callable[[], float], quiet_s: float = 2.0) -> float:
+    """`read()` once it has not changed for `quiet_s` (bounded: 60 s)."""
+    deadline = time.monotonic() + 60
+    value, since = read(), time.monotonic()
+    while time.monotonic() - since < quiet_s and time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = read()
+        if now != value:
+            value, since = now, time.monotonic()
+    return value
 
 
 def _eventually(condition: Callable[[], bool], timeout_s: float = 60) -> bool:

@@ -96,9 +96,10 @@ def test_a_rewritten_generation_fails_over_from_its_rewritten_ids(
     engine: VllmServerEngine, servers: list[VllmServer]
 ) -> None:
     """Runs last: it kills a server. The appended ids (another loop's) are probed for
-    a continuation that runs its whole budget, and the server is frozen as soon as
-    three of it arrived, so the kill finds the generation mid-stream (a short one
-    would have been streamed to its end before the kill, and no failover needed)."""
+    a continuation that runs its whole budget, and the server the resumed generation
+    went to is frozen at once, then killed, so the kill finds it mid-stream (the tiny
+    planner streams a whole budget before a test could step it, and a generation
+    streamed to its end needs no failover)."""
     prompt = running_prompt(engine, 4000, 3, 10)
     appended = _appended_that_runs(engine, prompt)
     engine.add(400, prompt, SamplingParams(max_tokens=FAILOVER_BUDGET))
@@ -109,12 +110,11 @@ def test_a_rewritten_generation_fails_over_from_its_rewritten_ids(
     expected = fresh(engine, 401, context, FAILOVER_BUDGET - 6 - len(appended))
     assert len(expected) == FAILOVER_BUDGET - 6 - len(appended)
     engine.resume(400)
-    after = run(engine, 400, steps=3)
-    url = engine.server_of(400)
+    url = engine.server_of(400)  # routed by resume
     victim = next(s for s in servers if s.url == url)
     victim.pause()
     victim.kill()
-    after += run(engine, 400)
+    after = run(engine, 400)
     assert after == expected
     assert engine.generation_failovers.get(400, 0) >= 1  # it moved to the other server
     assert engine.generation_failovers.get(401, 0) == 0

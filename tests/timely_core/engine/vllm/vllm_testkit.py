@@ -172,9 +172,14 @@ class VllmServer:
 
     def pause(self) -> None:
         """Freeze the group (SIGSTOP): its open streams stay open and send nothing
-        more, so a test can kill it while a generation is known to be mid-stream."""
+        more, so a test can kill it while a generation is known to be mid-stream
+        (the tiny planner streams a whole budget faster than a test steps it)."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGSTOP)
+
+    def generated_tokens(self) -> float:
+        """Tokens the server has generated, all requests (its counter)."""
+        return self._gauge("vllm:generation_tokens_total")
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
