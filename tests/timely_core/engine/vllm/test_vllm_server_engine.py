@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from engine_testkit import drive
-from rewrite_testkit import looping_prompt, running_prompts
+from rewrite_testkit import running_prompts
 from vllm_testkit import VllmServer, free_port, plan_with_service, robot_prompts
 
 from timely_core.engine.protocol import EngineError, SamplingParams
@@ -223,8 +223,11 @@ def test_service_on_servers_completes_every_task_with_one_killed(
 def test_a_server_killed_mid_run_loses_no_generation(
     engine: VllmServerEngine, servers: list[VllmServer], torch_engine: TorchEngine
 ) -> None:
-    """Runs last: it kills the servers."""
-    prompts = [looping_prompt(seed) for seed in range(8)]
+    """Runs last: it kills the servers. The prompts are loops the planner runs for
+    their whole budget (probed on the torch engine), so the victim is still streaming
+    some of them when it is killed."""
+    prompts = list(islice(running_prompts(torch_engine, range(60), 960, 300), 8))
+    assert len(prompts) == 8, "fewer than 8 of 60 looping prompts run 300 ids"
     params = SamplingParams(max_tokens=300)
     expected = drive(torch_engine, prompts, params)
     out = {g: list(p) for g, p in enumerate(prompts, start=40)}
