@@ -47,9 +47,11 @@ class ServiceConfig(BaseModel):
     # default: a plan then cannot name an object the request implies without naming
     # it ("a tool for cutting paper": scissors).
     grounded_names: bool = False
-    # With the grammar, a plan's last this-many tokens of `max_tokens` end it at the
-    # first statement boundary (its blocks closed), so a plan that runs long still
-    # ends valid instead of cut off mid-statement. 0: off.
+    # With the grammar, a plan's last this-many tokens of `max_tokens` (or of the
+    # segment limit, for a statement nearing it) end it at the first statement
+    # boundary (its blocks closed), and in their last half also end an open name,
+    # call and statement, so a plan that runs long still ends valid instead of cut
+    # off mid-statement (engine/closing.py). 0: off.
     grammar_close_within: int = Field(default=32, ge=0)
     # Rollbacks after failed segments per task (requests with replan_on_failure);
     # the next failure ends the task with the robot's error (docs/closed-loop.md).

@@ -246,7 +246,8 @@ class PlannerParams(BaseModel):
         le=4096,
         description="with the grammar, a plan's last this-many tokens (of its token limit, or "
         "of the segment limit for one statement) end it at the next statement boundary, its "
-        "blocks closed; 0: off",
+        "blocks closed; in the last half an open name, call and statement are ended too; "
+        "0: off",
     )
     handling_strategy: Literal["auto", "ttl", "preserve", "swap", "discard"] = Field(
         default="auto",
