@@ -7,9 +7,11 @@ from timely_core.engine.torch.engine import TorchEngine
 
 
 class GrammarRecordingEngine(TorchEngine):
-    """`admitted`: each generation's `SamplingParams.grammar`, by gen_id."""
+    """`admitted`: each generation's `SamplingParams.grammar`, by gen_id;
+    `admitted_params`: its whole `SamplingParams`."""
 
     admitted: dict[int, str | None]
+    admitted_params: dict[int, SamplingParams]
 
     def add(
         self,
@@ -21,3 +23,5 @@ class GrammarRecordingEngine(TorchEngine):
     ) -> None:
         super().add(gen_id, prompt_token_ids, params, prefix_id, variant)
         self.admitted[gen_id] = params.grammar
+        if hasattr(self, "admitted_params"):
+            self.admitted_params[gen_id] = params

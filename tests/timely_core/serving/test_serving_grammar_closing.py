@@ -1,8 +1,9 @@
 """Under the grammar the service closes plans before its limits end them: a plan
 whose statement nears the robot's segment limit has its blocks closed at the next
-statement boundary and ends there, as a plan nearing `max_tokens` does. Without
-closing (`grammar_close_within=0`) the same tasks fail on those limits. Greedy, on
-the shipped planner."""
+statement boundary and ends there, as a plan nearing `max_tokens` does; a statement
+that never ends by itself (a name whose letters the planner repeats) is ended, its
+name cut, in the window's last half. Without closing (`grammar_close_within=0`) the
+same tasks fail on those limits. Greedy, on the shipped planner."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tokenizers import Tokenizer
 
 from robot_models.checkpoints import default_planner_path
 from robot_models.language import load_language
+from tests.timely_core.serving.grammar_recording import GrammarRecordingEngine
 from timely_core.clock import MonotonicClock
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
@@ -90,3 +92,53 @@ def test_a_plan_nearing_max_tokens_ends_at_a_statement_boundary() -> None:
     for result in closed:
         assert result.success, (result.plan_text, result.error)
         assert drone.parse(result.plan_text)
+
+
+def sort_screws(arm: PlanLanguage) -> tuple[TaskResult, GrammarRecordingEngine]:
+    """The one arm task below on the service (default closing and segment limit)."""
+    path = default_planner_path()
+    engine = GrammarRecordingEngine(Path(path), EngineConfig())
+    engine.admitted, engine.admitted_params = {}, {}
+    service = PlanningService(
+        engine,
+        Tokenizer.from_file(str(path / "tokenizer.json")),
+        policy="timely",
+        clock=MonotonicClock(),
+        languages={"arm": arm},
+    )
+    service.register_robot("arm0", robot_type="arm")
+    service.start()
+    try:
+        handle = service.submit(
+            TaskRequest(
+                robot_id="arm0",
+                scene="on table: m3 screw, m5 screw; bins: m3 bin, m5 bin",
+                instruction="sort the m3 screw and m5 screw into their bins",
+            )
+        )
+        for segment in handle.segments(timeout_s=300):
+            handle.segment_done(segment.index)
+        return handle.result(timeout_s=300), engine
+    finally:
+        service.stop()
+
+
+def test_a_statement_repeating_a_name_is_ended_before_the_segment_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The planner writes `so('sastooo...` for this request and never closes the
+    name: closing at statement boundaries alone lets it run past the 64-token
+    segment limit and the task fails; the hard closers the service passes (the
+    language's, as token ids) end the name, call and statement in time."""
+    soft_only = load_language("arm")
+    monkeypatch.setattr(soft_only, "grammar_hard_closers", lambda: ())
+    failed, _ = sort_screws(soft_only)
+    assert not failed.success and "no complete statement within 64 tokens" in failed.error
+    assert "so('sastoo" in failed.plan_text + failed.error, "no longer loops: pick another"
+    arm = load_language("arm")
+    result, engine = sort_screws(arm)
+    assert result.success, (result.plan_text, result.error)
+    assert arm.parse(result.plan_text)
+    tokenizer = Tokenizer.from_file(str(default_planner_path() / "tokenizer.json"))
+    hard = [tokenizer.encode(t, add_special_tokens=False).ids for t in arm.grammar_hard_closers()]
+    assert engine.admitted_params[0].hard_closing_ids == tuple(ids[0] for ids in hard)
