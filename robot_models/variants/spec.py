@@ -23,7 +23,9 @@ class VariantSpec(BaseModel):
     scene, instruction and plan, `instruction_rename` words in the instruction only,
     `plan_rename` literal text in the plan, clamp move distances to
     `max_distance_cm`, wrap plans of a family in `plan_wrap` (before, after).
-    `adapter` sizes its LoRA adapter (rank, alpha, projections, layers).
+    `adapter` sizes its LoRA adapter (rank, alpha, projections, layers);
+    `train_steps` trains it longer or shorter than the command's default (a variant
+    whose plans differ most from the base's needs more).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -38,6 +40,7 @@ class VariantSpec(BaseModel):
     max_distance_cm: int | None = Field(default=None, ge=20, le=500)
     plan_wrap: dict[str, tuple[str, str]] = Field(default_factory=dict)
     adapter: AdapterShape = AdapterShape()
+    train_steps: int | None = Field(default=None, ge=1, le=100_000)
 
     def model_post_init(self, _context: object) -> None:
         if self.robot_type not in ROBOT_TYPES:

@@ -3,7 +3,8 @@ adapters from the base planner and score each, base vs adapter, on its own held-
 examples.
 
 Each adapter has its variant's `adapter` shape in fleet.yaml (rank, alpha, targets,
-layers) unless a flag (--rank, --alpha, --targets, --layers) sets another.
+layers) unless a flag (--rank, --alpha, --targets, --layers) sets another, and trains
+for its `train_steps` there (else the default) unless --steps sets them.
 
 Writes peft adapters to robot_models/checkpoints/variants/<name>/ (unless --out-root
 is given), with train_stats.json and eval.json beside them.
@@ -19,7 +20,7 @@ from robot_models.checkpoints import default_planner_path
 from robot_models.variants.cli import add_config_flags, compare_with_base, config_from
 from robot_models.variants.data import variant_data
 from robot_models.variants.lora import LoraTrainConfig, train_adapter
-from robot_models.variants.spec import VARIANTS_DIR, load_fleet, variant_spec
+from robot_models.variants.spec import VARIANTS_DIR, VariantSpec, load_fleet, variant_spec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,14 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     defaults = LoraTrainConfig()
     flagged = {
         f
-        for f in ("rank", "alpha", "targets", "layers")
+        for f in ("rank", "alpha", "targets", "layers", "steps")
         if getattr(args, f) != getattr(defaults, f)
     }
     specs = [variant_spec(n) for n in args.names] or list(load_fleet().values())
     for spec in specs:
         out = args.out_root / spec.name
-        shape = {k: v for k, v in spec.adapter.flags().items() if k not in flagged}
-        run_config = replace(config, **shape)  # type: ignore[arg-type]
+        run_config = variant_config(spec, config, flagged)
         print(f"== {spec.name} ({spec.robot_type}) -> {out}", flush=True)
         data = variant_data(spec, config.train_examples, config.heldout_examples, config.seed)
         stats = train_adapter(
@@ -54,6 +54,17 @@ def main(argv: list[str] | None = None) -> int:
             continue
         compare_with_base(spec.name, args.base, data.heldout, out, out, "adapter", "adapter")
     return 0
+
+
+def variant_config(
+    spec: VariantSpec, config: LoraTrainConfig, flagged: set[str]
+) -> LoraTrainConfig:
+    """`config` with the variant's adapter shape and training steps from fleet.yaml,
+    except those the command line set (`flagged`)."""
+    shape: dict[str, object] = {k: v for k, v in spec.adapter.flags().items() if k not in flagged}
+    if spec.train_steps is not None and "steps" not in flagged:
+        shape["steps"] = spec.train_steps
+    return replace(config, **shape)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ counts exactly its bytes."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,8 @@ from robot_models.variants.adapter_shape import AdapterShape
 from robot_models.variants.data import variant_data
 from robot_models.variants.full_tune import FullTuneConfig, trainable_parameters
 from robot_models.variants.lora import LoraTrainConfig, train_adapter
-from robot_models.variants.spec import FLEET_FILE, load_fleet, variant_spec
+from robot_models.variants.spec import FLEET_FILE, VariantSpec, load_fleet, variant_spec
+from robot_models.variants.train import variant_config
 
 PLANNER = default_planner_path()
 
@@ -101,6 +103,20 @@ def test_fleet_shapes_reach_the_training_config() -> None:
     shape = variant_spec("heavy-drone").adapter
     flags = shape.flags()
     assert AdapterShape.from_flags(**flags) == shape.model_copy(update={"alpha": shape.lora_alpha})  # type: ignore[arg-type]
+
+
+def test_a_variants_train_steps_apply_unless_the_command_sets_them() -> None:
+    config = LoraTrainConfig()
+    heavy, warehouse = variant_spec("heavy-drone"), variant_spec("warehouse-drone")
+    assert heavy.train_steps is not None and warehouse.train_steps is None
+    assert variant_config(heavy, config, set()).steps == heavy.train_steps
+    assert variant_config(warehouse, config, set()).steps == config.steps
+    flagged = replace(config, steps=7, rank=2)
+    both = variant_config(heavy, flagged, {"steps", "rank"})
+    assert (both.steps, both.rank) == (7, 2)
+    assert variant_config(heavy, config, set()).rank == heavy.adapter.rank
+    with pytest.raises(ValidationError, match="train_steps"):
+        VariantSpec.model_validate({**heavy.model_dump(), "train_steps": 0})
 
 
 def test_full_tune_units_choose_the_trained_blocks() -> None:
