@@ -73,16 +73,21 @@ def torch_with_variants(planner: Path) -> TorchEngine:
 
 
 def assert_variants_equal_torch(planner: Path, engine: Engine) -> None:
-    """The variant batch on `engine` gives the torch engine's greedy tokens, and the
-    adapter changes the plan (the variant really ran)."""
+    """The variant batch on `engine` gives the torch engine's greedy tokens, and each
+    adapter changes the plan of one of its prompts at least (it really ran; on a
+    prompt far from its training an adapter may write the base's plan)."""
     from engine_testkit import drive
 
     prompts, variants, arrivals = variant_batch()
     greedy = SamplingParams(max_tokens=24)
-    expected = drive(torch_with_variants(planner), prompts, greedy, arrivals, variants=variants)
+    reference = torch_with_variants(planner)
+    expected = drive(reference, prompts, greedy, arrivals, variants=variants)
     got = drive(engine, prompts, greedy, arrivals, variants=variants)
     assert got == expected
-    assert got[0] != got[1]
+    base = drive(reference, prompts, greedy, arrivals)
+    for name in SERVED:
+        rows = [i for i, variant in enumerate(variants) if variant == name]
+        assert any(got[i] != base[i] for i in rows), f"{name} wrote the base's plans"
 
 
 def drive_segmented(
