@@ -16,6 +16,22 @@ FLEET_FILE = Path(__file__).resolve().parent / "fleet.yaml"
 VARIANTS_DIR = CHECKPOINT_DIR / "variants"
 
 
+class TrainingOverrides(BaseModel):
+    """How a variant's adapter was trained where it differs from the training
+    command's defaults (`LoraTrainConfig`), so the command reproduces it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    steps: int | None = Field(default=None, ge=1, le=100_000)
+    batch_size: int | None = Field(default=None, ge=1, le=1024)
+    lr: float | None = Field(default=None, gt=0, le=1)
+    prefix_every: int | None = Field(default=None, ge=1, le=10_000)
+
+    def settings(self) -> dict[str, int | float]:
+        """The settings it gives, by `LoraTrainConfig` field."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
 class VariantSpec(BaseModel):
     """How a variant's examples differ from the base dataset's.
 
@@ -24,8 +40,9 @@ class VariantSpec(BaseModel):
     `plan_rename` literal text in the plan, clamp move distances to
     `max_distance_cm`, wrap plans of a family in `plan_wrap` (before, after).
     `adapter` sizes its LoRA adapter (rank, alpha, projections, layers);
-    `train_steps` trains it longer or shorter than the command's default (a variant
-    whose plans differ most from the base's needs more).
+    `training` holds the training settings it was trained with where they differ
+    from the command's defaults (a variant whose plans differ most from the base's
+    needs more steps).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -40,7 +57,7 @@ class VariantSpec(BaseModel):
     max_distance_cm: int | None = Field(default=None, ge=20, le=500)
     plan_wrap: dict[str, tuple[str, str]] = Field(default_factory=dict)
     adapter: AdapterShape = AdapterShape()
-    train_steps: int | None = Field(default=None, ge=1, le=100_000)
+    training: TrainingOverrides = TrainingOverrides()
 
     def model_post_init(self, _context: object) -> None:
         if self.robot_type not in ROBOT_TYPES:

@@ -4,7 +4,8 @@ examples.
 
 Each adapter has its variant's `adapter` shape in fleet.yaml (rank, alpha, targets,
 layers) unless a flag (--rank, --alpha, --targets, --layers) sets another, and trains
-for its `train_steps` there (else the default) unless --steps sets them.
+with its `training` settings there (steps, batch size, lr, prefix_every; else the
+defaults) unless a flag sets them.
 
 Writes peft adapters to robot_models/checkpoints/variants/<name>/ (unless --out-root
 is given), with train_stats.json and eval.json beside them.
@@ -20,7 +21,13 @@ from robot_models.checkpoints import default_planner_path
 from robot_models.variants.cli import add_config_flags, compare_with_base, config_from
 from robot_models.variants.data import variant_data
 from robot_models.variants.lora import LoraTrainConfig, train_adapter
-from robot_models.variants.spec import VARIANTS_DIR, VariantSpec, load_fleet, variant_spec
+from robot_models.variants.spec import (
+    VARIANTS_DIR,
+    TrainingOverrides,
+    VariantSpec,
+    load_fleet,
+    variant_spec,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     defaults = LoraTrainConfig()
     flagged = {
         f
-        for f in ("rank", "alpha", "targets", "layers", "steps")
+        for f in ("rank", "alpha", "targets", "layers", *TrainingOverrides.model_fields)
         if getattr(args, f) != getattr(defaults, f)
     }
     specs = [variant_spec(n) for n in args.names] or list(load_fleet().values())
@@ -59,12 +66,11 @@ def main(argv: list[str] | None = None) -> int:
 def variant_config(
     spec: VariantSpec, config: LoraTrainConfig, flagged: set[str]
 ) -> LoraTrainConfig:
-    """`config` with the variant's adapter shape and training steps from fleet.yaml,
-    except those the command line set (`flagged`)."""
-    shape: dict[str, object] = {k: v for k, v in spec.adapter.flags().items() if k not in flagged}
-    if spec.train_steps is not None and "steps" not in flagged:
-        shape["steps"] = spec.train_steps
-    return replace(config, **shape)  # type: ignore[arg-type]
+    """`config` with the variant's adapter shape and training settings from
+    fleet.yaml, except those the command line set (`flagged`)."""
+    settings = {**spec.adapter.flags(), **spec.training.settings()}
+    kept = {k: v for k, v in settings.items() if k not in flagged}
+    return replace(config, **kept)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

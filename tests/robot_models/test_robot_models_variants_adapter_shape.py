@@ -105,18 +105,35 @@ def test_fleet_shapes_reach_the_training_config() -> None:
     assert AdapterShape.from_flags(**flags) == shape.model_copy(update={"alpha": shape.lora_alpha})  # type: ignore[arg-type]
 
 
-def test_a_variants_train_steps_apply_unless_the_command_sets_them() -> None:
+def test_a_variants_training_settings_apply_unless_the_command_sets_them() -> None:
     config = LoraTrainConfig()
     heavy, warehouse = variant_spec("heavy-drone"), variant_spec("warehouse-drone")
-    assert heavy.train_steps is not None and warehouse.train_steps is None
-    assert variant_config(heavy, config, set()).steps == heavy.train_steps
-    assert variant_config(warehouse, config, set()).steps == config.steps
-    flagged = replace(config, steps=7, rank=2)
-    both = variant_config(heavy, flagged, {"steps", "rank"})
-    assert (both.steps, both.rank) == (7, 2)
+    assert heavy.training.steps is not None and heavy.training.lr is None
+    assert variant_config(heavy, config, set()).steps == heavy.training.steps
+    assert variant_config(heavy, config, set()).lr == config.lr  # not overridden
+    assert variant_config(warehouse, config, set()).lr == warehouse.training.lr
+    flagged = replace(config, steps=7, rank=2, lr=0.1)
+    chosen = variant_config(warehouse, flagged, {"steps", "rank", "lr"})
+    assert (chosen.steps, chosen.rank, chosen.lr) == (7, 2, 0.1)
+    assert chosen.batch_size == warehouse.training.batch_size
     assert variant_config(heavy, config, set()).rank == heavy.adapter.rank
-    with pytest.raises(ValidationError, match="train_steps"):
-        VariantSpec.model_validate({**heavy.model_dump(), "train_steps": 0})
+    with pytest.raises(ValidationError, match=r"training\.steps"):
+        VariantSpec.model_validate({**heavy.model_dump(), "training": {"steps": 0}})
+    with pytest.raises(ValidationError, match=r"training\.epochs"):
+        VariantSpec.model_validate({**heavy.model_dump(), "training": {"epochs": 3}})
+
+
+def test_the_shipped_adapters_were_trained_as_fleet_yaml_says() -> None:
+    """`python -m robot_models.variants.train NAME` reproduces each shipped adapter's
+    training settings (train_stats.json records them)."""
+    for spec in load_fleet().values():
+        stats = spec.adapter_dir / "train_stats.json"
+        if not (spec.adapter_dir / "adapter_config.json").is_file():
+            continue  # a full fine-tune (train_full)
+        recorded = json.loads(stats.read_text())["config"]
+        config = variant_config(spec, LoraTrainConfig(), set())
+        for field in ("steps", "batch_size", "lr", "prefix_every", "rank", "targets"):
+            assert recorded[field] == getattr(config, field), (spec.name, field)
 
 
 def test_full_tune_units_choose_the_trained_blocks() -> None:
