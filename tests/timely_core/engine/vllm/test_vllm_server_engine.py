@@ -224,8 +224,9 @@ def test_a_server_killed_mid_run_loses_no_generation(
     engine: VllmServerEngine, servers: list[VllmServer], torch_engine: TorchEngine
 ) -> None:
     """Runs last: it kills the servers. The prompts are loops the planner runs for
-    their whole budget (probed on the torch engine), so the victim is still streaming
-    some of them when it is killed."""
+    their whole budget (probed on the torch engine), and the victim is frozen once
+    its generations are routed to it, so it dies with them mid-stream (the tiny
+    planner can stream a whole budget before a test's third step)."""
     prompts = list(islice(running_prompts(torch_engine, range(60), 960, 300), 8))
     assert len(prompts) == 8, "fewer than 8 of 60 looping prompts run 300 ids"
     params = SamplingParams(max_tokens=300)
@@ -238,6 +239,7 @@ def test_a_server_killed_mid_run_loses_no_generation(
     assert len(set(by_server.values())) == 2  # least loaded first: both servers used
     victim = servers[1]
     assert len(set(by_server.values()) - {victim.url}) == 1
+    victim.pause()
     for iteration in range(10_000):
         if not live:
             break
