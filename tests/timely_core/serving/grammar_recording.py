@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from timely_core.engine.protocol import SamplingParams
+from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 
 
@@ -10,8 +13,10 @@ class GrammarRecordingEngine(TorchEngine):
     """`admitted`: each generation's `SamplingParams.grammar`, by gen_id;
     `admitted_params`: its whole `SamplingParams`."""
 
-    admitted: dict[int, str | None]
-    admitted_params: dict[int, SamplingParams]
+    def __init__(self, model_path: str | Path, config: EngineConfig | None = None) -> None:
+        super().__init__(model_path, config)
+        self.admitted: dict[int, str | None] = {}
+        self.admitted_params: dict[int, SamplingParams] = {}
 
     def add(
         self,
@@ -23,5 +28,4 @@ class GrammarRecordingEngine(TorchEngine):
     ) -> None:
         super().add(gen_id, prompt_token_ids, params, prefix_id, variant)
         self.admitted[gen_id] = params.grammar
-        if hasattr(self, "admitted_params"):
-            self.admitted_params[gen_id] = params
+        self.admitted_params[gen_id] = params

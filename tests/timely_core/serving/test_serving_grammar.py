@@ -40,7 +40,6 @@ def serve(grammar: bool) -> tuple[list[TaskResult], dict[str, set[str | None]]]:
     if not (path / "model.safetensors").is_file():
         pytest.fail(f"the planner checkpoint is missing at {path}: python -m robot_models.train")
     engine = GrammarRecordingEngine(Path(path), EngineConfig())
-    engine.admitted = {}
     languages: dict[str, PlanLanguage] = {"drone": load_language("drone")}
     languages["arm"] = load_language("arm")
     service = PlanningService(

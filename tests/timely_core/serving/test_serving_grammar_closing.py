@@ -98,7 +98,6 @@ def sort_screws(arm: PlanLanguage) -> tuple[TaskResult, GrammarRecordingEngine]:
     """The one arm task below on the service (default closing and segment limit)."""
     path = default_planner_path()
     engine = GrammarRecordingEngine(Path(path), EngineConfig())
-    engine.admitted, engine.admitted_params = {}, {}
     service = PlanningService(
         engine,
         Tokenizer.from_file(str(path / "tokenizer.json")),

@@ -43,7 +43,6 @@ def served(grounded: bool) -> tuple[list[str], list[str | None]]:
         pytest.fail(f"the planner checkpoint is missing at {path}: python -m robot_models.train")
     languages: dict[str, PlanLanguage] = {r: load_language(r) for r in ("drone", "arm")}
     engine = GrammarRecordingEngine(Path(path), EngineConfig())
-    engine.admitted = {}
     service = PlanningService(
         engine,
         Tokenizer.from_file(str(path / "tokenizer.json")),

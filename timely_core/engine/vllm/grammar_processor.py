@@ -119,6 +119,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
         started = time.perf_counter()
         eos = self._eos
         masked: list[int] = []
+        closing: dict[int, tuple[int, ...]] = {}  # masked rows that close, with their ids
         argmax: list[int] | None = None
         kept = 0
         for index, row in rows.items():
@@ -130,6 +131,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
                 if closer is not None:
                     _force(logits, index, closer)
                     continue
+                closing[index] = closers
             elif row.greedy_unmasked:
                 if argmax is None:
                     argmax = row_argmax(logits)
@@ -142,21 +144,20 @@ class GrammarLogitsProcessor(LogitsProcessor):
             masked.append(index)
         self.shortcut_rows += kept
         if masked:
-            self._mask(logits, sorted(masked))
+            self._mask(logits, sorted(masked), closing)
         self.seconds += time.perf_counter() - started
         return logits
 
-    def _mask(self, logits: torch.Tensor, masked: list[int]) -> None:
+    def _mask(
+        self, logits: torch.Tensor, masked: list[int], closing: dict[int, tuple[int, ...]]
+    ) -> None:
         grammars: list[GrammarMatcher | None] = [None] * logits.shape[0]
         for index in masked:
             grammars[index] = self._rows[index].matcher
         self._masker.mask_rows(logits, masked, grammars)
         self.masked_rows += len(masked)
-        for index in masked:
-            row = self._rows[index]
-            closers = row.closers
-            if closers is not None:
-                self._stop_at_boundary(logits, index, row, closers)
+        for index, closers in closing.items():
+            self._stop_at_boundary(logits, index, self._rows[index], closers)
 
     def _stop_at_boundary(
         self, logits: torch.Tensor, index: int, row: GrammarRow, closers: tuple[int, ...]
