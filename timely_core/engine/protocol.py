@@ -55,7 +55,13 @@ class SamplingParams:
     being cut off mid-statement at `max_tokens`. Other tokens are chosen as always.
     0 turns it off. In the window's last half `hard_closing_ids` join them (after
     `closing_ids`): ids that end an open name, call or statement (`closing.py`), so
-    a statement that keeps going still ends in time."""
+    a statement that keeps going still ends in time.
+
+    `copy_names`, `copy_bias` (with a grammar): inside a name quoted by
+    `copy_quote`, the tokens that go on spelling one of `copy_names` (the request's
+    own names) get `copy_bias` added to their logits, so a name the request gives
+    wins where the model is unsure (`copy_bias.py`). 0 or no names turns it off;
+    engines without logits (the simulator) accept and ignore it."""
 
     temperature: float = 0.0
     top_p: float = 1.0
@@ -66,6 +72,9 @@ class SamplingParams:
     close_within: int = 0
     closing_ids: tuple[int, ...] = ()
     hard_closing_ids: tuple[int, ...] = ()
+    copy_names: tuple[str, ...] = ()
+    copy_bias: float = 0.0
+    copy_quote: str = "'"
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from timely_core.engine.closing import closing_ids_now
+from timely_core.engine.copy_bias import CopyBias, copies
 from timely_core.engine.iteration_scheduler import Chunk
 from timely_core.engine.paged_engine import PagedEngine
 from timely_core.engine.protocol import SamplingParams, StepOutput, UnknownVariant
@@ -104,6 +105,7 @@ class TorchEngine(PagedEngine):
         self.runner = ModelRunner(self.model, self.cache, size, self.adapters, self.block_variants)
         self.timings = StepTimings()
         self._grammars: GrammarCompiler | None = None
+        self._copy_bias: CopyBias | None = None
         self.masker = GrammarMasker(
             self.config.max_generations,
             mc.vocab_size,
@@ -206,6 +208,15 @@ class TorchEngine(PagedEngine):
         with torch.inference_mode(), self._threads(sum(c.length for c in chunks)):
             sampled, logits = self.runner.run(chunks)
             params = [c.state.params for c in sampled]
+            copying = [
+                (row, c.state)
+                for row, c in enumerate(sampled)
+                if c.state.params.grammar is not None and copies(c.state.params)
+            ]
+            if copying:
+                self.copy_bias.apply(
+                    logits, [(row, s.token_ids[s.prompt_len :], s.params) for row, s in copying]
+                )
             generators = [c.state.generator for c in sampled]
             grammars = [c.state.grammar for c in sampled]
             if any(g is not None for g in grammars):
@@ -261,6 +272,13 @@ class TorchEngine(PagedEngine):
             )
             self.masker.set_vocabulary(self._grammars.vocab)
         return self._grammars
+
+    @property
+    def copy_bias(self) -> CopyBias:
+        """This checkpoint's copy-bias lookups (its vocabulary, read on first use)."""
+        if self._copy_bias is None:
+            self._copy_bias = CopyBias(self.grammars.vocab)
+        return self._copy_bias
 
     @contextmanager
     def _copies(self) -> Iterator[None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from timely_core.engine.copy_bias import check_copy_params
 from timely_core.engine.protocol import SamplingParams
 
 
@@ -21,6 +22,7 @@ def validate_params(params: SamplingParams) -> None:
         raise ValueError("grammar must be None or a non-empty grammar text")
     if params.close_within < 0:
         raise ValueError(f"close_within must be >= 0, got {params.close_within}")
+    check_copy_params(params)
 
 
 def make_generator(params: SamplingParams) -> torch.Generator | None:

@@ -1,0 +1,90 @@
+"""The copy bias's rule (engine/copy_bias.py) on a small vocabulary: which ids go on
+spelling a listed name, only inside a quoted name, up to and including the
+closing quote; and its parameters refused by name."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from timely_core.engine.copy_bias import CopyBias, check_copy_params, copies
+from timely_core.engine.protocol import SamplingParams
+from timely_core.engine.torch.grammar_vocab import TokenBytes
+
+SPELLED = [
+    b"<eos>",  # 0, special
+    b"o",  # 1
+    b"('",  # 2
+    b"cup",  # 3
+    b"c",  # 4
+    b"up",  # 5
+    b"');",  # 6
+    b"'",  # 7
+    b" b",  # 8
+    b"oard",  # 9
+    b"fork",  # 10
+    b"tp();",  # 11
+    b"cu",  # 12
+]
+ID = {spelled: token_id for token_id, spelled in enumerate(SPELLED)}
+BIAS = CopyBias(TokenBytes(tokens=SPELLED, special=frozenset({0})))
+PARAMS = SamplingParams(copy_names=("cup", "cup board"), copy_bias=5.0)
+
+
+def ids(*spelled: bytes) -> list[int]:
+    return [ID[s] for s in spelled]
+
+
+def test_outside_a_name_nothing_is_boosted() -> None:
+    assert BIAS.boosted([], PARAMS) == []
+    assert BIAS.boosted(ids(b"o"), PARAMS) == []
+    # a name opened and closed: outside again
+    assert BIAS.boosted(ids(b"o", b"('", b"fork", b"');"), PARAMS) == []
+
+
+def test_an_opened_name_boosts_every_token_that_starts_a_listed_name() -> None:
+    boosted = BIAS.boosted(ids(b"o", b"('"), PARAMS)
+    assert boosted == sorted(ids(b"c", b"cu", b"cup"))
+
+
+def test_inside_a_name_the_tokens_that_go_on_spelling_it_are_boosted() -> None:
+    after_c = BIAS.boosted(ids(b"o", b"('", b"c"), PARAMS)
+    assert after_c == sorted(ids(b"up"))  # "cup" and "cup board" both go on with "up"
+    after_cup = BIAS.boosted(ids(b"o", b"('", b"cup"), PARAMS)
+    # "cup" ends here (its quote, alone or in a longer token), "cup board" goes on
+    assert after_cup == sorted(ids(b"'", b"');", b" b"))
+    after_board = BIAS.boosted(ids(b"o", b"('", b"cup", b" b", b"oard"), PARAMS)
+    assert after_board == sorted(ids(b"'", b"');"))
+
+
+def test_a_name_off_every_listed_one_gets_no_boost() -> None:
+    assert BIAS.boosted(ids(b"o", b"('", b"fork"), PARAMS) == []
+
+
+def test_apply_adds_the_bias_to_boosted_ids_of_the_rows_that_copy() -> None:
+    logits = torch.zeros((2, len(SPELLED)))
+    inside = BIAS.apply(logits, [(0, ids(b"o", b"('", b"c"), PARAMS), (1, ids(b"o"), PARAMS)])
+    assert inside == 1
+    expected = torch.zeros(len(SPELLED))
+    expected[ID[b"up"]] = 5.0
+    assert torch.equal(logits[0], expected)
+    assert torch.equal(logits[1], torch.zeros(len(SPELLED)))
+
+
+def test_copy_params_are_checked_by_name() -> None:
+    assert copies(PARAMS)
+    assert not copies(dataclasses.replace(PARAMS, copy_bias=0.0))
+    assert not copies(dataclasses.replace(PARAMS, copy_names=()))
+    check_copy_params(PARAMS)
+    with pytest.raises(ValueError, match="copy_bias"):
+        check_copy_params(dataclasses.replace(PARAMS, copy_bias=-1.0))
+    with pytest.raises(ValueError, match="copy_bias"):
+        check_copy_params(dataclasses.replace(PARAMS, copy_bias=float("inf")))
+    with pytest.raises(ValueError, match="copy_quote"):
+        check_copy_params(dataclasses.replace(PARAMS, copy_quote="''"))
+    with pytest.raises(ValueError, match="copy_names"):
+        check_copy_params(dataclasses.replace(PARAMS, copy_names=("it's",)))
+    with pytest.raises(ValueError, match="copy_names"):
+        check_copy_params(dataclasses.replace(PARAMS, copy_names=("",)))

@@ -1,0 +1,124 @@
+"""Copy bias: inside a quoted name, the tokens that go on spelling one of the
+request's own names get `SamplingParams.copy_bias` added to their logits.
+
+A small planner recalls the names it was trained on ("the thermos" becomes `'cup'`)
+far more readily than it copies an unseen one from the request. Grounded names
+(a grammar that allows only the request's names) fix that, but they also forbid a
+name the request only implies ("a tool for cutting paper" is `'scissors'`). The bias
+is the soft form: where the model is unsure, a name the request gives wins; where it
+is sure enough of another (by more than the bias, in logits), that one stays.
+
+A generation is inside a name while its generated text holds an odd number of
+quotes; the name so far is the text after the last one. A token is boosted when
+its bytes continue a listed name that starts with the name so far, up to and
+including the closing quote (`'cup` + `');` counts: the name ends inside it).
+Segments end at complete statements, so counting from the generation's first
+generated token is enough."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+import torch
+
+from timely_core.engine.protocol import SamplingParams
+from timely_core.engine.torch.grammar_vocab import TokenBytes
+
+_LONGEST_START = 4  # a token that closes a name carries at most this much after it
+
+
+class CopySettings(Protocol):
+    """What a generation copies: `SamplingParams` in the torch engine, `GrammarArgs`
+    inside vLLM."""
+
+    @property
+    def copy_names(self) -> tuple[str, ...]: ...
+
+    @property
+    def copy_bias(self) -> float: ...
+
+    @property
+    def copy_quote(self) -> str: ...
+
+
+def check_copy_params(params: SamplingParams) -> None:
+    """Raise ValueError naming the copy field that cannot mean anything."""
+    if not math.isfinite(params.copy_bias) or params.copy_bias < 0:
+        raise ValueError(f"copy_bias must be a finite number >= 0, got {params.copy_bias}")
+    if not isinstance(params.copy_quote, str) or len(params.copy_quote) != 1:
+        raise ValueError(f"copy_quote must be one character, got {params.copy_quote!r}")
+    for name in params.copy_names:
+        if not isinstance(name, str) or not name or params.copy_quote in name:
+            raise ValueError(
+                f"copy_names must be non-empty strings without the quote "
+                f"{params.copy_quote!r}, got {name!r}"
+            )
+
+
+def copies(params: CopySettings) -> bool:
+    """Whether a generation with `params` gets a copy bias at all."""
+    return params.copy_bias > 0 and bool(params.copy_names)
+
+
+class CopyBias:
+    """One vocabulary's lookups: which ids spell a given text, and which spell
+    a given short text and more."""
+
+    def __init__(self, vocab: TokenBytes) -> None:
+        self.seconds = 0.0  # spent in `apply` (bench/grammar.py)
+        self._spelled = vocab.tokens
+        self._special = vocab.special
+        self._by_bytes: dict[bytes, list[int]] = {}
+        self._by_start: dict[bytes, list[int]] = {}
+        for token_id, spelled in enumerate(vocab.tokens):
+            if token_id in vocab.special or not spelled:
+                continue
+            self._by_bytes.setdefault(spelled, []).append(token_id)
+            for end in range(1, min(len(spelled), _LONGEST_START + 1)):
+                self._by_start.setdefault(spelled[:end], []).append(token_id)
+
+    def boosted(self, generated: Sequence[int], params: CopySettings) -> list[int]:
+        """The ids that continue one of `params.copy_names` after `generated` (the
+        generation's own token ids); none outside a quoted name."""
+        quote = params.copy_quote.encode()
+        spelled, special = self._spelled, self._special
+        text = b"".join(spelled[t] for t in generated if t not in special)
+        if text.count(quote) % 2 == 0:
+            return []
+        so_far = text[text.rfind(quote) + 1 :]
+        ids: set[int] = set()
+        for name in params.copy_names:
+            encoded = name.encode()
+            if not encoded.startswith(so_far):
+                continue
+            rest = encoded[len(so_far) :] + quote
+            for end in range(1, len(rest) + 1):
+                ids.update(self._by_bytes.get(rest[:end], ()))
+            if len(rest) <= _LONGEST_START:  # the name ends inside a longer token
+                ids.update(self._by_start.get(rest, ()))
+        return sorted(ids)
+
+    def apply(
+        self,
+        logits: torch.Tensor,
+        rows: Sequence[tuple[int, Sequence[int], CopySettings]],
+    ) -> int:
+        """Add each row's bias to its boosted ids in `logits` ([rows, vocab], in
+        place); `rows`: (row, generated ids, params) of the rows that copy. Returns
+        how many rows were inside a name."""
+        started = time.perf_counter()
+        inside = 0
+        for row, generated, params in rows:
+            ids = self.boosted(generated, params)
+            if ids:
+                inside += 1
+                index = torch.tensor(ids, dtype=torch.long, device=logits.device)
+                bias = torch.full(
+                    (len(ids),), params.copy_bias, dtype=logits.dtype, device=logits.device
+                )
+                logits[row].index_add_(0, index, bias)
+        self.seconds += time.perf_counter() - started
+        return inside
