@@ -9,8 +9,8 @@ budget and the closing window are the generation's, not the request's, so closin
 counts over the generation's whole life.
 
 The args travel as `SamplingParams.extra_args` in process and as `vllm_xargs` in an
-OpenAI request body (flat keys, values str, int or list of int, as vLLM's API
-allows); the processor validates them with `GrammarArgs` (external input).
+OpenAI request body (flat keys, values str, int, float or lists of them, as vLLM's
+API allows); the processor validates them with `GrammarArgs` (external input).
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ KEYS = (
     "hard_closing_ids",
     "closing",
     "closing_from",
+    "copy_names",
+    "copy_bias",
+    "copy_quote",
 )
 
 
@@ -52,6 +55,10 @@ class GrammarArgs(BaseModel):
     closing: bool = False  # the service asked it to close (ClosingEngine.set_closing)
     # the generation's generated ids when it was asked: its closing window's start
     closing_from: int = Field(default=0, ge=0)
+    # the copy bias (copy_bias.py): the request's names, the bias, their quote
+    copy_names: tuple[str, ...] = ()
+    copy_bias: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    copy_quote: str = Field(default="'", min_length=1, max_length=1)
 
     @model_validator(mode="after")
     def _ids_not_negative(self) -> GrammarArgs:
@@ -61,12 +68,23 @@ class GrammarArgs(BaseModel):
                 raise ValueError(f"{name} must be token ids (>= 0), got {ids}")
         return self
 
+    @model_validator(mode="after")
+    def _names_quotable(self) -> GrammarArgs:
+        for name in self.copy_names:
+            if not name or self.copy_quote in name:
+                raise ValueError(
+                    f"copy_names must be non-empty and without the quote "
+                    f"{self.copy_quote!r}, got {name!r}"
+                )
+        return self
+
     def wire(self) -> dict[str, Any]:
         """As `extra_args` / `vllm_xargs`: flat, prefixed keys."""
         values = self.model_dump()
         values["closing_ids"] = list(self.closing_ids)
         values["hard_closing_ids"] = list(self.hard_closing_ids)
         values["closing"] = int(self.closing)
+        values["copy_names"] = list(self.copy_names)
         return {PREFIX + k: values[k] for k in KEYS}
 
     @staticmethod
@@ -100,4 +118,7 @@ def grammar_args(
         hard_closing_ids=params.hard_closing_ids,
         closing=closing,
         closing_from=closing_from,
+        copy_names=params.copy_names,
+        copy_bias=params.copy_bias,
+        copy_quote=params.copy_quote,
     ).wire()

@@ -25,8 +25,10 @@ else the first closing id it allows, is the only token left; inside a statement 
 masked choice goes on, and a token that would run past a statement's end is cut back
 to the token that stops there (greedy: the masked argmax cut back, as the torch
 engine does; sampled: each such token's probability moved onto its cut-back token,
-the same distribution as drawing then cutting back). Rows without grammar args are
-left untouched.
+the same distribution as drawing then cutting back). Before all that, a row with a
+copy bias gets it on the ids that go on spelling one of its request's names
+(`copy_bias.py`, as in the torch engine). Rows without grammar args are left
+untouched.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from vllm import SamplingParams as VllmSamplingParams
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 from vllm.v1.sample.logits_processor.builtin import process_dict_updates
 
+from timely_core.engine.copy_bias import CopyBias
 from timely_core.engine.torch.grammar import GrammarMatcher
 from timely_core.engine.torch.grammar_mask import GrammarMasker
 from timely_core.engine.vllm.grammar_args import GrammarArgs
@@ -75,6 +78,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
             vllm_config.scheduler_config.max_num_seqs, self._vocab_size, self._eos, False
         )
         self._rows: dict[int, GrammarRow] = {}
+        self._copy_bias: CopyBias | None = None
         self.row_stats = RowStats()  # shared by its rows
         self.seconds = 0.0  # spent in `apply` on rows with a grammar (bench/grammar_vllm.py)
         self.masked_rows = 0  # rows whose mask was computed
@@ -95,6 +99,8 @@ class GrammarLogitsProcessor(LogitsProcessor):
         compiler = shared_compiler(self._tokenizer_dir, self._vocab_size)
         if self._masker.vocab is None:
             self._masker.set_vocabulary(compiler.vocab)
+        if self._copy_bias is None and args.copy_bias > 0 and args.copy_names:
+            self._copy_bias = CopyBias(compiler.vocab)
         greedy = params.temperature < GREEDY_BELOW
         penalties = (
             params.repetition_penalty != 1.0
@@ -122,8 +128,14 @@ class GrammarLogitsProcessor(LogitsProcessor):
         closing: dict[int, tuple[int, ...]] = {}  # masked rows that close, with their ids
         argmax: list[int] | None = None
         kept = 0
+        copying = []
         for index, row in rows.items():
             row.advance(eos)
+            if row.copies:
+                copying.append((index, row.generated_ids(), row.args))
+        if copying and self._copy_bias is not None:
+            self._copy_bias.apply(logits, copying)
+        for index, row in rows.items():
             matcher = row.matcher
             closers = row.closers
             if closers is not None:

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from timely_core.engine.closing import closing_ids_now
+from timely_core.engine.copy_bias import copies
 from timely_core.engine.torch.grammar import GrammarCompiler, GrammarMatcher
 from timely_core.engine.vllm.grammar_args import GrammarArgs
 
@@ -79,6 +80,15 @@ class GrammarRow:
         refused = _replay(self.matcher, plan)
         if refused is not None:  # the engine checks rewrites: never expected
             log.warning("grammar refused prompt token %d: %s", refused, self.matcher.error)
+
+    @property
+    def copies(self) -> bool:
+        """Whether its request carries a copy bias (copy_bias.py)."""
+        return copies(self.args)
+
+    def generated_ids(self) -> list[int]:
+        """The plan's ids so far: those in the prompt, then the outputs taken."""
+        return self.plan + self.output_ids[: self.consumed]
 
     @property
     def closers(self) -> tuple[int, ...] | None:

@@ -27,6 +27,7 @@ from vllm_grammar_testkit import (
 )
 from vllm_testkit import plan_with_service
 
+from robot_models.grounding import grounded_names
 from robot_models.plan_check import check_plan
 from timely_core.engine.protocol import EngineError, HandlingStrategy, SamplingParams
 from timely_core.engine.torch.config import EngineConfig
@@ -90,6 +91,30 @@ def test_a_plan_resumed_after_every_token_keeps_its_grammar_state(
     spelled = vllm_engine.grammars.compiler.vocab.tokens
     crossing = [t for ids in got for t in straddling(ids, spelled)]
     assert crossing, [robots.text(ids, vllm_engine.eos_token_id) for ids in got]
+
+
+# requests naming objects the planner never saw: the copy bias changes their names
+COPYING: list[Case] = [
+    ("drone", "visible: table, chairs", "look for my green thermos"),
+    ("drone", "visible: kitchen table", "find the salt shaker"),
+    ("arm", "on table: stapler, notebook", "put the stapler in the holder"),
+    ("arm", "on table: red mug; places: tray", "is there a red mug on the table"),
+]
+
+
+def test_the_copy_bias_takes_the_tokens_the_torch_engine_takes(
+    robots: Robots, vllm_engine: Any, torch_engine: TorchEngine
+) -> None:
+    copying = [
+        robots.params(c[0], copy_names=grounded_names(c[1], c[2]), copy_bias=10.0) for c in COPYING
+    ]
+    plain = _params(robots, COPYING)
+    got = robots.run(vllm_engine, COPYING + COPYING, copying + plain)
+    assert got == robots.run(torch_engine, COPYING + COPYING, copying + plain)
+    assert got[: len(COPYING)] != got[len(COPYING) :]  # the bias changed plans
+    # each token from a new vLLM request: the name so far comes from the prompt's plan
+    between = resume_after_every_token([HandlingStrategy.DISCARD])
+    assert robots.run(vllm_engine, COPYING, copying, between) == got[: len(COPYING)]
 
 
 def _rewritten(engine: Any, robots: Robots, case: Case, gen_id: int, edits: list[Any]) -> list[int]:

@@ -13,22 +13,33 @@ from timely_core.engine.vllm.grammar_args import PREFIX, GrammarArgs, grammar_ar
 def test_the_wire_args_read_back_as_written() -> None:
     params = SamplingParams(
         max_tokens=90, grammar="start: /a+/", close_within=8, closing_ids=(94,),
-        hard_closing_ids=(28, 265, 8),
+        hard_closing_ids=(28, 265, 8), copy_names=("salt shaker", "7"), copy_bias=9.5,
     )  # fmt: skip
     wire = grammar_args(params, prompt_len=40, closing=True, closing_from=12)
     assert wire is not None
-    assert all(isinstance(v, (str, int, list)) for v in wire.values())  # vLLM's xargs types
+    # vLLM's xargs types: str, int, float, or a list of them
+    assert all(isinstance(v, (str, int, float, list)) for v in wire.values())
     args = GrammarArgs.read(wire)
     assert args == GrammarArgs(
         grammar="start: /a+/", plan_start=40, max_tokens=90, close_within=8,
         closing_ids=(94,), hard_closing_ids=(28, 265, 8), closing=True, closing_from=12,
+        copy_names=("salt shaker", "7"), copy_bias=9.5, copy_quote="'",
     )  # fmt: skip
     assert grammar_args(SamplingParams(), 40, False) is None  # no grammar, no args
 
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("hard_closing_ids", [28, -1]), ("closing_ids", [-5]), ("closing_from", -1)],
+    [
+        ("hard_closing_ids", [28, -1]),
+        ("closing_ids", [-5]),
+        ("closing_from", -1),
+        ("copy_bias", -0.5),
+        ("copy_bias", float("nan")),
+        ("copy_quote", "''"),
+        ("copy_names", ["it's"]),
+        ("copy_names", [""]),
+    ],
 )
 def test_malformed_args_are_refused_naming_the_field(field: str, value: object) -> None:
     wire = grammar_args(SamplingParams(grammar="start: /a+/"), 3, False)
