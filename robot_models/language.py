@@ -80,6 +80,14 @@ class RobotPlanLanguage:
         mentioned."""
         return plan_grammar(self._skills, grounded_names(scene, instruction))
 
+    def request_names(self, scene: str, instruction: str) -> tuple[str, ...]:
+        """The names the request and its scene give (`grounding.grounded_names`): the
+        engine's copy bias favours them inside a quoted name."""
+        return grounded_names(scene, instruction)
+
+    def name_quote(self) -> str:
+        return "'"
+
     def grammar_closers(self) -> tuple[str, ...]:
         """A block's end: what a plan near its token limit writes to close an open
         loop or condition before it ends."""

@@ -47,6 +47,14 @@ class ServiceConfig(BaseModel):
     # default: a plan then cannot name an object the request implies without naming
     # it ("a tool for cutting paper": scissors).
     grounded_names: bool = False
+    # With the grammar, and a language that lists a request's names
+    # (`CopyingLanguage`): inside a quoted name, tokens that go on spelling one of
+    # them get this added to their logits (engine/copy_bias.py), so a name the
+    # request gives wins where the planner is unsure, while a name it is sure of
+    # (by more than this) stays. Logits are the checkpoint's own scale: the default
+    # is the largest that kept the shipped planner's template held-out and LRTrace
+    # plans (bench/copy_bias.py). 0: off.
+    copy_bias: float = Field(default=10.0, ge=0, le=100)
     # With the grammar, a plan's last this-many tokens of `max_tokens` (or of the
     # segment limit, for a statement nearing it) end it at the first statement
     # boundary (its blocks closed), and in their last half also end an open name,

@@ -217,7 +217,9 @@ def test_the_planner_sets_the_handling_strategy(tmp_path: Path) -> None:
     assert build_service(params).config.handling_strategy is HandlingStrategy.SWAP
 
 
-def test_the_planner_sets_grammar_closing_grounded_names_and_kv_prefetch(tmp_path: Path) -> None:
+def test_the_planner_sets_grammar_closing_grounded_names_copy_bias_and_kv_prefetch(
+    tmp_path: Path,
+) -> None:
     from timely_ros.checkpoint import planner_checkpoint
     from timely_ros.service_factory import build_service
 
@@ -225,6 +227,9 @@ def test_the_planner_sets_grammar_closing_grounded_names_and_kv_prefetch(tmp_pat
     assert defaults is not None
     assert (defaults.grammar_close_within, defaults.kv_prefetch) == (32, True)
     assert not defaults.grounded_names
+    assert defaults.copy_bias == 10.0
+    with pytest.raises(ConfigError, match="copy_bias"):
+        parse_bringup(_planner(copy_bias=-1.0))
     with pytest.raises(ConfigError, match="grammar_close_within"):
         parse_bringup(_planner(grammar_close_within=-1))
     with pytest.raises(ConfigError, match="grounded_names"):
@@ -235,6 +240,7 @@ def test_the_planner_sets_grammar_closing_grounded_names_and_kv_prefetch(tmp_pat
         kv_budget_mb=4096.0,
         grammar_close_within=8,
         grounded_names=True,
+        copy_bias=4.5,
         kv_prefetch=False,
     )
     params = parse_bringup(raw).planner
@@ -243,3 +249,4 @@ def test_the_planner_sets_grammar_closing_grounded_names_and_kv_prefetch(tmp_pat
     config = build_service(params).config
     assert (config.grammar_close_within, config.kv_prefetch) == (8, False)
     assert config.grounded_names
+    assert config.copy_bias == 4.5

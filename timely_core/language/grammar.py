@@ -46,6 +46,19 @@ class HardClosingGrammarLanguage(Protocol):
         `grammar_closers` once a plan must end now (`SamplingParams.hard_closing_ids`)."""
 
 
+@runtime_checkable
+class CopyingLanguage(Protocol):
+    """Optional: a grammar language that can list the names a request gives, for
+    the engine's copy bias (`SamplingParams.copy_names`)."""
+
+    def request_names(self, scene: str, instruction: str) -> tuple[str, ...]:
+        """The object names this request and its scene give, as the plan would
+        quote them (without the quote)."""
+
+    def name_quote(self) -> str:
+        """The one character that opens and closes a quoted name in a plan."""
+
+
 def language_grammar(language: object, request: tuple[str, str] | None = None) -> str | None:
     """The grammar of `language`, or None when it has none. With `request` (scene,
     instruction), a `RequestGrammarLanguage`'s grammar for that request."""
@@ -68,3 +81,15 @@ def language_hard_closers(language: object) -> tuple[str, ...]:
     if isinstance(language, HardClosingGrammarLanguage):
         return language.grammar_hard_closers()
     return ()
+
+
+def language_copy_names(language: object, scene: str, instruction: str) -> tuple[str, ...]:
+    """The names a request gives, for `language`'s copy bias (none when it lists none)."""
+    if isinstance(language, CopyingLanguage):
+        return language.request_names(scene, instruction)
+    return ()
+
+
+def language_quote(language: object) -> str:
+    """The quote of `language`'s names (`'` when it does not say)."""
+    return language.name_quote() if isinstance(language, CopyingLanguage) else "'"

@@ -23,8 +23,10 @@ from timely_core.clock import Clock
 from timely_core.engine.protocol import Engine, SamplingParams
 from timely_core.language.grammar import (
     language_closers,
+    language_copy_names,
     language_grammar,
     language_hard_closers,
+    language_quote,
 )
 from timely_core.scheduling.batch_control import LatencyGuidedBatch
 from timely_core.scheduling.policies import Policy
@@ -124,8 +126,9 @@ class ServiceState:
     def sampling_params(self, generation: Generation) -> SamplingParams:
         """The service's sampling, with the grammar of the generation's language
         when `config.grammar` is on and the language has one: with
-        `config.grounded_names`, its grammar for the generation's request. Worked
-        out once per generation (a request's grammar is its own text)."""
+        `config.grounded_names`, its grammar for the generation's request; with
+        `config.copy_bias`, the request's names to copy. Worked out once per
+        generation (a request's grammar and names are its own)."""
         if not self.config.grammar:
             return self.params
         if generation.sampling is None:
@@ -134,7 +137,21 @@ class ServiceState:
                 generation.language,
                 (request.scene, request.instruction) if self.config.grounded_names else None,
             )
-            generation.sampling = self._with_grammar(grammar, generation.language)
+            sampling = self._with_grammar(grammar, generation.language)
+            if sampling.grammar is not None and self.config.copy_bias > 0:
+                quote = language_quote(generation.language)
+                listed = language_copy_names(
+                    generation.language, request.scene, request.instruction
+                )
+                names = tuple(n for n in listed if n and quote not in n)
+                if names:
+                    sampling = dataclasses.replace(
+                        sampling,
+                        copy_names=names,
+                        copy_bias=self.config.copy_bias,
+                        copy_quote=quote,
+                    )
+            generation.sampling = sampling
         return generation.sampling
 
     def _with_grammar(self, grammar: str | None, language: object) -> SamplingParams:

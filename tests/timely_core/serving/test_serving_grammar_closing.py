@@ -94,8 +94,11 @@ def test_a_plan_nearing_max_tokens_ends_at_a_statement_boundary() -> None:
         assert drone.parse(result.plan_text)
 
 
-def sort_screws(arm: PlanLanguage) -> tuple[TaskResult, GrammarRecordingEngine]:
-    """The one arm task below on the service (default closing and segment limit)."""
+def sort_screws(
+    arm: PlanLanguage, copy_bias: float = 0.0
+) -> tuple[TaskResult, GrammarRecordingEngine]:
+    """The one arm task below on the service (default closing and segment limit;
+    no copy bias unless given, which would write the names the request gives)."""
     path = default_planner_path()
     engine = GrammarRecordingEngine(Path(path), EngineConfig())
     service = PlanningService(
@@ -103,6 +106,7 @@ def sort_screws(arm: PlanLanguage) -> tuple[TaskResult, GrammarRecordingEngine]:
         Tokenizer.from_file(str(path / "tokenizer.json")),
         policy="timely",
         clock=MonotonicClock(),
+        config=ServiceConfig(copy_bias=copy_bias),
         languages={"arm": arm},
     )
     service.register_robot("arm0", robot_type="arm")

@@ -1,6 +1,8 @@
 """`ServiceConfig(grounded_names=True)`: each plan is decoded under its own request's
 grammar, whose object names are only those the request and its scene give and the
-robot's known places (`robot_models.grounding`), on the shipped planner (issue #22)."""
+robot's known places (`robot_models.grounding`), on the shipped planner (issue #22).
+By default (`copy_bias`) each plan gets those names to copy instead: plans name
+fewer objects nobody mentioned than without it."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from robot_models.plan_ast import Literal, calls_in
 from robot_models.plan_check import check_plan
 from tests.timely_core.serving.grammar_recording import GrammarRecordingEngine
 from timely_core.clock import MonotonicClock
+from timely_core.engine.protocol import SamplingParams
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.request import TaskRequest
@@ -36,8 +39,11 @@ CASES = [
 PLACES = {"tray", "holder", "bin", "shelf", "fruit bin", "vegetable bin"}
 
 
-def served(grounded: bool) -> tuple[list[str], list[str | None]]:
-    """The plans of CASES, and the grammar each was admitted with (in order)."""
+def served(
+    grounded: bool, copy_bias: float = 0.0
+) -> tuple[list[str], list[str | None], list[SamplingParams]]:
+    """The plans of CASES, the grammar each was admitted with and its whole
+    sampling (in order)."""
     path = default_planner_path()
     if not (path / "model.safetensors").is_file():
         pytest.fail(f"the planner checkpoint is missing at {path}: python -m robot_models.train")
@@ -48,7 +54,9 @@ def served(grounded: bool) -> tuple[list[str], list[str | None]]:
         Tokenizer.from_file(str(path / "tokenizer.json")),
         policy="timely",
         clock=MonotonicClock(),
-        config=ServiceConfig(max_tokens=128, grammar=True, grounded_names=grounded),
+        config=ServiceConfig(
+            max_tokens=128, grammar=True, grounded_names=grounded, copy_bias=copy_bias
+        ),
         languages=languages,
     )
     for i, (robot, _, _) in enumerate(CASES):
@@ -66,7 +74,12 @@ def served(grounded: bool) -> tuple[list[str], list[str | None]]:
             result = handle.result(timeout_s=300)
             assert result.success, result.error
             plans.append(result.plan_text)
-        return plans, [engine.admitted[k] for k in sorted(engine.admitted)]
+        order = sorted(engine.admitted)
+        return (
+            plans,
+            [engine.admitted[k] for k in order],
+            [engine.admitted_params[k] for k in order],
+        )
     finally:
         service.stop()
 
@@ -90,7 +103,7 @@ def ungrounded(robot: str, scene: str, instruction: str, plan: str) -> set[str]:
 
 
 def test_grounded_plans_name_only_what_their_request_names() -> None:
-    plans, grammars = served(grounded=True)
+    plans, grammars, _ = served(grounded=True)
     assert grammars == [
         load_language(robot).request_grammar(scene, text) for robot, scene, text in CASES
     ]
@@ -104,9 +117,34 @@ def test_grounded_plans_name_only_what_their_request_names() -> None:
 
 def test_without_grounding_the_same_requests_name_other_objects() -> None:
     """What the grounded test guards against happens on these requests."""
-    plans, grammars = served(grounded=False)
+    plans, grammars, params = served(grounded=False)
     assert grammars == [load_language(robot).grammar() for robot, _, _ in CASES]
+    assert all(not p.copy_names and p.copy_bias == 0 for p in params)
     assert any(
         ungrounded(robot, scene, instruction, plan)
         for (robot, scene, instruction), plan in zip(CASES, plans, strict=True)
     ), plans
+
+
+def test_by_default_plans_get_their_requests_names_to_copy() -> None:
+    bias = ServiceConfig().copy_bias
+    assert bias > 0
+    plans, grammars, params = served(grounded=False, copy_bias=bias)
+    assert grammars == [load_language(robot).grammar() for robot, _, _ in CASES]
+    for (_, scene, instruction), p in zip(CASES, params, strict=True):
+        assert (p.copy_names, p.copy_bias, p.copy_quote) == (
+            grounded_names(scene, instruction),
+            bias,
+            "'",
+        )
+    plain, _, _ = served(grounded=False)
+
+    def strays(texts: list[str]) -> int:
+        return sum(
+            len(ungrounded(robot, scene, instruction, plan))
+            for (robot, scene, instruction), plan in zip(CASES, texts, strict=True)
+        )
+
+    for (robot, _, _), plan in zip(CASES, plans, strict=True):
+        assert check_plan(robot, plan, True).valid, plan
+    assert strays(plans) < strays(plain), (plans, plain)

@@ -240,6 +240,13 @@ class PlannerParams(BaseModel):
         "instruction's phrases, the scene's items and the robot's known places (a plan "
         "then cannot name an object the request only implies)",
     )
+    copy_bias: float = Field(
+        default=10.0,
+        ge=0,
+        le=100,
+        description="with the grammar, logits added inside a quoted name to tokens that "
+        "go on spelling a name the request gives (0: off)",
+    )
     grammar_close_within: int = Field(
         default=32,
         ge=0,
