@@ -20,8 +20,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Protocol
 
+import numpy as np
+import numpy.typing as npt
 import torch
 
 from timely_core.engine.protocol import SamplingParams
@@ -64,34 +67,49 @@ def copies(params: CopySettings) -> bool:
 
 
 class CopyBias:
-    """One vocabulary's lookups: which ids spell a given text, and which spell
-    a given short text and more."""
+    """One vocabulary's lookups: which ids spell a given text, which spell a given
+    short text and more, and how many of a quote each id spells."""
 
     def __init__(self, vocab: TokenBytes) -> None:
         self.seconds = 0.0  # spent in `apply` (bench/grammar.py)
-        self._spelled = vocab.tokens
-        self._special = vocab.special
+        # what each id adds to the text (nothing for a special token)
+        self._spelled = [
+            b"" if token_id in vocab.special else spelled
+            for token_id, spelled in enumerate(vocab.tokens)
+        ]
         self._by_bytes: dict[bytes, list[int]] = {}
         self._by_start: dict[bytes, list[int]] = {}
-        for token_id, spelled in enumerate(vocab.tokens):
-            if token_id in vocab.special or not spelled:
+        for token_id, spelled in enumerate(self._spelled):
+            if not spelled:
                 continue
             self._by_bytes.setdefault(spelled, []).append(token_id)
             for end in range(1, min(len(spelled), _LONGEST_START + 1)):
                 self._by_start.setdefault(spelled[:end], []).append(token_id)
+        self._quotes: dict[bytes, npt.NDArray[np.int64]] = {}
+
+    def _quote_counts(self, quote: bytes) -> npt.NDArray[np.int64]:
+        counts = self._quotes.get(quote)
+        if counts is None:
+            counts = np.array([s.count(quote) for s in self._spelled], dtype=np.int64)
+            self._quotes[quote] = counts
+        return counts
 
     def boosted(self, generated: Sequence[int], params: CopySettings) -> list[int]:
         """The ids that continue one of `params.copy_names` after `generated` (the
         generation's own token ids); none outside a quoted name."""
         quote = params.copy_quote.encode()
-        spelled, special = self._spelled, self._special
-        text = b"".join(spelled[t] for t in generated if t not in special)
-        if text.count(quote) % 2 == 0:
+        if not generated or int(self._quote_counts(quote)[np.asarray(generated)].sum()) % 2 == 0:
             return []
-        so_far = text[text.rfind(quote) + 1 :]
+        pieces: list[bytes] = []  # the text after the last quote, read backwards
+        for token_id in reversed(generated):
+            spelled = self._spelled[token_id]
+            if quote in spelled:
+                pieces.append(spelled[spelled.rfind(quote) + 1 :])
+                break
+            pieces.append(spelled)
+        so_far = b"".join(reversed(pieces))
         ids: set[int] = set()
-        for name in params.copy_names:
-            encoded = name.encode()
+        for encoded in _encoded(params.copy_names):
             if not encoded.startswith(so_far):
                 continue
             rest = encoded[len(so_far) :] + quote
@@ -110,15 +128,30 @@ class CopyBias:
         place); `rows`: (row, generated ids, params) of the rows that copy. Returns
         how many rows were inside a name."""
         started = time.perf_counter()
+        at_rows: list[int] = []
+        at_ids: list[int] = []
+        amounts: list[float] = []
         inside = 0
         for row, generated, params in rows:
             ids = self.boosted(generated, params)
             if ids:
                 inside += 1
-                index = torch.tensor(ids, dtype=torch.long, device=logits.device)
-                bias = torch.full(
-                    (len(ids),), params.copy_bias, dtype=logits.dtype, device=logits.device
-                )
-                logits[row].index_add_(0, index, bias)
+                at_rows += [row] * len(ids)
+                at_ids += ids
+                amounts += [params.copy_bias] * len(ids)
+        if at_ids:
+            device = logits.device
+            index = (
+                torch.tensor(at_rows, dtype=torch.long, device=device),
+                torch.tensor(at_ids, dtype=torch.long, device=device),
+            )
+            logits.index_put_(
+                index, torch.tensor(amounts, dtype=logits.dtype, device=device), accumulate=True
+            )
         self.seconds += time.perf_counter() - started
         return inside
+
+
+@lru_cache(maxsize=1024)
+def _encoded(names: tuple[str, ...]) -> tuple[bytes, ...]:
+    return tuple(name.encode() for name in names)

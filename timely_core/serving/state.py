@@ -138,7 +138,10 @@ class ServiceState:
                 (request.scene, request.instruction) if self.config.grounded_names else None,
             )
             sampling = self._with_grammar(grammar, generation.language)
-            if sampling.grammar is not None and self.config.copy_bias > 0:
+            # grounded names allow only those names (and the robot's known places,
+            # which a bias toward the request's would push away from)
+            copying = self.config.copy_bias > 0 and not self.config.grounded_names
+            if sampling.grammar is not None and copying:
                 quote = language_quote(generation.language)
                 listed = language_copy_names(
                     generation.language, request.scene, request.instruction
