@@ -139,7 +139,9 @@ class CopyBias:
                 at_rows += [row] * len(ids)
                 at_ids += ids
                 amounts += [params.copy_bias] * len(ids)
-        if at_ids:
+        if at_ids and logits.device.type == "cpu" and logits.dtype == torch.float32:
+            logits.numpy()[at_rows, at_ids] += amounts  # each (row, id) once: no add.at
+        elif at_ids:  # vLLM on an accelerator
             device = logits.device
             index = (
                 torch.tensor(at_rows, dtype=torch.long, device=device),
