@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from functools import lru_cache
 from typing import Protocol
 
@@ -119,6 +119,16 @@ class CopyBias:
                 ids.update(self._by_start.get(rest, ()))
         return sorted(ids)
 
+    def ahead(
+        self, rows: Iterable[tuple[Hashable, Sequence[int], CopySettings]]
+    ) -> dict[Hashable, tuple[list[int], float]]:
+        """Each (key, generated ids, params)'s boosted ids and bias, by key: worked
+        out before the logits exist, for `add`."""
+        started = time.perf_counter()
+        boosts = {key: (self.boosted(ids, params), params.copy_bias) for key, ids, params in rows}
+        self.seconds += time.perf_counter() - started
+        return boosts
+
     def apply(
         self,
         logits: torch.Tensor,
@@ -128,17 +138,25 @@ class CopyBias:
         place); `rows`: (row, generated ids, params) of the rows that copy. Returns
         how many rows were inside a name."""
         started = time.perf_counter()
+        boosts = [(row, self.boosted(ids, params), params.copy_bias) for row, ids, params in rows]
+        self.seconds += time.perf_counter() - started
+        return self.add(logits, boosts)
+
+    def add(self, logits: torch.Tensor, boosts: Sequence[tuple[int, list[int], float]]) -> int:
+        """Add (row, boosted ids, bias) to `logits` in place, the ids worked out
+        before (the torch engine does so ahead of the forward). Returns how many
+        rows had ids."""
+        started = time.perf_counter()
         at_rows: list[int] = []
         at_ids: list[int] = []
         amounts: list[float] = []
         inside = 0
-        for row, generated, params in rows:
-            ids = self.boosted(generated, params)
+        for row, ids, bias in boosts:
             if ids:
                 inside += 1
                 at_rows += [row] * len(ids)
                 at_ids += ids
-                amounts += [params.copy_bias] * len(ids)
+                amounts += [bias] * len(ids)
         if at_ids and logits.device.type == "cpu" and logits.dtype == torch.float32:
             logits.numpy()[at_rows, at_ids] += amounts  # each (row, id) once: no add.at
         elif at_ids:  # vLLM on an accelerator

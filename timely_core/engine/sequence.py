@@ -64,6 +64,11 @@ class Sequence:
         return len(self.token_ids) - self.prompt_len
 
     @property
+    def generated_ids(self) -> list[int]:
+        """The ids it generated (or had appended) after its prompt."""
+        return self.token_ids[self.prompt_len :]
+
+    @property
     def num_pending(self) -> int:
         """Tokens whose KV still has to be computed before the next sample."""
         return len(self.token_ids) - self.num_computed

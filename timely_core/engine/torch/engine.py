@@ -205,17 +205,26 @@ class TorchEngine(PagedEngine):
         if not chunks:
             return []
         started = time.perf_counter()
+        # worked out ahead of the forward, on the tokens it reads
+        copying = [
+            c.state for c in chunks if c.state.params.grammar is not None and copies(c.state.params)
+        ]
+        boosts = (
+            self.copy_bias.ahead((id(s), s.generated_ids, s.params) for s in copying)
+            if copying
+            else {}
+        )
         with torch.inference_mode(), self._threads(sum(c.length for c in chunks)):
             sampled, logits = self.runner.run(chunks)
             params = [c.state.params for c in sampled]
-            copying = [
-                (row, c.state)
-                for row, c in enumerate(sampled)
-                if c.state.params.grammar is not None and copies(c.state.params)
-            ]
-            if copying:
-                self.copy_bias.apply(
-                    logits, [(row, s.token_ids[s.prompt_len :], s.params) for row, s in copying]
+            if boosts:
+                self.copy_bias.add(
+                    logits,
+                    [
+                        (row, *boosts[id(c.state)])
+                        for row, c in enumerate(sampled)
+                        if id(c.state) in boosts
+                    ],
                 )
             generators = [c.state.generator for c in sampled]
             grammars = [c.state.grammar for c in sampled]
