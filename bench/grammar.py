@@ -10,7 +10,8 @@ against the same engine without the grammar, measured in the same run:
   decode step (goal <= 5%): the time the sampler spends on grammar work (checks of
   the unmasked choice, masks, advancing matchers), and the step-time ratio; greedy
   and sampled, with the default unmasked-first shortcut and with the mask computed
-  every token;
+  every token; and greedy with the service's copy bias (its time counted with the
+  grammar's);
 - compile time per robot type (vocabulary once per tokenizer, each grammar once);
 - time to first token with and without the grammar (warm, and with the compile).
 
@@ -40,6 +41,7 @@ from tokenizers import Tokenizer
 
 from robot_models.checkpoints import default_planner_path
 from robot_models.dataset import build_dataset
+from robot_models.grounding import grounded_names
 from robot_models.language import RobotPlanLanguage, load_language
 from robot_models.ordinary_instructions import ordinary_instructions
 from robot_models.plan_check import check_plan
@@ -79,7 +81,8 @@ class Planner:
         return self.prefixes[case.robot] + self.encode(request)
 
     def params(self, robot: str, grammar: bool, **kw: Any) -> SamplingParams:
-        """With the grammar, closed near the token limit as the service does."""
+        """With the grammar, closed near the token limit as the service does
+        (`kw`: other fields, e.g. the copy bias)."""
         if not grammar:
             return SamplingParams(max_tokens=MAX_TOKENS, **kw)
         language = self.languages[robot]
@@ -192,15 +195,19 @@ def mode(planner: Planner, unmasked_first: bool) -> Iterator[None]:
 
 
 def decode_round(
-    planner: Planner, cases: list[Case], grammar: bool, temperature: float
+    planner: Planner, cases: list[Case], grammar: bool, temperature: float, copy: bool = False
 ) -> tuple[float, float, int]:
     """(step seconds, grammar seconds, steps) over COST_STEPS decode steps of a full
-    batch; stops early if any generation ends, so the batch never shrinks."""
+    batch; stops early if any generation ends, so the batch never shrinks. `copy`:
+    each request's names with the service's copy bias (its time is grammar time)."""
     engine = planner.engine
     live = []
     for i, case in enumerate(cases):
         gen_id = 10_000 + i
-        extra = {"temperature": temperature, "seed": i} if temperature else {}
+        extra: dict[str, Any] = {"temperature": temperature, "seed": i} if temperature else {}
+        if copy:
+            extra["copy_names"] = grounded_names(case.scene, case.instruction)
+            extra["copy_bias"] = ServiceConfig().copy_bias
         params = planner.params(case.robot, grammar, **extra)
         engine.add(gen_id, planner.prompt(case), params, prefix_id=case.robot)
         live.append(gen_id)
@@ -213,11 +220,11 @@ def decode_round(
     step_s = grammar_s = 0.0
     steps = 0
     for _ in range(COST_STEPS):
-        before = engine.masker.seconds
+        before = engine.masker.seconds + engine.copy_bias.seconds
         t0 = time.perf_counter()
         outputs = engine.step(live)
         step_s += time.perf_counter() - t0
-        grammar_s += engine.masker.seconds - before
+        grammar_s += engine.masker.seconds + engine.copy_bias.seconds - before
         steps += 1
         if any(o.finished for o in outputs):
             break
@@ -231,10 +238,11 @@ def decode_cost(planner: Planner, cases: list[Case], rounds: int) -> dict[str, A
     """Per batch size: per-token step time without the grammar, and the grammar's
     share of it, by variant, rounds alternating (medians)."""
     variants = {
-        "greedy, unmasked first (default)": (True, True, 0.0),
-        "greedy, mask every token": (True, False, 0.0),
-        "sampled (temperature 1), unmasked first (default)": (True, True, 1.0),
-        "sampled (temperature 1), mask every token": (True, False, 1.0),
+        "greedy, unmasked first (default)": (True, True, 0.0, False),
+        "greedy, unmasked first, copy bias (service default)": (True, True, 0.0, True),
+        "greedy, mask every token": (True, False, 0.0, False),
+        "sampled (temperature 1), unmasked first (default)": (True, True, 1.0, False),
+        "sampled (temperature 1), mask every token": (True, False, 1.0, False),
     }
     figures: dict[str, Any] = {}
     for batch in (1, 32):
@@ -244,9 +252,9 @@ def decode_cost(planner: Planner, cases: list[Case], rounds: int) -> dict[str, A
         for _ in range(rounds):
             samples["none"].append(decode_round(planner, chosen, False, 0.0))
             samples["none sampled"].append(decode_round(planner, chosen, False, 1.0))
-            for name, (grammar, unmasked_first, temperature) in variants.items():
+            for name, (grammar, unmasked_first, temperature, copy) in variants.items():
                 with mode(planner, unmasked_first):
-                    samples[name].append(decode_round(planner, chosen, grammar, temperature))
+                    samples[name].append(decode_round(planner, chosen, grammar, temperature, copy))
 
         def per_step(rows: list[tuple[float, float, int]], index: int) -> float:
             return statistics.median(r[index] / r[2] for r in rows)
@@ -257,7 +265,7 @@ def decode_cost(planner: Planner, cases: list[Case], rounds: int) -> dict[str, A
             "step_s_without_grammar": base,
             "step_s_without_grammar_sampled": base_sampled,
         }
-        for name, (_, _, temperature) in variants.items():
+        for name, (_, _, temperature, _) in variants.items():
             reference = base_sampled if temperature else base
             grammar_s = per_step(samples[name], 1)
             step_s = per_step(samples[name], 0)

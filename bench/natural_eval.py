@@ -56,8 +56,9 @@ CRITERIA = ("valid", "right_skills", "grounded", "sensible")
 DECODERS = {
     "hf": "HF greedy",
     "service_without_grammar": "service, no grammar",
-    "service_grammar_no_closing": "service, grammar, no closing",
-    "service_with_grammar": "service, grammar",
+    "service_grammar_no_closing": "service, grammar, no closing, no copy bias",
+    "service_grammar_no_copy": "service, grammar, no copy bias",
+    "service_with_grammar": "service, grammar (default: closing, copy bias)",
     "service_grounded_names": "service, grammar, grounded names",
 }
 
@@ -98,10 +99,11 @@ def serve(
     threads: int,
     close_within: int,
     grounded_names: bool = False,
+    copy_bias: float = ServiceConfig().copy_bias,
 ) -> list[Plan]:
     """Each case planned by the service; `robots` robots of each type at once;
     `close_within`: `ServiceConfig.grammar_close_within` (0: no closing);
-    `grounded_names`: `ServiceConfig.grounded_names`."""
+    `grounded_names`, `copy_bias`: as `ServiceConfig`'s."""
     engine = TorchEngine(path, EngineConfig(num_threads=threads))
     languages: dict[str, PlanLanguage] = {r: load_language(r) for r in ROBOTS}
     service = PlanningService(
@@ -114,6 +116,7 @@ def serve(
             grammar=grammar,
             grammar_close_within=close_within,
             grounded_names=grounded_names,
+            copy_bias=copy_bias,
         ),
         languages=languages,
     )
@@ -225,14 +228,18 @@ def main(argv: list[str] | None = None) -> int:
         sets = {name: cases[: args.limit] for name, cases in sets.items()}
     results: dict[str, Any] = {"sets": {}}
     for name, cases in sets.items():
-        console.print(f"{name}: HF greedy, service without and with the grammar, grounded ...")
+        console.print(f"{name}: HF greedy, service without and with the grammar, copy, grounded")
         t0 = time.perf_counter()
         hf = None if args.skip_hf else reference(args.model, cases)
         t1 = time.perf_counter()
         without = serve(args.model, cases, False, args.robots, args.threads, 0)
         t2 = time.perf_counter()
-        unclosed = serve(args.model, cases, True, args.robots, args.threads, 0)
+        unclosed = serve(args.model, cases, True, args.robots, args.threads, 0, copy_bias=0.0)
         t3 = time.perf_counter()
+        uncopied = serve(
+            args.model, cases, True, args.robots, args.threads, args.close_within, copy_bias=0.0
+        )
+        t3b = time.perf_counter()
         with_ = serve(args.model, cases, True, args.robots, args.threads, args.close_within)
         t4 = time.perf_counter()
         grounded = serve(
@@ -244,15 +251,18 @@ def main(argv: list[str] | None = None) -> int:
             "hf": score(cases, hf) if hf is not None else None,
             "service_without_grammar": score(cases, without),
             "service_grammar_no_closing": score(cases, unclosed),
+            "service_grammar_no_copy": score(cases, uncopied),
             "service_with_grammar": score(cases, with_),
             "service_grounded_names": score(cases, grounded),
             "hf_vs_service_without_grammar": compare(cases, hf, without) if hf else None,
-            "grammar_keeps_valid_plans": kept(cases, without, with_),
+            # the mask alone: the copy bias changes plans on purpose
+            "grammar_keeps_valid_plans": kept(cases, without, uncopied),
             "seconds": {
                 "hf": t1 - t0,
                 "without": t2 - t1,
                 "no_closing": t3 - t2,
-                "with": t4 - t3,
+                "no_copy": t3b - t3,
+                "with": t4 - t3b,
                 "grounded": t5 - t4,
             },
             "plans": [  # every natural plan; of the others those that are not all the same
@@ -261,16 +271,18 @@ def main(argv: list[str] | None = None) -> int:
                     "hf": a,
                     "without": b.text,
                     "no_closing": u.text,
+                    "no_copy": y.text,
                     "with": g.text,
                     "with_ended": g.ended,
                     "grounded": n.text,
                 }
-                for c, a, b, u, g, n in zip(
-                    cases, hf_texts, without, unclosed, with_, grounded, strict=True
+                for c, a, b, u, y, g, n in zip(
+                    cases, hf_texts, without, unclosed, uncopied, with_, grounded, strict=True
                 )
                 if name == "natural"
                 or not (hf is None or a == b.text)
-                or b.text != g.text
+                or b.text != y.text
+                or y.text != g.text
                 or g.text != n.text
             ],
         }
@@ -279,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             side: {k: v for k, v in results["sets"][name][side].items() if k != "by_robot"}
             for side in (
                 "service_without_grammar",
+                "service_grammar_no_copy",
                 "service_with_grammar",
                 "service_grounded_names",
             )
@@ -294,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         "skip_hf": args.skip_hf,
         "max_tokens": MAX_TOKENS,
         "grammar_close_within": args.close_within,
+        "copy_bias": ServiceConfig().copy_bias,
         "model": str(args.model),
     }
     results["loadavg_before"] = loadavg_before
@@ -320,7 +334,7 @@ def print_table(results: dict[str, Any], console: Console) -> None:
             c = figures["hf_vs_service_without_grammar"]
             if decoder == "service_without_grammar" and c is not None:
                 same = f"{c['identical']} (+{c['stopped_at_rejection']} stopped)"
-            if decoder == "service_with_grammar":
+            if decoder == "service_grammar_no_copy":
                 k = figures["grammar_keeps_valid_plans"]
                 kept = f"{k['unchanged']}/{k['valid_without']}"
             cells = [

@@ -61,11 +61,12 @@ def _engine_table(engine: dict[str, Any]) -> list[str]:
     for name, sides in engine.items():
         for side, label in (
             ("service_without_grammar", "no"),
-            ("service_with_grammar", "yes"),
+            ("service_grammar_no_copy", "yes, no copy bias"),
+            ("service_with_grammar", "yes (default)"),
             ("service_grounded_names", "yes, grounded names"),
         ):
             f = sides.get(side)
-            if f is None:  # figures from before grounded names
+            if f is None:  # figures from before grounded names or the copy bias
                 continue
             natural = name == "natural"
             cells = [

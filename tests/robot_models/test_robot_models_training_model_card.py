@@ -130,7 +130,10 @@ def test_evaluated_card_reports_the_natural_set_beside_the_templates(tmp_path: P
         },
     }
     card = _card_from(tmp_path, asdict(TrainConfig()), evaluation)
-    assert "| natural | yes | 150 | 60/150 (40.0%) | 140/150 (93.3%) | 30/150 (20.0%) |" in card
+    assert (
+        "| natural | yes (default) | 150 | 60/150 (40.0%) | 140/150 (93.3%) | 30/150 (20.0%) |"
+        in card
+    )
     assert "| template held-out | no | 300 | 60/300 (20.0%) | 140/300 (46.7%) | - | - |" in card
     assert "| 188/300 (62.7%) |" in card
     assert "grounded names" not in card  # figures from before grounded names
@@ -138,6 +141,11 @@ def test_evaluated_card_reports_the_natural_set_beside_the_templates(tmp_path: P
     card = _card_from(tmp_path, asdict(TrainConfig()), evaluation)
     assert "| natural | yes, grounded names | 150 | 60/150 (40.0%) |" in card
     assert "| 45/150 (30.0%) |" in card
+    assert "no copy bias" not in card  # figures from before the copy bias
+    natural_sides["service_grammar_no_copy"] = {**served, "grounded": 25}
+    card = _card_from(tmp_path, asdict(TrainConfig()), evaluation)
+    assert "| natural | yes, no copy bias | 150 | 60/150 (40.0%) |" in card
+    assert "| 25/150 (16.7%) |" in card
 
 
 def test_card_without_the_natural_set_has_no_natural_section(tmp_path: Path) -> None:
