@@ -59,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--robots", type=int, default=12, help="robots per type at once")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    biases = sorted({float(b) for b in args.biases.split(",")})
+    try:
+        biases = sorted({float(b) for b in args.biases.split(",")})
+    except ValueError:
+        parser.error(f"--biases: comma-separated numbers, got {args.biases!r}")
     if not biases or biases[0] != 0.0 or any(b < 0 for b in biases):
         parser.error("--biases: non-negative numbers, 0 among them (the unbiased baseline)")
     torch.set_num_threads(args.threads)
