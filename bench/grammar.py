@@ -208,6 +208,7 @@ def decode_round(
         if copy:
             extra["copy_names"] = grounded_names(case.scene, case.instruction)
             extra["copy_bias"] = ServiceConfig().copy_bias
+            extra["copy_openers"] = planner.languages[case.robot].name_openers()
         params = planner.params(case.robot, grammar, **extra)
         engine.add(gen_id, planner.prompt(case), params, prefix_id=case.robot)
         live.append(gen_id)

@@ -88,6 +88,21 @@ class RobotPlanLanguage:
     def name_quote(self) -> str:
         return "'"
 
+    def name_openers(self) -> tuple[str, ...]:
+        """A skill's object argument opens right after its call's `(` (either
+        spelling of the skill), or after `,` when it is not the first argument;
+        a message (`lg`'s text) or a value compared (`=='x'`) is not a name."""
+        openers: set[str] = set()
+        for skill in self._skills.skills:
+            for position, arg in enumerate(skill.args):
+                if arg.type != "str":
+                    continue
+                if position == 0:
+                    openers.update({f"{skill.short}(", f"{skill.name}("})
+                else:
+                    openers.add(",")
+        return tuple(sorted(openers))
+
     def grammar_closers(self) -> tuple[str, ...]:
         """A block's end: what a plan near its token limit writes to close an open
         loop or condition before it ends."""

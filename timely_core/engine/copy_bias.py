@@ -31,6 +31,7 @@ from timely_core.engine.protocol import SamplingParams
 from timely_core.engine.torch.grammar_vocab import TokenBytes
 
 _LONGEST_START = 4  # a token that closes a name carries at most this much after it
+MAX_OPENER_CHARS = 32
 
 
 class CopySettings(Protocol):
@@ -46,6 +47,9 @@ class CopySettings(Protocol):
     @property
     def copy_quote(self) -> str: ...
 
+    @property
+    def copy_openers(self) -> tuple[str, ...]: ...
+
 
 def check_copy_params(params: SamplingParams) -> None:
     """Raise ValueError naming the copy field that cannot mean anything."""
@@ -58,6 +62,12 @@ def check_copy_params(params: SamplingParams) -> None:
             raise ValueError(
                 f"copy_names must be non-empty strings without the quote "
                 f"{params.copy_quote!r}, got {name!r}"
+            )
+    for opener in params.copy_openers:
+        if not isinstance(opener, str) or not opener or len(opener) > MAX_OPENER_CHARS:
+            raise ValueError(
+                f"copy_openers must be strings of 1 to {MAX_OPENER_CHARS} characters, "
+                f"got {opener!r}"
             )
 
 
@@ -101,12 +111,19 @@ class CopyBias:
         if not generated or int(self._quote_counts(quote)[np.asarray(generated)].sum()) % 2 == 0:
             return []
         pieces: list[bytes] = []  # the text after the last quote, read backwards
-        for token_id in reversed(generated):
-            spelled = self._spelled[token_id]
+        before = b""  # and the text before it, as much as an opener needs
+        openers = _encoded(params.copy_openers)
+        for index in range(len(generated) - 1, -1, -1):
+            spelled = self._spelled[generated[index]]
             if quote in spelled:
-                pieces.append(spelled[spelled.rfind(quote) + 1 :])
+                cut = spelled.rfind(quote)
+                pieces.append(spelled[cut + 1 :])
+                if openers:
+                    before = self._before(generated, index, spelled[:cut], openers)
                 break
             pieces.append(spelled)
+        if openers and not _opened_by(before, openers):
+            return []  # a quoted text that is not a name (a message, a value)
         so_far = b"".join(reversed(pieces))
         ids: set[int] = set()
         for encoded in _encoded(params.copy_names):
@@ -118,6 +135,21 @@ class CopyBias:
             if len(rest) <= _LONGEST_START:  # the name ends inside a longer token
                 ids.update(self._by_start.get(rest, ()))
         return sorted(ids)
+
+    def _before(
+        self, generated: Sequence[int], index: int, head: bytes, openers: tuple[bytes, ...]
+    ) -> bytes:
+        """The text before the quote in token `index` (`head`, that token's part
+        before it), back as far as the longest opener and one more byte."""
+        need = max(map(len, openers)) + 1
+        parts = [head]
+        length = len(head)
+        while length < need and index > 0:
+            index -= 1
+            spelled = self._spelled[generated[index]]
+            parts.append(spelled)
+            length += len(spelled)
+        return b"".join(reversed(parts))
 
     def ahead(
         self, rows: Iterable[tuple[Hashable, Sequence[int], CopySettings]]
@@ -175,3 +207,15 @@ class CopyBias:
 @lru_cache(maxsize=1024)
 def _encoded(names: tuple[str, ...]) -> tuple[bytes, ...]:
     return tuple(name.encode() for name in names)
+
+
+def _opened_by(before: bytes, openers: tuple[bytes, ...]) -> bool:
+    """Whether `before` ends with an opener that starts a word there (`a(` opens,
+    `ta(` does not)."""
+    for opener in openers:
+        if before.endswith(opener):
+            start = len(before) - len(opener)
+            previous = before[start - 1 : start]
+            if start == 0 or not (previous.isalnum() or previous == b"_"):
+                return True
+    return False

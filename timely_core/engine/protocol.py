@@ -60,8 +60,10 @@ class SamplingParams:
     `copy_names`, `copy_bias` (with a grammar): inside a name quoted by
     `copy_quote`, the tokens that go on spelling one of `copy_names` (the request's
     own names) get `copy_bias` added to their logits, so a name the request gives
-    wins where the model is unsure (`copy_bias.py`). 0 or no names turns it off;
-    engines without logits (the simulator) accept and ignore it."""
+    wins where the model is unsure (`copy_bias.py`); with `copy_openers`, only in a
+    name whose opening quote comes right after one of them (a skill's name
+    argument, not a free-text message). 0 or no names turns it off; engines without
+    logits (the simulator) accept and ignore it."""
 
     temperature: float = 0.0
     top_p: float = 1.0
@@ -75,6 +77,7 @@ class SamplingParams:
     copy_names: tuple[str, ...] = ()
     copy_bias: float = 0.0
     copy_quote: str = "'"
+    copy_openers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,11 @@ class CopyingLanguage(Protocol):
     def name_quote(self) -> str:
         """The one character that opens and closes a quoted name in a plan."""
 
+    def name_openers(self) -> tuple[str, ...]:
+        """The texts that come right before the quote opening a name (a skill's
+        object argument), so a quoted free-text message is not biased; empty:
+        every quoted text is a name."""
+
 
 def language_grammar(language: object, request: tuple[str, str] | None = None) -> str | None:
     """The grammar of `language`, or None when it has none. With `request` (scene,
@@ -93,3 +98,9 @@ def language_copy_names(language: object, scene: str, instruction: str) -> tuple
 def language_quote(language: object) -> str:
     """The quote of `language`'s names (`'` when it does not say)."""
     return language.name_quote() if isinstance(language, CopyingLanguage) else "'"
+
+
+def language_name_openers(language: object) -> tuple[str, ...]:
+    """What comes right before a name's opening quote in `language`'s plans (none
+    when it does not say: every quoted text is a name)."""
+    return language.name_openers() if isinstance(language, CopyingLanguage) else ()

@@ -26,6 +26,7 @@ from timely_core.language.grammar import (
     language_copy_names,
     language_grammar,
     language_hard_closers,
+    language_name_openers,
     language_quote,
 )
 from timely_core.scheduling.batch_control import LatencyGuidedBatch
@@ -153,6 +154,7 @@ class ServiceState:
                         copy_names=names,
                         copy_bias=self.config.copy_bias,
                         copy_quote=quote,
+                        copy_openers=language_name_openers(generation.language),
                     )
             generation.sampling = sampling
         return generation.sampling

@@ -1,6 +1,7 @@
 """The copy bias's rule (engine/copy_bias.py) on a small vocabulary: which ids go on
-spelling a listed name, only inside a quoted name, up to and including the
-closing quote; and its parameters refused by name."""
+spelling a listed name, only inside a quoted name (with openers, only one opened
+right after an opener), up to and including the closing quote; and its parameters
+refused by name."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ SPELLED = [
     b"fork",  # 10
     b"tp();",  # 11
     b"cu",  # 12
+    b"lg",  # 13
+    b"ta",  # 14
+    b"(",  # 15
 ]
 ID = {spelled: token_id for token_id, spelled in enumerate(SPELLED)}
 BIAS = CopyBias(TokenBytes(tokens=SPELLED, special=frozenset({0})))
@@ -59,6 +63,15 @@ def test_inside_a_name_the_tokens_that_go_on_spelling_it_are_boosted() -> None:
     assert after_board == sorted(ids(b"'", b"');"))
 
 
+def test_with_openers_only_a_quote_right_after_one_opens_a_name() -> None:
+    named = dataclasses.replace(PARAMS, copy_openers=("o(",))
+    assert BIAS.boosted(ids(b"o", b"('"), named) == sorted(ids(b"c", b"cu", b"cup"))
+    assert BIAS.boosted(ids(b"o", b"(", b"'", b"c"), named) == ids(b"up")  # split tokens
+    assert BIAS.boosted(ids(b"lg", b"('"), named) == []  # a message, not a name
+    assert BIAS.boosted(ids(b"ta", b"o", b"('"), named) == []  # `tao(` is another call
+    assert BIAS.boosted(ids(b"lg", b"('"), PARAMS) == sorted(ids(b"c", b"cu", b"cup"))
+
+
 def test_a_name_off_every_listed_one_gets_no_boost() -> None:
     assert BIAS.boosted(ids(b"o", b"('", b"fork"), PARAMS) == []
 
@@ -88,3 +101,7 @@ def test_copy_params_are_checked_by_name() -> None:
         check_copy_params(dataclasses.replace(PARAMS, copy_names=("it's",)))
     with pytest.raises(ValueError, match="copy_names"):
         check_copy_params(dataclasses.replace(PARAMS, copy_names=("",)))
+    with pytest.raises(ValueError, match="copy_openers"):
+        check_copy_params(dataclasses.replace(PARAMS, copy_openers=("",)))
+    with pytest.raises(ValueError, match="copy_openers"):
+        check_copy_params(dataclasses.replace(PARAMS, copy_openers=("x" * 33,)))

@@ -13,6 +13,7 @@ from timely_core.language.grammar import (
     language_copy_names,
     language_grammar,
     language_hard_closers,
+    language_name_openers,
     language_quote,
 )
 
@@ -32,6 +33,9 @@ def test_a_robot_language_gives_its_grammars_closers_and_the_requests_names() ->
     assert names == grounded_names(SCENE, INSTRUCTION)
     assert {"green thermos", "sofa", "lamp"} <= set(names)
     assert language_quote(drone) == "'"
+    assert {"sw(", "sweep(", "o("} <= set(language_name_openers(drone))
+    assert "lg(" not in language_name_openers(drone)  # its text is a message
+    assert "," in language_name_openers(load_language("arm"))  # so('cup','bin')
 
 
 def test_a_language_without_them_gets_the_defaults() -> None:
@@ -41,3 +45,4 @@ def test_a_language_without_them_gets_the_defaults() -> None:
     assert language_closers(chat) == language_hard_closers(chat) == ()
     assert language_copy_names(chat, SCENE, INSTRUCTION) == ()
     assert language_quote(chat) == "'"
+    assert language_name_openers(chat) == ()

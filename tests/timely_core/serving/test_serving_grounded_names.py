@@ -132,11 +132,12 @@ def test_by_default_plans_get_their_requests_names_to_copy() -> None:
     assert bias > 0
     plans, grammars, params = served(grounded=False, copy_bias=bias)
     assert grammars == [load_language(robot).grammar() for robot, _, _ in CASES]
-    for (_, scene, instruction), p in zip(CASES, params, strict=True):
-        assert (p.copy_names, p.copy_bias, p.copy_quote) == (
+    for (robot, scene, instruction), p in zip(CASES, params, strict=True):
+        assert (p.copy_names, p.copy_bias, p.copy_quote, p.copy_openers) == (
             grounded_names(scene, instruction),
             bias,
             "'",
+            load_language(robot).name_openers(),
         )
     plain, _, _ = served(grounded=False)
 

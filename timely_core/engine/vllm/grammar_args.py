@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from timely_core.engine.copy_bias import MAX_OPENER_CHARS
 from timely_core.engine.protocol import SamplingParams
 
 # how vLLM loads the processor (`--logits-processors` on a server, engine args in process)
@@ -36,6 +37,7 @@ KEYS = (
     "copy_names",
     "copy_bias",
     "copy_quote",
+    "copy_openers",
 )
 
 
@@ -55,10 +57,12 @@ class GrammarArgs(BaseModel):
     closing: bool = False  # the service asked it to close (ClosingEngine.set_closing)
     # the generation's generated ids when it was asked: its closing window's start
     closing_from: int = Field(default=0, ge=0)
-    # the copy bias (copy_bias.py): the request's names, the bias, their quote
+    # the copy bias (copy_bias.py): the request's names, the bias, their quote, and
+    # what comes right before a name's opening quote
     copy_names: tuple[str, ...] = ()
     copy_bias: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     copy_quote: str = Field(default="'", min_length=1, max_length=1)
+    copy_openers: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _ids_not_negative(self) -> GrammarArgs:
@@ -76,6 +80,11 @@ class GrammarArgs(BaseModel):
                     f"copy_names must be non-empty and without the quote "
                     f"{self.copy_quote!r}, got {name!r}"
                 )
+        for opener in self.copy_openers:
+            if not opener or len(opener) > MAX_OPENER_CHARS:
+                raise ValueError(
+                    f"copy_openers must be 1 to {MAX_OPENER_CHARS} characters, got {opener!r}"
+                )
         return self
 
     def wire(self) -> dict[str, Any]:
@@ -85,6 +94,7 @@ class GrammarArgs(BaseModel):
         values["hard_closing_ids"] = list(self.hard_closing_ids)
         values["closing"] = int(self.closing)
         values["copy_names"] = list(self.copy_names)
+        values["copy_openers"] = list(self.copy_openers)
         return {PREFIX + k: values[k] for k in KEYS}
 
     @staticmethod
@@ -121,4 +131,5 @@ def grammar_args(
         copy_names=params.copy_names,
         copy_bias=params.copy_bias,
         copy_quote=params.copy_quote,
+        copy_openers=params.copy_openers,
     ).wire()

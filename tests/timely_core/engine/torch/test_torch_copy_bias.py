@@ -1,8 +1,9 @@
 """The copy bias in the torch engine, on the shipped planner under the robots'
 grammars: requests naming objects the planner was never trained on get plans that
 quote those names, where the same plans without the bias name something else; a
-name the request only implies, which the planner is sure of, stays; sampled plans
-with the bias still parse; bad copy parameters are refused by name."""
+name the request only implies, which the planner is sure of, stays; a free-text
+message (`lg`) is left as it was, since only a skill's name argument is biased;
+sampled plans with the bias still parse; bad copy parameters are refused by name."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ NAMED = [
     ("arm", "on table: red mug; places: tray", "is there a red mug on the table", "red mug"),
 ]
 IMPLIED = ("drone", "visible: desk, chair", "Find a tool for cutting paper", "scissors")
+# the planner answers with a message (`lg('cannot ...')`), not a name
+MESSAGE = ("drone", "visible: sofa, carpet", "vacuum the carpet")
 
 pytestmark = pytest.mark.slow
 
@@ -44,13 +47,16 @@ class Planner:
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
-    def params(self, robot: str, scene: str, instruction: str, bias: float) -> SamplingParams:
+    def params(
+        self, robot: str, scene: str, instruction: str, bias: float, openers: bool = True
+    ) -> SamplingParams:
         language = self.languages[robot]
         return SamplingParams(
             max_tokens=160,
             grammar=language.grammar(),
             copy_names=grounded_names(scene, instruction),
             copy_bias=bias,
+            copy_openers=language.name_openers() if openers else (),
         )
 
     def plan(self, robot: str, scene: str, instruction: str, params: SamplingParams) -> str:
@@ -91,6 +97,14 @@ def test_a_name_the_request_implies_and_the_planner_is_sure_of_stays(planner: Pl
     robot, scene, instruction, name = IMPLIED
     text = planner.plan(robot, scene, instruction, planner.params(robot, scene, instruction, BIAS))
     assert f"'{name}'" in text
+
+
+def test_a_message_is_not_a_name(planner: Planner) -> None:
+    plain = planner.plan(*MESSAGE, planner.params(*MESSAGE, 0.0))
+    assert plain.startswith("lg('cannot")
+    assert planner.plan(*MESSAGE, planner.params(*MESSAGE, BIAS)) == plain
+    # without openers every quoted text counts as a name, the message's too
+    assert planner.plan(*MESSAGE, planner.params(*MESSAGE, BIAS, openers=False)) != plain
 
 
 def test_sampled_plans_with_the_bias_still_parse(planner: Planner) -> None:

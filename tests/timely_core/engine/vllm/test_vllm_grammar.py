@@ -106,7 +106,13 @@ def test_the_copy_bias_takes_the_tokens_the_torch_engine_takes(
     robots: Robots, vllm_engine: Any, torch_engine: TorchEngine
 ) -> None:
     copying = [
-        robots.params(c[0], copy_names=grounded_names(c[1], c[2]), copy_bias=10.0) for c in COPYING
+        robots.params(
+            c[0],
+            copy_names=grounded_names(c[1], c[2]),
+            copy_bias=10.0,
+            copy_openers=robots.languages[c[0]].name_openers(),
+        )
+        for c in COPYING
     ]
     plain = _params(robots, COPYING)
     got = robots.run(vllm_engine, COPYING + COPYING, copying + plain)
