@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
@@ -76,6 +77,17 @@ def copies(params: CopySettings) -> bool:
     return params.copy_bias > 0 and bool(params.copy_names)
 
 
+@dataclass
+class CopyScan:
+    """How far `CopyBias.boosted_scan` has counted quotes in one generation's ids
+    (`source`, the list itself: a rewrite makes a new one)."""
+
+    source: list[int]
+    scanned: int
+    parity: int  # 1: an odd number of quotes so far
+    last_quote: int  # index in `source` of the last id spelling a quote; -1: none
+
+
 class CopyBias:
     """One vocabulary's lookups: which ids spell a given text, which spell a given
     short text and more, and how many of a quote each id spells."""
@@ -107,59 +119,80 @@ class CopyBias:
     def boosted(self, generated: Sequence[int], params: CopySettings) -> list[int]:
         """The ids that continue one of `params.copy_names` after `generated` (the
         generation's own token ids); none outside a quoted name."""
-        quote = params.copy_quote.encode()
-        if not generated or int(self._quote_counts(quote)[np.asarray(generated)].sum()) % 2 == 0:
+        counts = self._quote_counts(params.copy_quote.encode())
+        if not generated:
             return []
-        pieces: list[bytes] = []  # the text after the last quote, read backwards
-        before = b""  # and the text before it, as much as an opener needs
+        per_token = counts[np.asarray(generated)]
+        if int(per_token.sum()) % 2 == 0:
+            return []
+        last_quote = int(np.flatnonzero(per_token)[-1])
+        return self._continuing(generated, 0, last_quote, params)
+
+    def boosted_scan(
+        self, ids: list[int], start: int, params: CopySettings, scan: CopyScan | None
+    ) -> tuple[list[int], CopyScan]:
+        """`boosted` for the ids after `start` in `ids`, counting quotes only in the
+        ids `scan` (what this returned last time for the same generation) has not
+        seen: a generation's list only grows, and a rewrite replaces it, which
+        starts the count again."""
+        counts = self._quote_counts(params.copy_quote.encode())
+        if scan is None or scan.source is not ids or scan.scanned > len(ids):
+            scan = CopyScan(ids, start, 0, -1)
+        for index in range(scan.scanned, len(ids)):
+            found = int(counts[ids[index]])
+            if found:
+                scan.parity ^= found & 1
+                scan.last_quote = index
+        scan.scanned = len(ids)
+        if not scan.parity:
+            return [], scan
+        return self._continuing(ids, start, scan.last_quote, params), scan
+
+    def _continuing(
+        self, ids: Sequence[int], start: int, last_quote: int, params: CopySettings
+    ) -> list[int]:
+        """Inside a quoted text whose opening quote is in `ids[last_quote]`: the ids
+        that go on spelling a listed name, or none when the text is not a name."""
+        quote = params.copy_quote.encode()
+        spelled = self._spelled[ids[last_quote]]
+        cut = spelled.rfind(quote)
         openers = _encoded(params.copy_openers)
-        for index in range(len(generated) - 1, -1, -1):
-            spelled = self._spelled[generated[index]]
-            if quote in spelled:
-                cut = spelled.rfind(quote)
-                pieces.append(spelled[cut + 1 :])
-                if openers:
-                    before = self._before(generated, index, spelled[:cut], openers)
-                break
-            pieces.append(spelled)
-        if openers and not _opened_by(before, openers):
-            return []  # a quoted text that is not a name (a message, a value)
-        so_far = b"".join(reversed(pieces))
-        ids: set[int] = set()
+        if openers:
+            before = self._before(ids, start, last_quote, spelled[:cut], openers)
+            if not _opened_by(before, openers):
+                return []  # a quoted text that is not a name (a message, a value)
+        so_far = spelled[cut + 1 :] + b"".join(self._spelled[t] for t in ids[last_quote + 1 :])
+        found: set[int] = set()
         for encoded in _encoded(params.copy_names):
             if not encoded.startswith(so_far):
                 continue
             rest = encoded[len(so_far) :] + quote
             for end in range(1, len(rest) + 1):
-                ids.update(self._by_bytes.get(rest[:end], ()))
+                found.update(self._by_bytes.get(rest[:end], ()))
             if len(rest) <= _LONGEST_START:  # the name ends inside a longer token
-                ids.update(self._by_start.get(rest, ()))
-        return sorted(ids)
+                found.update(self._by_start.get(rest, ()))
+        return sorted(found)
 
     def _before(
-        self, generated: Sequence[int], index: int, head: bytes, openers: tuple[bytes, ...]
+        self,
+        ids: Sequence[int],
+        start: int,
+        index: int,
+        head: bytes,
+        openers: tuple[bytes, ...],
     ) -> bytes:
-        """The text before the quote in token `index` (`head`, that token's part
-        before it), back as far as the longest opener and one more byte."""
+        """The text before the quote in `ids[index]` (`head`, that token's part
+        before it), back as far as the longest opener and one more byte, never
+        before `start`."""
         need = max(map(len, openers)) + 1
         parts = [head]
         length = len(head)
-        while length < need and index > 0:
+        while length < need and index > start:
             index -= 1
-            spelled = self._spelled[generated[index]]
+            spelled = self._spelled[ids[index]]
             parts.append(spelled)
             length += len(spelled)
         return b"".join(reversed(parts))
-
-    def ahead(
-        self, rows: Iterable[tuple[Hashable, Sequence[int], CopySettings]]
-    ) -> dict[Hashable, tuple[list[int], float]]:
-        """Each (key, generated ids, params)'s boosted ids and bias, by key: worked
-        out before the logits exist, for `add`."""
-        started = time.perf_counter()
-        boosts = {key: (self.boosted(ids, params), params.copy_bias) for key, ids, params in rows}
-        self.seconds += time.perf_counter() - started
-        return boosts
 
     def apply(
         self,

@@ -13,6 +13,7 @@ from timely_core.engine.protocol import HandlingStrategy, SamplingParams
 if TYPE_CHECKING:
     import torch
 
+    from timely_core.engine.copy_bias import CopyScan
     from timely_core.engine.torch.grammar import GrammarMatcher
 
 
@@ -45,6 +46,7 @@ class Sequence:
     grammar: GrammarMatcher | None = None
     closing: bool = False  # asked to close its grammar now (`ClosingEngine`)
     closing_from: int = 0  # num_generated when it was asked (its closing window's start)
+    copy_scan: CopyScan | None = None  # quotes counted so far for the copy bias (torch engine)
     block_table: list[int] = field(default_factory=list)
     block_hashes: list[int] = field(default_factory=list)  # chained hash per full block
     host_blocks: dict[int, int] = field(default_factory=dict)  # table index -> host block
@@ -62,11 +64,6 @@ class Sequence:
     @property
     def num_generated(self) -> int:
         return len(self.token_ids) - self.prompt_len
-
-    @property
-    def generated_ids(self) -> list[int]:
-        """The ids it generated (or had appended) after its prompt."""
-        return self.token_ids[self.prompt_len :]
 
     @property
     def num_pending(self) -> int:

@@ -72,6 +72,24 @@ def test_with_openers_only_a_quote_right_after_one_opens_a_name() -> None:
     assert BIAS.boosted(ids(b"lg", b"('"), PARAMS) == sorted(ids(b"c", b"cu", b"cup"))
 
 
+def test_counting_as_ids_come_gives_what_a_full_count_gives() -> None:
+    named = dataclasses.replace(PARAMS, copy_openers=("o(",))
+    plan = ids(b"o", b"('", b"cup", b"');", b"lg", b"('", b"c", b"');", b"o", b"(", b"'", b"c")
+    prompt = ids(b"'", b"fork")  # a quote in the prompt is not the plan's
+    tokens = list(prompt)
+    scan = None
+    for token in plan:
+        tokens.append(token)
+        got, scan = BIAS.boosted_scan(tokens, len(prompt), named, scan)
+        assert got == BIAS.boosted(tokens[len(prompt) :], named), tokens
+        assert scan.scanned == len(tokens)
+    assert got == ids(b"up")
+    # a rewrite makes a new list: the count starts again
+    rewritten = [*prompt, *ids(b"o", b"('", b"cup", b"');")]
+    got, fresh = BIAS.boosted_scan(rewritten, len(prompt), named, scan)
+    assert got == [] and fresh is not scan and fresh.parity == 0
+
+
 def test_a_name_off_every_listed_one_gets_no_boost() -> None:
     assert BIAS.boosted(ids(b"o", b"('", b"fork"), PARAMS) == []
 

@@ -205,15 +205,7 @@ class TorchEngine(PagedEngine):
         if not chunks:
             return []
         started = time.perf_counter()
-        # worked out ahead of the forward, on the tokens it reads
-        copying = [
-            c.state for c in chunks if c.state.params.grammar is not None and copies(c.state.params)
-        ]
-        boosts = (
-            self.copy_bias.ahead((id(s), s.generated_ids, s.params) for s in copying)
-            if copying
-            else {}
-        )
+        boosts = self._copy_boosts(chunks)  # ahead of the forward, on the tokens it reads
         with torch.inference_mode(), self._threads(sum(c.length for c in chunks)):
             sampled, logits = self.runner.run(chunks)
             params = [c.state.params for c in sampled]
@@ -281,6 +273,24 @@ class TorchEngine(PagedEngine):
             )
             self.masker.set_vocabulary(self._grammars.vocab)
         return self._grammars
+
+    def _copy_boosts(self, chunks: list[Chunk]) -> dict[int, tuple[list[int], float]]:
+        """Each copying generation's boosted ids and bias, by `id` of its state."""
+        copying = [
+            c.state for c in chunks if c.state.params.grammar is not None and copies(c.state.params)
+        ]
+        if not copying:
+            return {}
+        started = time.perf_counter()
+        bias = self.copy_bias
+        boosts: dict[int, tuple[list[int], float]] = {}
+        for state in copying:
+            ids, state.copy_scan = bias.boosted_scan(
+                state.token_ids, state.prompt_len, state.params, state.copy_scan
+            )
+            boosts[id(state)] = (ids, state.params.copy_bias)
+        bias.seconds += time.perf_counter() - started
+        return boosts
 
     @property
     def copy_bias(self) -> CopyBias:
