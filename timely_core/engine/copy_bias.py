@@ -9,7 +9,9 @@ is the soft form: where the model is unsure, a name the request gives wins; wher
 is sure enough of another (by more than the bias, in logits), that one stays.
 
 A generation is inside a name while its generated text holds an odd number of
-quotes; the name so far is the text after the last one. A token is boosted when
+quotes and, when the language gives openers (`copy_openers`: a skill's `(`, a later
+argument's `,`), the last quote came right after one, so a free-text message is not
+a name; the name so far is the text after that quote. A token is boosted when
 its bytes continue a listed name that starts with the name so far, up to and
 including the closing quote (`'cup` + `');` counts: the name ends inside it).
 Segments end at complete statements, so counting from the generation's first
@@ -93,7 +95,7 @@ class CopyBias:
     short text and more, and how many of a quote each id spells."""
 
     def __init__(self, vocab: TokenBytes) -> None:
-        self.seconds = 0.0  # spent in `apply` (bench/grammar.py)
+        self.seconds = 0.0  # spent working out and adding boosts (bench/grammar.py)
         # what each id adds to the text (nothing for a special token)
         self._spelled = [
             b"" if token_id in vocab.special else spelled
