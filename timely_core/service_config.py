@@ -48,9 +48,9 @@ class ServiceConfig(BaseModel):
     # it ("a tool for cutting paper": scissors).
     grounded_names: bool = False
     # With the grammar, and a language that lists a request's names
-    # (`CopyingLanguage`): inside a quoted name, tokens that go on spelling one of
-    # them get this added to their logits (engine/copy_bias.py), so a name the
-    # request gives wins where the planner is unsure, while a name it is sure of
+    # (`CopyingLanguage`): inside a skill's quoted name argument, tokens that go on
+    # spelling one of them get this added to their logits (engine/copy_bias.py), so
+    # a name the request gives wins where the planner is unsure, while a name it is sure of
     # (by more than this) stays. Logits are the checkpoint's own scale: the default
     # is the largest that kept the shipped planner's template held-out and LRTrace
     # plans (bench/copy_bias.py). Not applied with `grounded_names`. 0: off.

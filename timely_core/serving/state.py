@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from timely_core.clock import Clock
+from timely_core.engine.copy_bias import MAX_OPENER_CHARS
 from timely_core.engine.protocol import Engine, SamplingParams
 from timely_core.language.grammar import (
     language_closers,
@@ -142,19 +143,25 @@ class ServiceState:
             # grounded names allow only those names (and the robot's known places,
             # which a bias toward the request's would push away from)
             copying = self.config.copy_bias > 0 and not self.config.grounded_names
-            if sampling.grammar is not None and copying:
-                quote = language_quote(generation.language)
+            quote = language_quote(generation.language)
+            if sampling.grammar is not None and copying and len(quote) == 1:
                 listed = language_copy_names(
                     generation.language, request.scene, request.instruction
                 )
+                # what the engine would refuse is left out, not failed on
                 names = tuple(n for n in listed if n and quote not in n)
+                openers = tuple(
+                    o
+                    for o in language_name_openers(generation.language)
+                    if 0 < len(o) <= MAX_OPENER_CHARS
+                )
                 if names:
                     sampling = dataclasses.replace(
                         sampling,
                         copy_names=names,
                         copy_bias=self.config.copy_bias,
                         copy_quote=quote,
-                        copy_openers=language_name_openers(generation.language),
+                        copy_openers=openers,
                     )
             generation.sampling = sampling
         return generation.sampling
