@@ -73,6 +73,14 @@ def slow_robot(ros_client: RosClient, name: str) -> Iterator[tuple[threading.Eve
         robot.destroy_node()
 
 
+def assert_stopped_unrun(events: list[str]) -> None:
+    """The robot accepted the goal late, was told to stop and stopped, never running
+    the segment. The link cancels by the goal's id at once and again on the late
+    acceptance, so the robot hears one cancel request or both, by when each lands."""
+    assert events[0] == "accepted" and events[-1] == "stopped", events
+    assert set(events[1:-1]) == {"cancel requested"}, events
+
+
 def test_a_cancel_before_the_robot_accepts_still_stops_the_robot(ros_client: RosClient) -> None:
     from rclpy.callback_groups import ReentrantCallbackGroup
     from timely_interfaces.msg import Segment as SegmentMsg
@@ -97,7 +105,7 @@ def test_a_cancel_before_the_robot_accepts_still_stops_the_robot(ros_client: Ros
         assert outcome and outcome[0].cancelled
         accept.set()  # now the robot confirms it
         wait_until(lambda: "stopped" in events or "ran the whole segment" in events, 10, "the end")
-        assert events == ["accepted", "cancel requested", "stopped"]
+        assert_stopped_unrun(events)
 
 
 def test_a_robot_that_never_answers_the_goal_is_given_up_and_stopped(
@@ -123,4 +131,4 @@ def test_a_robot_that_never_answers_the_goal_is_given_up_and_stopped(
         assert events == []  # nothing reached the robot's goal callback's end yet
         accept.set()  # the robot confirms it after all: it must not run the segment
         wait_until(lambda: "stopped" in events or "ran the whole segment" in events, 10, "the end")
-        assert events == ["accepted", "cancel requested", "stopped"]
+        assert_stopped_unrun(events)
