@@ -30,7 +30,6 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from timely_core.engine.protocol import SamplingParams
 from timely_core.engine.torch.grammar_vocab import TokenBytes
 
 _LONGEST_START = 4  # a token that closes a name carries at most this much after it
@@ -54,20 +53,30 @@ class CopySettings(Protocol):
     def copy_openers(self) -> tuple[str, ...]: ...
 
 
-def check_copy_params(params: SamplingParams) -> None:
+def usable_name(name: object, quote: str) -> bool:
+    """Whether `name` can be copied between `quote`s: a non-empty text without it."""
+    return isinstance(name, str) and bool(name) and quote not in name
+
+
+def usable_opener(opener: object) -> bool:
+    """Whether `opener` is a text of 1 to MAX_OPENER_CHARS characters."""
+    return isinstance(opener, str) and 0 < len(opener) <= MAX_OPENER_CHARS
+
+
+def check_copy_params(params: CopySettings) -> None:
     """Raise ValueError naming the copy field that cannot mean anything."""
     if not math.isfinite(params.copy_bias) or params.copy_bias < 0:
         raise ValueError(f"copy_bias must be a finite number >= 0, got {params.copy_bias}")
     if not isinstance(params.copy_quote, str) or len(params.copy_quote) != 1:
         raise ValueError(f"copy_quote must be one character, got {params.copy_quote!r}")
     for name in params.copy_names:
-        if not isinstance(name, str) or not name or params.copy_quote in name:
+        if not usable_name(name, params.copy_quote):
             raise ValueError(
                 f"copy_names must be non-empty strings without the quote "
                 f"{params.copy_quote!r}, got {name!r}"
             )
     for opener in params.copy_openers:
-        if not isinstance(opener, str) or not opener or len(opener) > MAX_OPENER_CHARS:
+        if not usable_opener(opener):
             raise ValueError(
                 f"copy_openers must be strings of 1 to {MAX_OPENER_CHARS} characters, "
                 f"got {opener!r}"

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from timely_core.clock import Clock
-from timely_core.engine.copy_bias import MAX_OPENER_CHARS
+from timely_core.engine.copy_bias import usable_name, usable_opener
 from timely_core.engine.protocol import Engine, SamplingParams
 from timely_core.language.grammar import (
     language_closers,
@@ -149,11 +149,9 @@ class ServiceState:
                     generation.language, request.scene, request.instruction
                 )
                 # what the engine would refuse is left out, not failed on
-                names = tuple(n for n in listed if n and quote not in n)
+                names = tuple(n for n in listed if usable_name(n, quote))
                 openers = tuple(
-                    o
-                    for o in language_name_openers(generation.language)
-                    if 0 < len(o) <= MAX_OPENER_CHARS
+                    o for o in language_name_openers(generation.language) if usable_opener(o)
                 )
                 if names:
                     sampling = dataclasses.replace(

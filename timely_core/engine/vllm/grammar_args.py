@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from timely_core.engine.copy_bias import MAX_OPENER_CHARS
+from timely_core.engine.copy_bias import check_copy_params
 from timely_core.engine.protocol import SamplingParams
 
 # how vLLM loads the processor (`--logits-processors` on a server, engine args in process)
@@ -73,18 +73,8 @@ class GrammarArgs(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _names_quotable(self) -> GrammarArgs:
-        for name in self.copy_names:
-            if not name or self.copy_quote in name:
-                raise ValueError(
-                    f"copy_names must be non-empty and without the quote "
-                    f"{self.copy_quote!r}, got {name!r}"
-                )
-        for opener in self.copy_openers:
-            if not opener or len(opener) > MAX_OPENER_CHARS:
-                raise ValueError(
-                    f"copy_openers must be 1 to {MAX_OPENER_CHARS} characters, got {opener!r}"
-                )
+    def _copy_settings(self) -> GrammarArgs:
+        check_copy_params(self)  # as the engines check SamplingParams
         return self
 
     def wire(self) -> dict[str, Any]:
