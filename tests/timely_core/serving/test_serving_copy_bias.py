@@ -5,20 +5,14 @@ bias at all."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from tokenizers import Tokenizer
 
-from robot_models.checkpoints import default_planner_path
 from robot_models.language import RobotPlanLanguage, load_language
-from tests.timely_core.serving.grammar_recording import GrammarRecordingEngine
-from timely_core.clock import MonotonicClock
+from tests.timely_core.serving.grammar_recording import recording_service
 from timely_core.engine.protocol import SamplingParams
-from timely_core.engine.torch.config import EngineConfig
 from timely_core.request import TaskRequest
-from timely_core.service import PlanningService
 
 pytestmark = pytest.mark.slow
 
@@ -44,15 +38,7 @@ class ThirdPartyLanguage:
 
 
 def admitted(language: ThirdPartyLanguage) -> SamplingParams:
-    path = default_planner_path()
-    engine = GrammarRecordingEngine(Path(path), EngineConfig())
-    service = PlanningService(
-        engine,
-        Tokenizer.from_file(str(path / "tokenizer.json")),
-        policy="timely",
-        clock=MonotonicClock(),
-        languages={"drone": language},
-    )
+    service, engine = recording_service({"drone": language})
     service.register_robot("drone1", robot_type="drone")
     service.start()
     try:

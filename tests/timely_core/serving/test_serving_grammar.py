@@ -6,21 +6,14 @@ switches it off."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from tokenizers import Tokenizer
 
-from robot_models.checkpoints import default_planner_path
 from robot_models.language import load_language
-from tests.timely_core.serving.grammar_recording import GrammarRecordingEngine
-from timely_core.clock import MonotonicClock
-from timely_core.engine.torch.config import EngineConfig
+from tests.timely_core.serving.grammar_recording import recording_service
 from timely_core.events import TaskResult
 from timely_core.language.chat_language import ChatLanguage
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.request import TaskRequest
-from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
 
 TASKS = [  # robot, scene, instruction: none of them like the training data
@@ -36,20 +29,9 @@ pytestmark = pytest.mark.slow
 
 
 def serve(grammar: bool) -> tuple[list[TaskResult], dict[str, set[str | None]]]:
-    path = default_planner_path()
-    if not (path / "model.safetensors").is_file():
-        pytest.fail(f"the planner checkpoint is missing at {path}: python -m robot_models.train")
-    engine = GrammarRecordingEngine(Path(path), EngineConfig())
     languages: dict[str, PlanLanguage] = {"drone": load_language("drone")}
     languages["arm"] = load_language("arm")
-    service = PlanningService(
-        engine,
-        Tokenizer.from_file(str(path / "tokenizer.json")),
-        policy="timely",
-        clock=MonotonicClock(),
-        config=ServiceConfig(max_tokens=160, grammar=grammar),
-        languages=languages,
-    )
+    service, engine = recording_service(languages, ServiceConfig(max_tokens=160, grammar=grammar))
     service.register_robot("drone1", robot_type="drone")
     service.register_robot("arm1", robot_type="arm")
     service.register_robot("chat1", language=ChatLanguage())

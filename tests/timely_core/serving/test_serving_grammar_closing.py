@@ -14,7 +14,10 @@ from tokenizers import Tokenizer
 
 from robot_models.checkpoints import default_planner_path
 from robot_models.language import load_language
-from tests.timely_core.serving.grammar_recording import GrammarRecordingEngine
+from tests.timely_core.serving.grammar_recording import (
+    GrammarRecordingEngine,
+    recording_service,
+)
 from timely_core.clock import MonotonicClock
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
@@ -99,16 +102,7 @@ def sort_screws(
 ) -> tuple[TaskResult, GrammarRecordingEngine]:
     """The one arm task below on the service (default closing and segment limit;
     no copy bias unless given, which would write the names the request gives)."""
-    path = default_planner_path()
-    engine = GrammarRecordingEngine(Path(path), EngineConfig())
-    service = PlanningService(
-        engine,
-        Tokenizer.from_file(str(path / "tokenizer.json")),
-        policy="timely",
-        clock=MonotonicClock(),
-        config=ServiceConfig(copy_bias=copy_bias),
-        languages={"arm": arm},
-    )
+    service, engine = recording_service({"arm": arm}, ServiceConfig(copy_bias=copy_bias))
     service.register_robot("arm0", robot_type="arm")
     service.start()
     try:

@@ -6,23 +6,16 @@ fewer objects nobody mentioned than without it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from tokenizers import Tokenizer
 
-from robot_models.checkpoints import default_planner_path
 from robot_models.grounding import grounded_names
 from robot_models.language import load_language
 from robot_models.plan_ast import Literal, calls_in
 from robot_models.plan_check import check_plan
-from tests.timely_core.serving.grammar_recording import GrammarRecordingEngine
-from timely_core.clock import MonotonicClock
+from tests.timely_core.serving.grammar_recording import recording_service
 from timely_core.engine.protocol import SamplingParams
-from timely_core.engine.torch.config import EngineConfig
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.request import TaskRequest
-from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
 
 pytestmark = pytest.mark.slow
@@ -44,21 +37,11 @@ def served(
 ) -> tuple[list[str], list[str | None], list[SamplingParams]]:
     """The plans of CASES, the grammar each was admitted with and its whole
     sampling (in order)."""
-    path = default_planner_path()
-    if not (path / "model.safetensors").is_file():
-        pytest.fail(f"the planner checkpoint is missing at {path}: python -m robot_models.train")
     languages: dict[str, PlanLanguage] = {r: load_language(r) for r in ("drone", "arm")}
-    engine = GrammarRecordingEngine(Path(path), EngineConfig())
-    service = PlanningService(
-        engine,
-        Tokenizer.from_file(str(path / "tokenizer.json")),
-        policy="timely",
-        clock=MonotonicClock(),
-        config=ServiceConfig(
-            max_tokens=128, grammar=True, grounded_names=grounded, copy_bias=copy_bias
-        ),
-        languages=languages,
+    config = ServiceConfig(
+        max_tokens=128, grammar=True, grounded_names=grounded, copy_bias=copy_bias
     )
+    service, engine = recording_service(languages, config)
     for i, (robot, _, _) in enumerate(CASES):
         service.register_robot(f"{robot}{i}", robot_type=robot)
     service.start()
