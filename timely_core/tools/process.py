@@ -32,6 +32,7 @@ from timely_core.tools.channel import Channel, ChannelClosed, call_to_wire, repl
 from timely_core.tools.plugin import ToolCall, ToolReply
 from timely_core.tools.sandbox import EXIT_MEMORY
 from timely_core.tools.spec import ToolSpec
+from timely_core.tools.stderr_tail import StderrTail
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 60.0  # importing the plugin on a loaded machine
@@ -68,6 +69,7 @@ ReplyHandler = Callable[[PendingCall, ToolReply], None]
 class _Running:
     proc: subprocess.Popen[bytes]
     channel: Channel
+    stderr: StderrTail
     killed_for: str = ""  # why the host killed it, if it did
     fatal: str = ""  # what the process reported before ending
     busy_since_s: float = field(default_factory=time.monotonic)
@@ -159,9 +161,12 @@ class PluginProcess:
             pass_fds=[child.fileno()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             env=env,
         )
         child.close()
+        assert proc.stderr is not None
+        stderr = StderrTail(proc.stderr, f"tool-{self.spec.name}")
         channel = Channel(parent)
         spec = self.spec
         try:
@@ -176,15 +181,25 @@ class PluginProcess:
                 }
             )
             hello = channel.receive(START_TIMEOUT_S)
-        except ChannelClosed:
+        except ChannelClosed:  # it ended: its status follows its closed socket
             hello = None
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5.0)
         if hello is None or hello.get("op") != "ready":
+            ended = proc.poll()
             proc.kill()
             proc.wait()
             channel.close()
-            why = "no answer" if hello is None else str(hello.get("message", hello))
+            if hello is not None:
+                why = str(hello.get("message", hello))
+            elif ended is None:
+                why = f"no answer in {START_TIMEOUT_S:g} s"
+            else:
+                why = f"its process ended ({_exit_status(ended)}) before it answered"
+            if last_words := stderr.text():
+                why += f"; its stderr ended: {last_words}"
             raise ToolStartError(f"tool {spec.name!r} ({spec.plugin}) did not start: {why}")
-        return _Running(proc, channel), ToolInfo(
+        return _Running(proc, channel, stderr), ToolInfo(
             skills=frozenset(str(s) for s in hello["skills"]),
             partial=bool(hello["partial"]),
             validates=bool(hello["validates"]),
@@ -291,6 +306,11 @@ class PluginProcess:
             return f"memory limit ({spec.memory_mb} MiB) exceeded"
         if code == -signal.SIGXCPU:
             return f"CPU-time limit ({spec.cpu_s:g} s per call) exceeded"
-        if code < 0:
-            return f"the tool's process crashed (signal {signal.Signals(-code).name})"
-        return f"the tool's process crashed (exit code {code})"
+        crashed = f"the tool's process crashed ({_exit_status(code)})"
+        if last_words := running.stderr.text():
+            crashed += f"; its stderr ended: {last_words}"
+        return crashed
+
+
+def _exit_status(code: int) -> str:
+    return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"

@@ -168,6 +168,27 @@ def test_a_plugin_that_cannot_start_is_named() -> None:
         PluginProcess(ToolSpec(name="bad", plugin="no_such_module:X"), Replies())
 
 
+def test_a_process_that_dies_says_why() -> None:
+    """Its exit status and the last of its stderr name the cause, at start and in a call."""
+    spec = ToolSpec(name="dies", plugin="tools_fault_plugins:DiesAtStart")
+    with pytest.raises(ToolStartError) as started:
+        PluginProcess(spec, Replies())
+    assert str(started.value) == (
+        "tool 'dies' (tools_fault_plugins:DiesAtStart) did not start: its process ended "
+        "(exit code 5) before it answered; its stderr ended: libfoo: no licence found"
+    )
+    replies = Replies()
+    process = start(replies)
+    try:
+        process.submit(call("words", "last words"))
+        assert replies.wait("words") == ToolReply.error(
+            "the tool's process crashed (exit code 4); "
+            "its stderr ended: cannot reach the gripper's controller"
+        )
+    finally:
+        process.close()
+
+
 def test_spec_validation() -> None:
     with pytest.raises(ValidationError, match="plugin"):
         ToolSpec(name="x", plugin="not a path")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 
 from timely_core.tools.plugin import ToolCall, ToolPlugin, ToolReply
@@ -47,6 +48,9 @@ class Faulty(ToolPlugin):
                 blocks.append(bytearray(64 * 1024 * 1024))
         if mode == "raise":
             raise KeyError("no such thing")
+        if mode == "last words":
+            print("cannot reach the gripper's controller", file=sys.stderr, flush=True)
+            os._exit(4)
         if mode == "net":
             try:
                 socket.create_connection(("127.0.0.1", 9), timeout=1.0).close()
@@ -58,6 +62,16 @@ class Faulty(ToolPlugin):
 
 class NotAPlugin:
     skills = frozenset({"x"})
+
+
+class DiesAtStart(ToolPlugin):
+    """Its process ends while starting, saying why on stderr (as a C library would)."""
+
+    skills = frozenset({"x"})
+
+    def __init__(self, options: dict[str, object]) -> None:
+        print("libfoo: no licence found", file=sys.stderr, flush=True)
+        os._exit(5)
 
 
 class KnownObjects(ToolPlugin):
