@@ -196,6 +196,15 @@ class VllmServerEngine:
         stream = self._streams.get(gen_id)
         return stream.server.url if stream is not None and stream.server else None
 
+    def received_ahead(self, gen_id: int) -> int:
+        """Tokens its server has sent that no step has taken yet (a stream runs
+        ahead of the service loop); 0 while it has no stream."""
+        stream = self._streams.get(gen_id)
+        if stream is None:
+            return 0
+        with self._arrived:
+            return len(stream.buffer)
+
     def token_ids(self, gen_id: int) -> list[int]:
         return list(self._state(gen_id).token_ids)
 

@@ -34,7 +34,11 @@ SLOTS = 2  # --max-num-seqs of each server: a short waiting queue to order
 def servers(planner: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[VllmServer]]:
     logs = tmp_path_factory.mktemp("vllm-servers")
     # two for the engine tests, a third for the service test to kill
-    started = [VllmServer(planner, logs / f"server{i}.log", SLOTS) for i in range(3)]
+    # each logs its aborts (the abort test waits for one)
+    started = [
+        VllmServer(planner, logs / f"server{i}.log", SLOTS, ("--enable-log-requests",))
+        for i in range(3)
+    ]
     try:
         for server in started:
             server.wait_ready(400)
@@ -116,42 +120,46 @@ def test_the_ranking_orders_the_servers_waiting_queue(
 ) -> None:
     """On one server (the prefix's) with both slots busy, the generation the policy
     ranks first starts before one added earlier but ranked lower (first tokens as
-    they arrive from the server). Only an attempt in which the server reported both
-    waiting at once counts: from then on the first free slot goes by priority,
-    however late its gauge is read; one in which a slot freed first is repeated."""
+    they arrive from the server). The server's core is frozen while the two are
+    added, once both slots' streams have tokens in hand (so the loop steps on), and
+    thawed once its API server has handed both to it: the tiny planner cannot end a
+    slot's 1,500-id loop before both wait, so the first free slot goes by priority."""
     looping = _looping_prompts(engine, 2, 1500)  # first and second hold both slots throughout
     head = looping[0][:64]
     engine.register_prefix("queue", head)
-    prompts = [looping[0], looping[0], head + looping[1], head + looping[1]]
     home = engine.router.home_of("queue")
     assert home is not None
     server = next(s for s in servers if s.url == home.url)
-    for attempt in range(3):
-        first, second, low, high = (20 + 4 * attempt + i for i in range(4))
-        engine.set_ranking([first, second, high, low])
-        for gen_id, prompt, max_tokens in zip(
-            (first, second, low, high), prompts, (1500, 1500, 40, 40), strict=True
-        ):
-            engine.add(gen_id, prompt, SamplingParams(max_tokens=max_tokens), prefix_id="queue")
-            if gen_id == second:
-                while not engine.step([first, second]):
-                    pass  # both slots taken: the next two wait in the server's queue
-        assert engine.generation(high).priority < engine.generation(low).priority
-        assert {engine.server_of(g) for g in (first, second, low, high)} == {home.url}
-        queued = _eventually(lambda: server.waiting_requests() == 2, timeout_s=20)
-        started = {g: engine.generation(g) for g in (low, high)}
-        live = [first, second, low, high]
-        while live:
-            for out in engine.step(live):
-                if out.finished:
-                    live.remove(out.gen_id)
-        if queued:
-            first_high, first_low = started[high].first_token_s, started[low].first_token_s
-            assert first_high is not None and first_low is not None
-            assert first_high < first_low
-            break
-    else:
-        pytest.fail("the server never reported both generations waiting in 3 attempts")
+    first, second, low, high = 20, 21, 22, 23
+    engine.set_ranking([first, second, high, low])
+    for gen_id in (first, second):
+        engine.add(gen_id, looping[0], SamplingParams(max_tokens=1500), prefix_id="queue")
+    assert engine.step([first, second])
+    assert _eventually(lambda: min(engine.received_ahead(g) for g in (first, second)) >= 2)
+    server.hold_engine_core(True)
+    try:
+        added = server.adds_logged()
+        for gen_id in (low, high):
+            params = SamplingParams(max_tokens=40)
+            engine.add(gen_id, head + looping[1], params, prefix_id="queue")
+        assert engine.step([first, second, low, high])  # opens low's and high's streams
+        assert _eventually(lambda: server.adds_logged() >= added + 2), (
+            f"{server.url} got {server.adds_logged() - added} of 2 requests; their streams "
+            f"are on {[engine.server_of(g) for g in (low, high)]}"
+        )
+    finally:
+        server.hold_engine_core(False)
+    assert engine.generation(high).priority < engine.generation(low).priority
+    assert {engine.server_of(g) for g in (first, second, low, high)} == {home.url}
+    started = {g: engine.generation(g) for g in (low, high)}  # forgotten once finished
+    live = [first, second, low, high]
+    while live:
+        for out in engine.step(live):
+            if out.finished:
+                live.remove(out.gen_id)
+    first_high, first_low = started[high].first_token_s, started[low].first_token_s
+    assert first_high is not None and first_low is not None
+    assert first_high < first_low
     engine.set_ranking([])
 
 
@@ -159,19 +167,26 @@ def test_closing_a_stream_aborts_the_request_on_its_server(
     engine: VllmServerEngine, servers: list[VllmServer], torch_engine: TorchEngine
 ) -> None:
     """A loop the planner runs for all 1,500 ids (probed on the torch engine, whose
-    greedy ids are vLLM's), aborted after 3: its server stops generating it, far
-    short of the budget (read from its token counter once that has settled: the
-    server's gauges lag, and a request this small may end between two reads)."""
+    greedy ids are vLLM's), aborted after its first: its server stops generating it,
+    far short of the budget. The server's core is frozen from the first id until its
+    API server has logged the abort, so the tiny planner cannot finish the budget
+    while the abort is on its way (on a loaded machine it otherwise may); the count
+    is read from its token counter once that has settled (its gauges lag)."""
     prompt = _looping_prompts(torch_engine, 1, 1500)[0]
     before = {s.url: _settled(s.generated_tokens) for s in servers}
     engine.add(30, prompt, SamplingParams(max_tokens=1500))
     url = engine.server_of(30)
     server = next(s for s in servers if s.url == url)
-    for _ in range(3):
-        engine.step([30])
-    engine.abort(30)
+    engine.step([30])
+    server.hold_engine_core(True)
+    try:
+        aborted = server.aborts_logged()
+        engine.abort(30)
+        assert _eventually(lambda: server.aborts_logged() > aborted)
+    finally:
+        server.hold_engine_core(False)
     generated = _settled(server.generated_tokens) - before[server.url]
-    assert 3 <= generated < 1500
+    assert 1 <= generated < 1500
     assert _eventually(lambda: server.running_requests() == 0)
 
 

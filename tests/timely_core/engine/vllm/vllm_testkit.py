@@ -182,6 +182,33 @@ class VllmServer:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGSTOP)
 
+    def hold_engine_core(self, held: bool) -> None:
+        """Freeze (SIGSTOP) or thaw its EngineCore child alone: the API server still
+        takes requests and aborts, which the frozen core cannot act on yet."""
+        for pid in self._children():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP if held else signal.SIGCONT)
+
+    def _children(self) -> list[int]:
+        children = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError):  # a process that ended meanwhile
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == self.process.pid:  # ppid, after state
+                    children.append(int(stat.parent.name))
+        assert children, f"vLLM server {self.url} has no EngineCore process"
+        return children
+
+    def aborts_logged(self) -> int:
+        """Requests the API server has aborted on its core (needs
+        --enable-log-requests)."""
+        return self.log.read_text(errors="replace").count("Aborted request(s)")
+
+    def adds_logged(self) -> int:
+        """Requests the API server has handed to its core (needs
+        --enable-log-requests)."""
+        return self.log.read_text(errors="replace").count("Added request")
+
     def generated_tokens(self) -> float:
         """Tokens the server has generated, all requests (its counter)."""
         return self._gauge("vllm:generation_tokens_total")
