@@ -6,9 +6,12 @@ checkpoint, each figure against a baseline measured in the same run:
   of bench/grammar.py: the held-out set, the LRTrace tasks and the hand-written
   ordinary instructions; and how many grammar plans are token for token the torch
   engine's under the same grammar;
-- the cost per decoded token at batch 1 and 32: vLLM's step time with the grammar
-  against without (rounds alternating, medians), the time the grammar processor
-  spends in its work, as a share of the step without it, and the share of rows it
+- the same with the service's copy bias on each request's names (copy_bias.py):
+  valid plans, and how many are token for token the torch engine's with it;
+- the cost per decoded token at batch 1 and 32: vLLM's step time with the grammar,
+  and with the grammar and the copy bias, against without (rounds alternating,
+  medians), the time the grammar processor spends in its work (the copy bias's
+  included), as a share of the step without it, and the share of rows it
   had to mask (greedy rows whose argmax the grammar allows are left as they are,
   their matcher taking that token at once), and how many rows had their matcher
   rebuilt (an argmax taken ahead that did not come, grammar_row.py).
@@ -21,6 +24,7 @@ Writes bench/results/grammar_vllm.json (with os.getloadavg(): the machine is sha
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -43,6 +47,7 @@ from grammar import Case, cases_of, quality_table
 from robot_models.checkpoints import default_planner_path
 from robot_models.language import load_language
 from robot_models.plan_check import check_plan
+from timely_core.engine.copy_bias import usable_name
 from timely_core.engine.protocol import SamplingParams, UnknownGeneration
 from timely_core.service_config import ServiceConfig
 
@@ -68,26 +73,41 @@ class Plans:
         request = self.languages[case.robot].format_request(case.scene, case.instruction)
         return self.prefixes[case.robot] + self.encode(request)
 
-    def params(self, robot: str, grammar: bool) -> SamplingParams:
+    def params(self, case: Case, grammar: bool, copy: bool = False) -> SamplingParams:
+        """Greedy, with the robot's grammar closed as the service closes it, and with
+        `copy` the service's copy bias on the request's names."""
         if not grammar:
             return SamplingParams(max_tokens=MAX_TOKENS)
-        language = self.languages[robot]
+        language = self.languages[case.robot]
         spelled = [self.encode(text) for text in language.grammar_closers()]
-        return SamplingParams(
+        params = SamplingParams(
             max_tokens=MAX_TOKENS,
             grammar=language.grammar(),
             close_within=ServiceConfig().grammar_close_within,
             closing_ids=tuple(ids[0] for ids in spelled if len(ids) == 1),
         )
+        if not copy:
+            return params
+        quote = language.name_quote()
+        names = language.request_names(case.scene, case.instruction)
+        return dataclasses.replace(
+            params,
+            copy_names=tuple(n for n in names if usable_name(n, quote)),
+            copy_bias=ServiceConfig().copy_bias,
+            copy_quote=quote,
+            copy_openers=language.name_openers(),
+        )
 
 
-def generate(engine: Any, plans: Plans, cases: list[Case], grammar: bool) -> list[list[int]]:
+def generate(
+    engine: Any, plans: Plans, cases: list[Case], grammar: bool, copy: bool = False
+) -> list[list[int]]:
     """Greedy ids per case (EOS included when it came), in batches of BATCH."""
     out: dict[int, list[int]] = {}
     for start in range(0, len(cases), BATCH):
         chunk = list(range(start, min(start + BATCH, len(cases))))
         for i in chunk:
-            engine.add(i, plans.prompt(cases[i]), plans.params(cases[i].robot, grammar))
+            engine.add(i, plans.prompt(cases[i]), plans.params(cases[i], grammar, copy))
             out[i] = []
         live = list(chunk)
         while live:
@@ -117,14 +137,20 @@ def quality(vllm: Any, torch_engine: Any, plans: Plans) -> dict[str, Any]:
         free = generate(vllm, plans, cases, grammar=False)
         constrained = generate(vllm, plans, cases, grammar=True)
         reference = generate(torch_engine, plans, cases, grammar=True)
+        copied = generate(vllm, plans, cases, grammar=True, copy=True)
+        copied_reference = generate(torch_engine, plans, cases, grammar=True, copy=True)
         was_valid = [i for i, ids in enumerate(free) if _valid(plans, cases[i], ids, eos)]
         figures[name] = {
             "without_grammar": score(plans, cases, free, eos),
             "with_grammar": score(plans, cases, constrained, eos),
+            "with_grammar_and_copy_bias": score(plans, cases, copied, eos),
             "valid_without_grammar": len(was_valid),
             "unchanged_with_grammar": sum(free[i] == constrained[i] for i in was_valid),
             "equal_to_torch_with_grammar": sum(
                 a == b for a, b in zip(constrained, reference, strict=True)
+            ),
+            "equal_to_torch_with_copy_bias": sum(
+                a == b for a, b in zip(copied, copied_reference, strict=True)
             ),
         }
     return figures
@@ -135,14 +161,17 @@ def _valid(plans: Plans, case: Case, ids: list[int], eos: int) -> bool:
     return check_plan(case.robot, plans.tokenizer.decode(ids[:-1] if ended else ids), ended).valid
 
 
-def decode_round(engine: Any, plans: Plans, cases: list[Case], grammar: bool) -> tuple[float, ...]:
+def decode_round(
+    engine: Any, plans: Plans, cases: list[Case], grammar: bool, copy: bool = False
+) -> tuple[float, ...]:
     """(step seconds, processor seconds, steps, share of grammar rows masked, rows
     rebuilt) over COST_STEPS decode steps of a full batch; stops early if any
-    generation ends, so the batch never shrinks."""
+    generation ends, so the batch never shrinks. `copy`: with the copy bias (its
+    work is the processor's)."""
     processor = engine.grammar_processor()
     live = []
     for i, case in enumerate(cases):
-        engine.add(10_000 + i, plans.prompt(case), plans.params(case.robot, grammar))
+        engine.add(10_000 + i, plans.prompt(case), plans.params(case, grammar, copy))
         live.append(10_000 + i)
     started = dict.fromkeys(live, False)
     while not all(started.values()):
@@ -178,9 +207,11 @@ def decode_cost(engine: Any, plans: Plans, cases: list[Case], rounds: int) -> di
         chosen = cases[:batch]
         without: list[tuple[float, ...]] = []
         with_: list[tuple[float, ...]] = []
+        copying: list[tuple[float, ...]] = []
         for _ in range(rounds):
             without.append(decode_round(engine, plans, chosen, False))
             with_.append(decode_round(engine, plans, chosen, True))
+            copying.append(decode_round(engine, plans, chosen, True, copy=True))
 
         def per_step(rows: list[tuple[float, ...]], index: int) -> float:
             return statistics.median(r[index] / r[2] for r in rows)
@@ -194,6 +225,10 @@ def decode_cost(engine: Any, plans: Plans, cases: list[Case], rounds: int) -> di
             "masking_share_of_step": per_step(with_, 1) / base,
             "rows_masked_share": statistics.median(r[3] for r in with_),
             "rows_rebuilt": sum(int(r[4]) for r in with_),
+            "step_s_with_copy_bias": per_step(copying, 0),
+            "step_time_ratio_with_copy_bias": per_step(copying, 0) / base,
+            "masking_s_per_step_with_copy_bias": per_step(copying, 1),
+            "masking_share_of_step_with_copy_bias": per_step(copying, 1) / base,
         }
     return figures
 
@@ -202,11 +237,26 @@ def print_tables(results: dict[str, Any], console: Console) -> None:
     title = "Plans on vLLM with and without the grammar (greedy)"
     extra = ("= torch with grammar", "equal_to_torch_with_grammar")
     console.print(quality_table(results, title, extra))
+    copy = Table(title="With the grammar and the service's copy bias on vLLM (greedy)")
+    for column in ("set", "plans", "valid", "right skills", "= torch with copy bias"):
+        copy.add_column(column, justify="right")
+    for name, q in results["quality"].items():
+        c = q["with_grammar_and_copy_bias"]
+        copy.add_row(
+            name,
+            str(c["plans"]),
+            str(c["valid"]),
+            str(c["right_skills"]),
+            f"{q['equal_to_torch_with_copy_bias']}/{c['plans']}",
+        )
+    console.print(copy)
     cost = Table(title="Grammar cost per decoded token on vLLM (vs the step without it)")
     for column in ("batch", "step w/o (ms)", "step with (ms)", "ratio", "grammar work (share)",
-                   "rows masked", "rebuilt"):  # fmt: skip
+                   "rows masked", "rebuilt", "+ copy bias: ratio", "work (share)"):  # fmt: skip
         cost.add_column(column, justify="right")
     for batch, v in results["decode_cost"].items():
+        copy_work = 1e6 * v["masking_s_per_step_with_copy_bias"]
+        copy_share = 100 * v["masking_share_of_step_with_copy_bias"]
         cost.add_row(
             batch,
             f"{1e3 * v['step_s_without_grammar']:.2f}",
@@ -215,6 +265,8 @@ def print_tables(results: dict[str, Any], console: Console) -> None:
             f"{1e6 * v['masking_s_per_step']:.0f} us ({100 * v['masking_share_of_step']:.1f}%)",
             f"{100 * v['rows_masked_share']:.1f}%",
             str(v["rows_rebuilt"]),
+            f"{v['step_time_ratio_with_copy_bias']:.3f}",
+            f"{copy_work:.0f} us ({copy_share:.1f}%)",
         )
     console.print(cost)
     console.print(f"load average: {results['loadavg_before']} -> {results['loadavg_after']}")

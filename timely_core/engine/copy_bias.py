@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -33,6 +34,7 @@ import torch
 from timely_core.engine.torch.grammar_vocab import TokenBytes
 
 _LONGEST_START = 4  # a token that closes a name carries at most this much after it
+MAX_CONTINUATIONS = 4096  # names spelled so far whose continuing ids are kept
 MAX_OPENER_CHARS = 32
 
 
@@ -119,6 +121,11 @@ class CopyBias:
             for end in range(1, min(len(spelled), _LONGEST_START + 1)):
                 self._by_start.setdefault(spelled[:end], []).append(token_id)
         self._quotes: dict[bytes, npt.NDArray[np.int64]] = {}
+        # (names, quote, name so far) -> ids: a plan opens the same names again and
+        # again (`lk('cup')`, then `pk('cup')`), and each opening starts from nothing
+        self._continuations: OrderedDict[tuple[tuple[str, ...], bytes, bytes], list[int]] = (
+            OrderedDict()
+        )
 
     def _quote_counts(self, quote: bytes) -> npt.NDArray[np.int64]:
         counts = self._quotes.get(quote)
@@ -173,8 +180,20 @@ class CopyBias:
             if not _opened_by(before, openers):
                 return []  # a quoted text that is not a name (a message, a value)
         so_far = spelled[cut + 1 :] + b"".join(self._spelled[t] for t in ids[last_quote + 1 :])
+        key = (params.copy_names, quote, so_far)
+        found = self._continuations.get(key)
+        if found is None:
+            found = self._spelling_on(params.copy_names, quote, so_far)
+            self._continuations[key] = found
+            if len(self._continuations) > MAX_CONTINUATIONS:
+                self._continuations.popitem(last=False)
+        return list(found)
+
+    def _spelling_on(self, names: tuple[str, ...], quote: bytes, so_far: bytes) -> list[int]:
+        """The ids that go on spelling one of `names` from `so_far`, up to and
+        including the closing `quote`."""
         found: set[int] = set()
-        for encoded in _encoded(params.copy_names):
+        for encoded in _encoded(names):
             if not encoded.startswith(so_far):
                 continue
             rest = encoded[len(so_far) :] + quote
@@ -205,23 +224,10 @@ class CopyBias:
             length += len(spelled)
         return b"".join(reversed(parts))
 
-    def apply(
-        self,
-        logits: torch.Tensor,
-        rows: Sequence[tuple[int, Sequence[int], CopySettings]],
-    ) -> int:
-        """Add each row's bias to its boosted ids in `logits` ([rows, vocab], in
-        place); `rows`: (row, generated ids, params) of the rows that copy. Returns
-        how many rows were inside a name."""
-        started = time.perf_counter()
-        boosts = [(row, self.boosted(ids, params), params.copy_bias) for row, ids, params in rows]
-        self.seconds += time.perf_counter() - started
-        return self.add(logits, boosts)
-
     def add(self, logits: torch.Tensor, boosts: Sequence[tuple[int, list[int], float]]) -> int:
-        """Add (row, boosted ids, bias) to `logits` in place, the ids worked out
-        before (the torch engine does so ahead of the forward). Returns how many
-        rows had ids."""
+        """Add (row, boosted ids, bias) to `logits` ([rows, vocab]) in place, the ids
+        worked out before (the torch engine does so ahead of the forward, vLLM's
+        processor in its `apply`). Returns how many rows had ids."""
         started = time.perf_counter()
         at_rows: list[int] = []
         at_ids: list[int] = []

@@ -90,13 +90,28 @@ def test_counting_as_ids_come_gives_what_a_full_count_gives() -> None:
     assert got == [] and fresh is not scan and fresh.parity == 0
 
 
+def test_what_is_kept_between_steps_is_each_requests_own() -> None:
+    """The ids kept for a name spelled so far belong to the names they were worked
+    out for: another request's names, at the same point, get their own."""
+    bias = CopyBias(TokenBytes(tokens=SPELLED, special=frozenset({0})))
+    opened = ids(b"o", b"('", b"c")
+    cup = bias.boosted(opened, PARAMS)
+    assert cup == ids(b"up")
+    other = dataclasses.replace(PARAMS, copy_names=("cu",))
+    assert bias.boosted(opened, other) == []  # no id spells "u'" or starts with it
+    assert bias.boosted(opened, PARAMS) == cup
+    cup.append(ID[b"fork"])  # a caller's list is its own
+    assert bias.boosted(opened, PARAMS) == ids(b"up")
+
+
 def test_a_name_off_every_listed_one_gets_no_boost() -> None:
     assert BIAS.boosted(ids(b"o", b"('", b"fork"), PARAMS) == []
 
 
-def test_apply_adds_the_bias_to_boosted_ids_of_the_rows_that_copy() -> None:
+def test_add_puts_the_bias_on_boosted_ids_of_the_rows_that_copy() -> None:
     logits = torch.zeros((2, len(SPELLED)))
-    inside = BIAS.apply(logits, [(0, ids(b"o", b"('", b"c"), PARAMS), (1, ids(b"o"), PARAMS)])
+    rows = [(0, ids(b"o", b"('", b"c")), (1, ids(b"o"))]
+    inside = BIAS.add(logits, [(row, BIAS.boosted(g, PARAMS), PARAMS.copy_bias) for row, g in rows])
     assert inside == 1
     expected = torch.zeros(len(SPELLED))
     expected[ID[b"up"]] = 5.0

@@ -128,13 +128,10 @@ class GrammarLogitsProcessor(LogitsProcessor):
         closing: dict[int, tuple[int, ...]] = {}  # masked rows that close, with their ids
         argmax: list[int] | None = None
         kept = 0
-        copying = []
-        for index, row in rows.items():
+        for row in rows.values():
             row.advance(eos)
-            if row.copies:
-                copying.append((index, row.generated_ids(), row.args))
-        if copying and self._copy_bias is not None:
-            self._copy_bias.apply(logits, copying)
+        if self._copy_bias is not None:
+            self._add_copy_bias(logits, self._copy_bias)
         for index, row in rows.items():
             matcher = row.matcher
             closers = row.closers
@@ -159,6 +156,19 @@ class GrammarLogitsProcessor(LogitsProcessor):
             self._mask(logits, sorted(masked), closing)
         self.seconds += time.perf_counter() - started
         return logits
+
+    def _add_copy_bias(self, logits: torch.Tensor, bias: CopyBias) -> None:
+        """Each copying row's bias on the ids that go on spelling one of its names,
+        its quotes counted only in the ids it took since the last step."""
+        started = time.perf_counter()
+        boosts = []
+        for index, row in self._rows.items():
+            if row.copies:
+                ids, row.copy_scan = bias.boosted_scan(row.generated, 0, row.args, row.copy_scan)
+                boosts.append((index, ids, row.args.copy_bias))
+        bias.seconds += time.perf_counter() - started
+        if boosts:
+            bias.add(logits, boosts)
 
     def _mask(
         self, logits: torch.Tensor, masked: list[int], closing: dict[int, tuple[int, ...]]

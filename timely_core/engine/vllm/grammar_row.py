@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from timely_core.engine.closing import closing_ids_now
-from timely_core.engine.copy_bias import copies
+from timely_core.engine.copy_bias import CopyScan, copies
 from timely_core.engine.torch.grammar import GrammarCompiler, GrammarMatcher
 from timely_core.engine.vllm.grammar_args import GrammarArgs
 
@@ -45,6 +45,8 @@ class GrammarRow:
         "args",
         "compiler",
         "consumed",
+        "copy_scan",
+        "generated",
         "greedy_unmasked",
         "matcher",
         "output_ids",
@@ -76,6 +78,10 @@ class GrammarRow:
         self.consumed = 0
         self.ahead = NONE
         self.stats = stats
+        # the plan's ids so far (grown in `advance`) and how far the copy bias has
+        # counted quotes in them (copy_bias.CopyScan), for a row that copies
+        self.generated = list(plan)
+        self.copy_scan: CopyScan | None = None
         self.matcher = compiler.matcher(args.grammar)  # the engine compiled it in `add`
         refused = _replay(self.matcher, plan)
         if refused is not None:  # the engine checks rewrites: never expected
@@ -85,10 +91,6 @@ class GrammarRow:
     def copies(self) -> bool:
         """Whether its request carries a copy bias (copy_bias.py)."""
         return copies(self.args)
-
-    def generated_ids(self) -> list[int]:
-        """The plan's ids so far: those in the prompt, then the outputs taken."""
-        return self.plan + self.output_ids[: self.consumed]
 
     @property
     def closers(self) -> tuple[int, ...] | None:
@@ -111,6 +113,7 @@ class GrammarRow:
             token = ids[self.consumed]
             if token < 0:  # a placeholder of an asynchronous step, not filled yet
                 break
+            self.generated.append(token)
             if self.ahead != NONE:
                 ahead, self.ahead = self.ahead, NONE
                 if token == ahead:
