@@ -25,13 +25,15 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from timely_core.engine.torch.grammar_vocab import TokenBytes
+
+if TYPE_CHECKING:  # torch only where logits are: the service (and tool processes) import this
+    import torch
 
 _LONGEST_START = 4  # a token that closes a name carries at most this much after it
 MAX_CONTINUATIONS = 4096  # names spelled so far whose continuing ids are kept
@@ -239,6 +241,8 @@ class CopyBias:
                 at_rows += [row] * len(ids)
                 at_ids += ids
                 amounts += [bias] * len(ids)
+        import torch  # loaded already: `logits` is one
+
         if at_ids and logits.device.type == "cpu" and logits.dtype == torch.float32:
             logits.numpy()[at_rows, at_ids] += amounts  # each (row, id) once: no add.at
         elif at_ids:  # vLLM on an accelerator

@@ -30,8 +30,28 @@ def isolate_network() -> str:
 
 
 def limit_memory(megabytes: int) -> None:
+    """Limit the process's address space to `megabytes`. Raises ValueError when it
+    already maps that much: every allocation would then fail, at random places."""
+    mapped = mapped_megabytes()
+    if mapped is not None and mapped >= megabytes:
+        raise ValueError(
+            f"memory_mb={megabytes} is not more than the {mapped} MiB of address space "
+            "the tool's process maps before its plugin loads; raise memory_mb"
+        )
     limit = megabytes * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def mapped_megabytes() -> int | None:
+    """This process's address space (VmSize), or None where /proc does not say."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        return None
+    return None
 
 
 def cpu_used_s() -> float:

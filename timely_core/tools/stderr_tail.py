@@ -4,6 +4,7 @@ that dies says why: a start failure or a crash quotes what it printed last."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from collections import deque
@@ -27,7 +28,8 @@ class StderrTail:
                 line = raw.decode("utf-8", "replace").rstrip("\n")
                 with self._lock:
                     self._lines.append(line)
-                sys.stderr.write(line + "\n")
+                with contextlib.suppress(OSError, ValueError):  # its stderr gone: drain on
+                    sys.stderr.write(line + "\n")
 
     def text(self, wait_s: float = 1.0) -> str:
         """The last lines, once the stream has ended (a dead process's last words

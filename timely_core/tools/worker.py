@@ -63,8 +63,8 @@ def load_plugin(path: str, options: dict[str, Any]) -> ToolPlugin:
 def start(channel: Channel) -> tuple[ToolPlugin, float]:
     message = channel.receive(None) or {}
     network = "allowed" if message.get("network") else isolate_network()
-    limit_memory(int(message["memory_mb"]))
     try:
+        limit_memory(int(message["memory_mb"]))
         plugin = load_plugin(str(message["plugin"]), dict(message.get("options") or {}))
     except Exception as exc:  # reported to the host, which names the plugin
         channel.send({"op": "failed", "message": f"{type(exc).__name__}: {exc}"})

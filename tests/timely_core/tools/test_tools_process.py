@@ -168,6 +168,25 @@ def test_a_plugin_that_cannot_start_is_named() -> None:
         PluginProcess(ToolSpec(name="bad", plugin="no_such_module:X"), Replies())
 
 
+def test_a_memory_limit_below_what_the_process_maps_is_named() -> None:
+    """Applied anyway, every allocation would fail at random places (a reply's buffer,
+    once: 'did not start: no answer')."""
+    spec = ToolSpec(name="tiny", plugin="tools_fault_plugins:Faulty", memory_mb=64)
+    with pytest.raises(ToolStartError, match=r"memory_mb=64 is not more than the \d+ MiB"):
+        PluginProcess(spec, Replies())
+
+
+def test_a_plugin_process_loads_no_engine() -> None:
+    """What the worker imports is mapped before the memory limit: torch alone would
+    put its process past the usual limits."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, timely_core.tools.worker; "
+         "print(sorted({'torch', 'vllm', 'rclpy', 'transformers'} & set(sys.modules)))"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout.strip()  # fmt: skip
+    assert loaded == "[]"
+
+
 def test_a_process_that_dies_says_why() -> None:
     """Its exit status and the last of its stderr name the cause, at start and in a call."""
     spec = ToolSpec(name="dies", plugin="tools_fault_plugins:DiesAtStart")
