@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from typing import Any
 
 import rclpy
@@ -20,6 +21,7 @@ from timely_interfaces.msg import Segment, Skill
 
 PLAN = "tu(90);mf(120);"
 SKILLS = [("turn_cw", ["90"], "tu(90)"), ("move_forward", ["120"], "mf(120)")]
+FEEDBACK_TOPIC = "/timely/plan_task/_action/feedback"
 
 
 class PlannerPeer(Node):
@@ -50,6 +52,11 @@ class PlannerPeer(Node):
         segment.stamp = self.get_clock().now().to_msg()
         feedback = PlanTask.Feedback()
         feedback.segment = segment
+        # the client found the action's services, maybe not yet this feedback topic
+        # (volatile: a message sent before discovery is lost)
+        deadline = time.monotonic() + 10.0
+        while self.count_subscribers(FEEDBACK_TOPIC) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
         goal_handle.publish_feedback(feedback)
 
         result = PlanTask.Result()

@@ -198,6 +198,15 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
+def assert_stopped_unrun(events: list[str]) -> None:
+    """The server accepted a goal late, was told to stop and stopped, never running
+    it. The client side (a robot link, a plan client) cancels by the goal's id at
+    once and again on the late acceptance, so the server hears one cancel request
+    or both, by when each lands."""
+    assert events[0] == "accepted" and events[-1] == "stopped", events
+    assert set(events[1:-1]) == {"cancel requested"}, events
+
+
 def run_until_cancelled(handle: Any, seconds: float) -> bool:
     """A fake action server's execution: `seconds` of motion that a cancel stops.
     Ends the goal (canceled or succeeded); True if it ran to the end."""
@@ -212,9 +221,10 @@ def run_until_cancelled(handle: Any, seconds: float) -> bool:
 
 
 def executor_entry(robot_id: str, backend: str, **params: Any) -> dict[str, Any]:
-    return {
-        f"/{robot_id}/timely_skill_executor": {"ros__parameters": {"backend": backend, **params}}
-    }
+    """A robot's `timely_skill_executor` section; its planner heartbeat timeout is
+    TEST_PLANNER_TIMEOUT_S unless `params` set it."""
+    body = {"backend": backend, "planner_timeout_s": TEST_PLANNER_TIMEOUT_S, **params}
+    return {f"/{robot_id}/timely_skill_executor": {"ros__parameters": body}}
 
 
 def lrtrace_goal_fields(trace_id: int) -> dict[str, str]:
@@ -236,6 +246,7 @@ def lrtrace_goal_fields(trace_id: int) -> dict[str, str]:
 # are for a fleet's own computers. Tests of those bounds set them.
 TEST_EXECUTOR_WAIT_S = 15.0
 TEST_ROBOT_TIMEOUT_S = 10.0
+TEST_PLANNER_TIMEOUT_S = 10.0  # a robot's wait for the planner's heartbeat
 
 
 def planner_entry(robots: dict[str, str], **params: Any) -> dict[str, Any]:
@@ -272,11 +283,14 @@ def start_arm_and_planner(
     *,
     time_scale: float,
     robots: dict[str, str] | None = None,
+    robot_params: dict[str, Any] | None = None,
     **params: Any,
 ) -> tuple[NodeProcess, NodeProcess]:
-    """The simulated arm `arm1` and a simulated-engine planner, each in its own
-    process (`timely up --only ...`); (robot, planner) once the robot is ready."""
-    robot = start(executor_entry("arm1", "sim-arm", time_scale=time_scale), "executors", "arm")
+    """The simulated arm `arm1` (its executor's `robot_params` besides `time_scale`)
+    and a simulated-engine planner (`params`), each in its own process (`timely up
+    --only ...`); (robot, planner) once the robot is ready."""
+    arm = executor_entry("arm1", "sim-arm", time_scale=time_scale, **(robot_params or {}))
+    robot = start(arm, "executors", "arm")
     planner = start(sim_planner_entry(tmp_path, robots, **params), "planner", "planner")
     robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
     return robot, planner
@@ -307,12 +321,23 @@ def start_drone_and_planner(
     return robot, planner
 
 
+# the subcommands that wait for the planner (`--wait`, 5 s by default: a loaded
+# machine can take longer to discover it in a new process)
+WAITING_SUBCOMMANDS = frozenset({"plan", "scene", "status", "cancel", "approve", "lifecycle"})
+CLI_WAIT_S = "30"
+
+
 def timely_cli(
     tmp_path: Path, *args: str, timeout_s: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """`timely ARGS...` as a separate process on this test's DDS domain."""
+    """`timely ARGS...` as a separate process on this test's DDS domain; a subcommand
+    that waits for the planner waits CLI_WAIT_S unless ARGS say otherwise."""
+    subcommand = next((a for a in args if not a.startswith("-")), "")
+    wait = ["--wait", CLI_WAIT_S] if subcommand in WAITING_SUBCOMMANDS else []
+    if "--wait" in args:
+        wait = []
     return subprocess.run(
-        [PYTHON, "-m", "timely_ros.cli", *args],
+        [PYTHON, "-m", "timely_ros.cli", *args, *wait],
         cwd=REPO,
         env=ros_env(tmp_path / "ros_log"),
         capture_output=True,

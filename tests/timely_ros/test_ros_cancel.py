@@ -55,9 +55,10 @@ def test_cancel_mid_plan_stops_generation_and_robot(
     task_id = call.segments[0].task_id
 
     # The target is 100 ms for both stops; measured on a quiet machine: 9.5-16 ms
-    # (generation) and 2-3 ms (robot), printed below. The bounds asserted are 1 s:
-    # on a loaded 2-core machine a woken thread can wait 100+ ms for a core (seen
-    # once in a full CI-style run: 130 ms from hearing the cancel to stopping).
+    # (generation) and 2-3 ms (robot), printed below. The bounds asserted are 3 s, an
+    # order below a plan's length: on a loaded machine a woken thread can wait for a
+    # core (seen once in a full CI-style run: 130 ms from hearing the cancel to
+    # stopping); the order of the events is what is checked exactly.
     # the planner stopped the generation (and freed its KV)
     m = planner_proc.wait_for_output(
         rf"event=plan_cancelled task={task_id} robot=arm1 mono=([\d.]+) "
@@ -65,7 +66,7 @@ def test_cancel_mid_plan_stops_generation_and_robot(
         10,
     )
     cancel_at, generation_stopped = float(m.group(1)), float(m.group(2))
-    assert 0 <= generation_stopped - cancel_at < 1.0
+    assert 0 <= generation_stopped - cancel_at < 3.0
     # the robot's goal was cancelled and the robot stopped on hearing it
     heard = robot.wait_for_output(
         rf"event=cancel_received robot=arm1 task={task_id} \S+ mono=([\d.]+)", 10
@@ -74,9 +75,9 @@ def test_cancel_mid_plan_stops_generation_and_robot(
         rf"event=segment_cancelled robot=arm1 task={task_id} \S+ mono=([\d.]+)", 10
     )
     robot_heard, robot_stopped = float(heard.group(1)), float(stopped.group(1))
-    assert 0 <= robot_stopped - robot_heard < 1.0
-    # planner -> robot is one DDS hop; generous bound for a loaded 2-core machine
-    assert 0 <= robot_heard - cancel_at < 1.0
+    assert 0 <= robot_stopped - robot_heard < 3.0
+    # planner -> robot is one DDS hop
+    assert 0 <= robot_heard - cancel_at < 3.0
     print(
         f"cancel: generation stopped {1e3 * (generation_stopped - cancel_at):.1f} ms, "
         f"robot heard {1e3 * (robot_heard - cancel_at):.1f} ms, "

@@ -37,8 +37,15 @@ def _planner(tmp_path: Path, **params: Any) -> dict[str, Any]:
 
 
 def _start(node_processes: StartNodes, tmp_path: Path, **params: Any) -> tuple[Any, Any]:
+    """The robot keeps the fleet's default heartbeat bound (2 s), which these tests
+    are about: a killed planner is noticed while a segment still runs."""
     return start_arm_and_planner(
-        node_processes, tmp_path, time_scale=SLOW, status_period_s=0.2, **params
+        node_processes,
+        tmp_path,
+        time_scale=SLOW,
+        status_period_s=0.2,
+        robot_params={"planner_timeout_s": 2.0},
+        **params,
     )
 
 
@@ -167,7 +174,8 @@ def test_rejections_name_the_goal_and_goals_time_out(
     from timely_ros.plan_client import PlanClient, make_goal
     from timely_ros.qos import TOPIC
 
-    robot, planner = _start(node_processes, tmp_path, result_timeout_s=2.0)
+    # long enough for the first segment to reach client and robot on a loaded machine
+    robot, planner = _start(node_processes, tmp_path, result_timeout_s=6.0)
     rejections: list[dict[str, str]] = []
     ros_client.node.create_subscription(
         String, "/timely/rejections", lambda m: rejections.append(json.loads(m.data)), TOPIC
@@ -189,7 +197,7 @@ def test_rejections_name_the_goal_and_goals_time_out(
     assert call.status == GoalStatus.STATUS_ABORTED
     assert (
         "timed out" in call.final_result().error
-        and "result_timeout_s=2" in call.final_result().error
+        and "result_timeout_s=6" in call.final_result().error
     )
     task_id = call.segments[0].task_id
     robot.wait_for_output(rf"event=cancel_received robot=arm1 task={task_id}", 20)

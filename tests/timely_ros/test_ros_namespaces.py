@@ -66,7 +66,7 @@ def test_two_planners_in_two_namespaces(
     assert "drone2" in a.rejection_reason(wrong)
 
     status = subprocess.run(
-        [PYTHON, "-m", "timely_ros.cli", "--namespace", "fleet/site_b", "status"],
+        [PYTHON, "-m", "timely_ros.cli", "--namespace", "fleet/site_b", "status", "--wait", "30"],
         cwd=REPO,
         env=ros_env(tmp_path / "ros_log"),
         capture_output=True,

@@ -3,6 +3,7 @@ processes), plus the status rendering and goal-id parsing on their own."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,7 @@ def test_status_and_cancel_from_the_command_line(
     robot, planner_proc = start_arm_and_planner(
         node_processes,
         tmp_path,
-        time_scale=3.0,
+        time_scale=10.0,  # slow: the arm is still on a segment when `status` reports
         robots={"arm1": "arm", "drone1": "drone"},
         status_period_s=0.2,
     )
@@ -69,7 +70,7 @@ def test_status_and_cancel_from_the_command_line(
 
     status = timely_cli(tmp_path, "status")
     assert status.returncode == 0, status.stderr
-    assert "executing segment 0 (+1 more goals)" in status.stdout, status.stdout
+    assert re.search(r"executing segment \d+ \(\+1 more goals\)", status.stdout), status.stdout
     # the goal listed is the one whose goal thread started first
     assert any(c.goal_id in status.stdout for c in calls), status.stdout
     assert "drone1" in status.stdout and "idle" in status.stdout

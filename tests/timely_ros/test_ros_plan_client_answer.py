@@ -10,7 +10,12 @@ from typing import Any
 
 import pytest
 
-from tests.timely_ros.ros_support import RosClient, run_until_cancelled, wait_until
+from tests.timely_ros.ros_support import (
+    RosClient,
+    assert_stopped_unrun,
+    run_until_cancelled,
+    wait_until,
+)
 
 NAMESPACE = "mute_planner"
 
@@ -64,7 +69,7 @@ def test_an_unanswered_goal_ends_the_call_and_is_cancelled_if_accepted_late(
         assert "drone1" in call.client_error
         answer.set()  # the planner accepts it after all: it must not run on
         wait_until(lambda: "stopped" in events or "ran to the end" in events, 10, "the end")
-        assert events == ["accepted", "cancel requested", "stopped"]
+        assert_stopped_unrun(events)
     finally:
         answer.set()
         server.destroy()

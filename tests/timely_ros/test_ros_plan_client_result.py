@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.timely_ros.ros_support import RosClient
+from tests.timely_ros.ros_support import RosClient, wait_until
 
 NAMESPACE = "fake_planner"
 
@@ -98,5 +98,6 @@ def test_a_long_lived_client_keeps_no_future_per_goal(ros_client: RosClient) -> 
         for call in calls:
             assert call.done.wait(30)
     futures = client._client._futures
-    # after 100 goals, at most the last goal's result request may still be in flight
-    assert len(futures) <= 2, f"{len(futures)} futures kept after 100 goals"
+    # after 100 goals, at most the last goal's result request may still be in flight,
+    # once rclpy has run its removal tasks (a leak keeps about 100)
+    wait_until(lambda: len(futures) <= 2, 10, "at most 2 futures kept after 100 goals")

@@ -16,7 +16,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.timely_ros.ros_support import RosClient, run_until_cancelled, wait_until
+from tests.timely_ros.ros_support import (
+    RosClient,
+    assert_stopped_unrun,
+    run_until_cancelled,
+    wait_until,
+)
 
 pytestmark = pytest.mark.ros
 
@@ -71,14 +76,6 @@ def slow_robot(ros_client: RosClient, name: str) -> Iterator[tuple[threading.Eve
         server.destroy()
         ros_client.executor.remove_node(robot)
         robot.destroy_node()
-
-
-def assert_stopped_unrun(events: list[str]) -> None:
-    """The robot accepted the goal late, was told to stop and stopped, never running
-    the segment. The link cancels by the goal's id at once and again on the late
-    acceptance, so the robot hears one cancel request or both, by when each lands."""
-    assert events[0] == "accepted" and events[-1] == "stopped", events
-    assert set(events[1:-1]) == {"cancel requested"}, events
 
 
 def test_a_cancel_before_the_robot_accepts_still_stops_the_robot(ros_client: RosClient) -> None:

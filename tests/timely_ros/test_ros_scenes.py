@@ -79,7 +79,17 @@ def test_a_goal_without_a_scene_plans_in_the_published_one(
     # the operator's CLI: the next goal without a scene plans in the new one
     task2 = lrtrace_goal_fields(2)
     cli = subprocess.run(
-        [PYTHON, "-m", "timely_ros.cli", "scene", "--robot", "drone1", task2["scene"]],
+        [
+            PYTHON,
+            "-m",
+            "timely_ros.cli",
+            "scene",
+            "--robot",
+            "drone1",
+            "--wait",
+            "30",
+            task2["scene"],
+        ],
         cwd=REPO,
         env=ros_env(tmp_path / "ros_log"),
         capture_output=True,

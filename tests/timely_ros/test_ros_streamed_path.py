@@ -176,7 +176,7 @@ def test_each_leg_runs_on_the_drone_while_the_path_is_decoded(
     node_processes: StartNodes, ros_client: RosClient, planner_for: Any
 ) -> None:
     drone = _drone(node_processes, time_scale=0.1)  # a leg runs about 0.3 s
-    planner_for(0.15)  # about 8 tokens per leg: 1.2 s of decoding each
+    planner_for(0.3)  # about 8 tokens per leg: 2.4 s of decoding each
     call, progress = _plan_to_success(ros_client, drone)
     assert [s.text for s in call.segments] == ["tk();", PLAN[5:-5], "ld();"]
     task_id = call.segments[0].task_id
@@ -189,8 +189,8 @@ def test_each_leg_runs_on_the_drone_while_the_path_is_decoded(
         ["land()"],
     ]
     # before the path's segment (at its ')') reached the client, the drone had flown
-    # the first two legs and started the third (each leg is decoded in about 1.2 s
-    # and flown in about 0.3 s)
+    # the first two legs and started the third (each leg is decoded in about 2.4 s
+    # and flown in about 0.3 s: a goal's round trip to the drone has seconds to spare)
     path_segment_at = call.segment_times[1]
     assert all(mono < path_segment_at for _, mono in executed[1:3])
     started = re.findall(

@@ -58,7 +58,7 @@ def test_tello_command_sequence_errors_timeouts_and_cancel(
             "tello",
             tello_host="127.0.0.2",
             tello_port=PORT,
-            tello_timeout_s=1,
+            tello_timeout_s=3,  # every reply, from the fake's thread in this busy process
             tello_retry_count=1,
         )
         proc = node_processes(config, "executors", "tello")
@@ -143,7 +143,11 @@ def test_tello_command_sequence_errors_timeouts_and_cancel(
         client.send_goal_async(
             _goal("long", [("move_forward", ["500"]), ("land", [])])
         ).add_done_callback(on_accept)
-        wait_until(lambda: "forward 500" in fake.received()[before:], 30, "the long move")
+        wait_until(
+            lambda: "handle" in out and "forward 500" in fake.received()[before:],
+            30,
+            "the long move, accepted",
+        )
         out["handle"].cancel_goal_async()
         assert done.wait(15)
         assert out["status"] == GoalStatus.STATUS_CANCELED

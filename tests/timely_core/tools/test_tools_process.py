@@ -66,9 +66,10 @@ def faulty() -> Iterator[tuple[PluginProcess, Replies]]:
 
 @pytest.fixture
 def impatient() -> Iterator[tuple[PluginProcess, Replies]]:
-    """Wall time 1 s, for the hangs."""
+    """Wall time 5 s, for the hangs: it applies to their innocent calls too, which a
+    loaded machine may hold up for a second."""
     replies = Replies()
-    process = start(replies, wall_s=1.0, cpu_s=30.0, memory_mb=400)
+    process = start(replies, wall_s=5.0, cpu_s=30.0, memory_mb=400)
     yield process, replies
     process.close()
 
@@ -78,7 +79,7 @@ def impatient() -> Iterator[tuple[PluginProcess, Replies]]:
     [
         ("crash", "the tool's process crashed (exit code 7)"),
         ("segv", "the tool's process crashed (signal SIGSEGV)"),
-        ("hang", "wall-time limit (1 s per call) exceeded"),
+        ("hang", "wall-time limit (5 s per call) exceeded"),
         ("hog", "memory limit (400 MiB) exceeded"),
     ],
 )
@@ -227,7 +228,7 @@ def test_a_hung_plugin_flooded_with_calls_is_still_killed_and_the_calls_answered
     flood = 300
     for i in range(flood):  # ~3 MB: far more than the socket holds
         process.submit(ToolCall(f"f{i}", "r1", i, "fault", ("ok",), True, "x" * 10_000))
-    assert replies.wait("hang") == ToolReply.error("wall-time limit (1 s per call) exceeded")
+    assert replies.wait("hang") == ToolReply.error("wall-time limit (5 s per call) exceeded")
     answers = [replies.wait(f"f{i}") for i in range(flood)]
     assert {a.kind for a in answers} == {"value"} and process.restarts == 1
 
