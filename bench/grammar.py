@@ -41,7 +41,6 @@ from tokenizers import Tokenizer
 
 from robot_models.checkpoints import default_planner_path
 from robot_models.dataset import build_dataset
-from robot_models.grounding import grounded_names
 from robot_models.language import RobotPlanLanguage, load_language
 from robot_models.ordinary_instructions import ordinary_instructions
 from robot_models.plan_check import check_plan
@@ -49,6 +48,7 @@ from timely_core.engine.protocol import SamplingParams, UnknownGeneration
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.grammar import GrammarCompiler
+from timely_core.language.grammar import with_copy_bias
 from timely_core.service_config import ServiceConfig
 
 RESULTS = Path(__file__).resolve().parent / "results" / "grammar.json"
@@ -82,7 +82,7 @@ class Planner:
 
     def params(self, robot: str, grammar: bool, **kw: Any) -> SamplingParams:
         """With the grammar, closed near the token limit as the service does
-        (`kw`: other fields, e.g. the copy bias)."""
+        (`kw`: other fields, e.g. temperature and seed)."""
         if not grammar:
             return SamplingParams(max_tokens=MAX_TOKENS, **kw)
         language = self.languages[robot]
@@ -205,11 +205,10 @@ def decode_round(
     for i, case in enumerate(cases):
         gen_id = 10_000 + i
         extra: dict[str, Any] = {"temperature": temperature, "seed": i} if temperature else {}
-        if copy:
-            extra["copy_names"] = grounded_names(case.scene, case.instruction)
-            extra["copy_bias"] = ServiceConfig().copy_bias
-            extra["copy_openers"] = planner.languages[case.robot].name_openers()
         params = planner.params(case.robot, grammar, **extra)
+        if copy:
+            language, bias = planner.languages[case.robot], ServiceConfig().copy_bias
+            params = with_copy_bias(params, language, case.scene, case.instruction, bias)
         engine.add(gen_id, planner.prompt(case), params, prefix_id=case.robot)
         live.append(gen_id)
     started = {g: False for g in live}

@@ -24,7 +24,6 @@ Writes bench/results/grammar_vllm.json (with os.getloadavg(): the machine is sha
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import platform
@@ -47,8 +46,8 @@ from grammar import Case, cases_of, quality_table
 from robot_models.checkpoints import default_planner_path
 from robot_models.language import load_language
 from robot_models.plan_check import check_plan
-from timely_core.engine.copy_bias import usable_name
 from timely_core.engine.protocol import SamplingParams, UnknownGeneration
+from timely_core.language.grammar import with_copy_bias
 from timely_core.service_config import ServiceConfig
 
 RESULTS = Path(__file__).resolve().parent / "results" / "grammar_vllm.json"
@@ -88,15 +87,8 @@ class Plans:
         )
         if not copy:
             return params
-        quote = language.name_quote()
-        names = language.request_names(case.scene, case.instruction)
-        return dataclasses.replace(
-            params,
-            copy_names=tuple(n for n in names if usable_name(n, quote)),
-            copy_bias=ServiceConfig().copy_bias,
-            copy_quote=quote,
-            copy_openers=language.name_openers(),
-        )
+        bias = ServiceConfig().copy_bias
+        return with_copy_bias(params, language, case.scene, case.instruction, bias)
 
 
 def generate(

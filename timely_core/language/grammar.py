@@ -5,7 +5,11 @@ written (issue #21). Optional: the chat language has none and stays unconstraine
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Protocol, runtime_checkable
+
+from timely_core.engine.copy_bias import usable_name, usable_opener
+from timely_core.engine.protocol import SamplingParams
 
 
 @runtime_checkable
@@ -104,3 +108,25 @@ def language_name_openers(language: object) -> tuple[str, ...]:
     """What comes right before a name's opening quote in `language`'s plans (none
     when it does not say: every quoted text is a name)."""
     return language.name_openers() if isinstance(language, CopyingLanguage) else ()
+
+
+def with_copy_bias(
+    sampling: SamplingParams, language: object, scene: str, instruction: str, bias: float
+) -> SamplingParams:
+    """`sampling` with `language`'s copy bias on the names of this request (as is
+    when the language lists none, or its quote is not one character). A name or an
+    opener the engine would refuse is left out, not failed on."""
+    quote = language_quote(language)
+    if bias <= 0 or len(quote) != 1:
+        return sampling
+    listed = language_copy_names(language, scene, instruction)
+    names = tuple(n for n in listed if usable_name(n, quote))
+    if not names:
+        return sampling
+    return dataclasses.replace(
+        sampling,
+        copy_names=names,
+        copy_bias=bias,
+        copy_quote=quote,
+        copy_openers=tuple(o for o in language_name_openers(language) if usable_opener(o)),
+    )

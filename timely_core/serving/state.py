@@ -20,15 +20,12 @@ from collections.abc import Callable
 from typing import Any
 
 from timely_core.clock import Clock
-from timely_core.engine.copy_bias import usable_name, usable_opener
 from timely_core.engine.protocol import Engine, SamplingParams
 from timely_core.language.grammar import (
     language_closers,
-    language_copy_names,
     language_grammar,
     language_hard_closers,
-    language_name_openers,
-    language_quote,
+    with_copy_bias,
 )
 from timely_core.scheduling.batch_control import LatencyGuidedBatch
 from timely_core.scheduling.policies import Policy
@@ -142,25 +139,14 @@ class ServiceState:
             sampling = self._with_grammar(grammar, generation.language)
             # grounded names allow only those names (and the robot's known places,
             # which a bias toward the request's would push away from)
-            copying = self.config.copy_bias > 0 and not self.config.grounded_names
-            quote = language_quote(generation.language)
-            if sampling.grammar is not None and copying and len(quote) == 1:
-                listed = language_copy_names(
-                    generation.language, request.scene, request.instruction
+            if sampling.grammar is not None and not self.config.grounded_names:
+                sampling = with_copy_bias(
+                    sampling,
+                    generation.language,
+                    request.scene,
+                    request.instruction,
+                    self.config.copy_bias,
                 )
-                # what the engine would refuse is left out, not failed on
-                names = tuple(n for n in listed if usable_name(n, quote))
-                openers = tuple(
-                    o for o in language_name_openers(generation.language) if usable_opener(o)
-                )
-                if names:
-                    sampling = dataclasses.replace(
-                        sampling,
-                        copy_names=names,
-                        copy_bias=self.config.copy_bias,
-                        copy_quote=quote,
-                        copy_openers=openers,
-                    )
             generation.sampling = sampling
         return generation.sampling
 

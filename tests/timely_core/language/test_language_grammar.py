@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from robot_models.grounding import grounded_names
 from robot_models.language import load_language
+from timely_core.engine.protocol import SamplingParams
 from timely_core.language.chat_language import ChatLanguage
 from timely_core.language.grammar import (
     CopyingLanguage,
@@ -15,6 +16,7 @@ from timely_core.language.grammar import (
     language_hard_closers,
     language_name_openers,
     language_quote,
+    with_copy_bias,
 )
 
 SCENE, INSTRUCTION = "visible: sofa, lamp", "find my green thermos"
@@ -46,3 +48,32 @@ def test_a_language_without_them_gets_the_defaults() -> None:
     assert language_copy_names(chat, SCENE, INSTRUCTION) == ()
     assert language_quote(chat) == "'"
     assert language_name_openers(chat) == ()
+
+
+class _OddLanguage:
+    """A third party's copying language: one unusable name, one unusable opener."""
+
+    def __init__(self, quote: str = "'") -> None:
+        self.quote = quote
+
+    def request_names(self, scene: str, instruction: str) -> tuple[str, ...]:
+        return ("cup", "it's", "")
+
+    def name_quote(self) -> str:
+        return self.quote
+
+    def name_openers(self) -> tuple[str, ...]:
+        return ("pick(", "", "x" * 40)
+
+
+def test_with_copy_bias_sets_what_the_engine_accepts_and_nothing_else() -> None:
+    plain = SamplingParams(max_tokens=8)
+    drone = with_copy_bias(plain, load_language("drone"), SCENE, INSTRUCTION, 10.0)
+    assert drone.copy_names == grounded_names(SCENE, INSTRUCTION)
+    assert (drone.copy_bias, drone.copy_quote) == (10.0, "'")
+    assert drone.copy_openers == load_language("drone").name_openers()
+    odd = with_copy_bias(plain, _OddLanguage(), SCENE, INSTRUCTION, 10.0)
+    assert (odd.copy_names, odd.copy_openers) == (("cup",), ("pick(",))
+    assert with_copy_bias(plain, _OddLanguage("\"'"), SCENE, INSTRUCTION, 10.0) == plain
+    assert with_copy_bias(plain, ChatLanguage(), SCENE, INSTRUCTION, 10.0) == plain
+    assert with_copy_bias(plain, load_language("drone"), SCENE, INSTRUCTION, 0.0) == plain
