@@ -14,6 +14,7 @@ from robot_models.parser import PlanParser
 from robot_models.plan_ast import PlanStatement, Stmt
 from robot_models.prompts import format_request, prompt_prefix
 from robot_models.skills import ROBOT_TYPES, SkillSet, check_robot_type
+from robot_models.value_candidates import request_values
 
 # How a failed segment reads as an observation: the statements, then `->failed(...)`
 # with the robot's reason, as a perception observation reads `lk('cup')->True`.
@@ -84,6 +85,12 @@ class RobotPlanLanguage:
         """The names the request and its scene give (`grounding.grounded_names`): the
         engine's copy bias favours them inside a quoted name."""
         return grounded_names(scene, instruction)
+
+    def request_values(self, scene: str, instruction: str) -> tuple[tuple[str, str], ...]:
+        """The numbers the request states, as each numeric argument would take
+        them, after that argument's opener (`value_candidates.request_values`): the
+        engine's copy bias favours them where the plan writes that argument."""
+        return request_values(self._skills, instruction)
 
     def name_quote(self) -> str:
         return "'"
