@@ -15,14 +15,22 @@ a name; the name so far is the text after that quote. A token is boosted when
 its bytes continue a listed name that starts with the name so far, up to and
 including the closing quote (`'cup` + `');` counts: the name ends inside it).
 Segments end at complete statements, so counting from the generation's first
-generated token is enough."""
+generated token is enough.
+
+Values (`copy_values`, numbers a request states) are unquoted: a generation is
+inside one while the text after one of its openers (`copy_value_openers`) is all
+sign, digits and point. The planner's tokenizer writes a digit with its place
+(`100` is a hundreds 1, a tens 0, a units 0), so a value's next token is the
+next of the ids the engine's tokenizer writes it with (`encode`), not any id that
+spells the next character; the ids already taken must be that value's too."""
 
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
@@ -38,6 +46,10 @@ if TYPE_CHECKING:  # torch only where logits are: the service (and tool processe
 _LONGEST_START = 4  # a token that closes a name carries at most this much after it
 MAX_CONTINUATIONS = 4096  # names spelled so far whose continuing ids are kept
 MAX_OPENER_CHARS = 32
+MAX_VALUE_CHARS = 16
+MAX_VALUE_ENCODINGS = 4096  # values whose ids are kept
+_VALUE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
+_VALUE_SO_FAR = re.compile(rb"[-+0-9.]*\Z")
 
 
 class CopySettings(Protocol):
@@ -56,6 +68,12 @@ class CopySettings(Protocol):
     @property
     def copy_openers(self) -> tuple[str, ...]: ...
 
+    @property
+    def copy_values(self) -> tuple[str, ...]: ...
+
+    @property
+    def copy_value_openers(self) -> tuple[str, ...]: ...
+
 
 def usable_name(name: object, quote: str) -> bool:
     """Whether `name` can be copied between `quote`s: a non-empty text without it."""
@@ -65,6 +83,16 @@ def usable_name(name: object, quote: str) -> bool:
 def usable_opener(opener: object) -> bool:
     """Whether `opener` is a text of 1 to MAX_OPENER_CHARS characters."""
     return isinstance(opener, str) and 0 < len(opener) <= MAX_OPENER_CHARS
+
+
+def usable_value(value: object) -> bool:
+    """Whether `value` is a number as plans write one: an optional sign, digits and
+    at most one point, at most MAX_VALUE_CHARS characters."""
+    return (
+        isinstance(value, str)
+        and len(value) <= MAX_VALUE_CHARS
+        and _VALUE.fullmatch(value) is not None
+    )
 
 
 def check_copy_params(params: CopySettings) -> None:
@@ -79,17 +107,28 @@ def check_copy_params(params: CopySettings) -> None:
                 f"copy_names must be non-empty strings without the quote "
                 f"{params.copy_quote!r}, got {name!r}"
             )
-    for opener in params.copy_openers:
+    for opener in (*params.copy_openers, *params.copy_value_openers):
         if not usable_opener(opener):
             raise ValueError(
-                f"copy_openers must be strings of 1 to {MAX_OPENER_CHARS} characters, "
-                f"got {opener!r}"
+                f"copy_openers and copy_value_openers must be strings of 1 to "
+                f"{MAX_OPENER_CHARS} characters, got {opener!r}"
+            )
+    if len(params.copy_values) != len(params.copy_value_openers):
+        raise ValueError(
+            f"copy_values and copy_value_openers are pairs: got {len(params.copy_values)} "
+            f"values and {len(params.copy_value_openers)} openers"
+        )
+    for value in params.copy_values:
+        if not usable_value(value):
+            raise ValueError(
+                f"copy_values must be numbers of at most {MAX_VALUE_CHARS} characters "
+                f"(sign, digits, point), got {value!r}"
             )
 
 
 def copies(params: CopySettings) -> bool:
     """Whether a generation with `params` gets a copy bias at all."""
-    return params.copy_bias > 0 and bool(params.copy_names)
+    return params.copy_bias > 0 and bool(params.copy_names or params.copy_values)
 
 
 @dataclass
@@ -107,7 +146,8 @@ class CopyBias:
     """One vocabulary's lookups: which ids spell a given text, which spell a given
     short text and more, and how many of a quote each id spells."""
 
-    def __init__(self, vocab: TokenBytes) -> None:
+    def __init__(self, vocab: TokenBytes, encode: Callable[[str], list[int]] | None = None) -> None:
+        """`encode`: the engine's tokenizer, for values (none: values get no bias)."""
         self.seconds = 0.0  # spent working out and adding boosts (bench/grammar.py)
         # what each id adds to the text (nothing for a special token)
         self._spelled = [
@@ -128,6 +168,8 @@ class CopyBias:
         self._continuations: OrderedDict[tuple[tuple[str, ...], bytes, bytes], list[int]] = (
             OrderedDict()
         )
+        self._encode = encode
+        self._value_ids: OrderedDict[str, tuple[int, ...]] = OrderedDict()
 
     def _quote_counts(self, quote: bytes) -> npt.NDArray[np.int64]:
         counts = self._quotes.get(quote)
@@ -154,7 +196,19 @@ class CopyBias:
         """`boosted` for the ids after `start` in `ids`, counting quotes only in the
         ids `scan` (what this returned last time for the same generation) has not
         seen: a generation's list only grows, and a rewrite replaces it, which
-        starts the count again."""
+        starts the count again. With `params.copy_values`, the ids that go on
+        writing one of them join the names' (`boosted_values`)."""
+        names, scan = self._names_scan(ids, start, params, scan)
+        if not params.copy_values:
+            return names, scan
+        values = self.boosted_values(ids, start, params)
+        if not names:
+            return values, scan
+        return sorted(set(names).union(values)), scan
+
+    def _names_scan(
+        self, ids: list[int], start: int, params: CopySettings, scan: CopyScan | None
+    ) -> tuple[list[int], CopyScan]:
         counts = self._quote_counts(params.copy_quote.encode())
         if scan is None or scan.source is not ids or scan.scanned > len(ids):
             scan = CopyScan(ids, start, 0, -1)
@@ -164,9 +218,68 @@ class CopyBias:
                 scan.parity ^= found & 1
                 scan.last_quote = index
         scan.scanned = len(ids)
-        if not scan.parity:
+        if not scan.parity or not params.copy_names:
             return [], scan
         return self._continuing(ids, start, scan.last_quote, params), scan
+
+    def boosted_values(self, ids: Sequence[int], start: int, params: CopySettings) -> list[int]:
+        """The ids that go on writing one of `params.copy_values` after its opener,
+        as the engine's tokenizer writes the value, at the end of `ids[start:]`."""
+        if self._encode is None or not params.copy_values:
+            return []
+        longest = max(len(o) for o in params.copy_value_openers) + MAX_VALUE_CHARS + 1
+        tail, length, index = [], 0, len(ids)
+        while length < longest and index > start:
+            index -= 1
+            tail.append(self._spelled[ids[index]])
+            length += len(tail[-1])
+        text = b"".join(reversed(tail))
+        match = _VALUE_SO_FAR.search(text)
+        so_far = match.group(0) if match else b""
+        if len(so_far) >= MAX_VALUE_CHARS:
+            return []
+        before = text[: len(text) - len(so_far)]
+        # the ids that lie wholly inside the value so far (not one that also holds
+        # its opener, as `,-` does)
+        inside: list[int] = []
+        covered = 0
+        for token_id in reversed(ids[start:]):
+            width = len(self._spelled[token_id])
+            if width == 0 or covered + width > len(so_far):
+                break
+            inside.append(token_id)
+            covered += width
+        inside.reverse()
+        found: set[int] = set()
+        for opener, value in zip(params.copy_value_openers, params.copy_values, strict=True):
+            spelled = value.encode()
+            if len(spelled) <= len(so_far) or not spelled.startswith(so_far):
+                continue
+            if not _opened_by_value(before, opener.encode()):
+                continue
+            written = self._written(value)
+            taken, width = 0, 0
+            while width < len(so_far) and taken < len(written):
+                width += len(self._spelled[written[taken]])
+                taken += 1
+            if width != len(so_far) or taken >= len(written) or len(inside) > taken:
+                continue  # the value so far is written with other tokens
+            if list(written[taken - len(inside) : taken]) != inside:
+                continue
+            found.add(written[taken])
+        return sorted(found)
+
+    def _written(self, value: str) -> tuple[int, ...]:
+        """The ids the engine's tokenizer writes `value` with (kept)."""
+        assert self._encode is not None
+        written = self._value_ids.get(value)
+        if written is None:
+            written = self._value_ids[value] = tuple(self._encode(value))
+            if len(self._value_ids) > MAX_VALUE_ENCODINGS:
+                self._value_ids.popitem(last=False)
+        else:
+            self._value_ids.move_to_end(value)
+        return written
 
     def _continuing(
         self, ids: Sequence[int], start: int, last_quote: int, params: CopySettings
@@ -261,6 +374,18 @@ class CopyBias:
 @lru_cache(maxsize=1024)
 def _encoded(names: tuple[str, ...]) -> tuple[bytes, ...]:
     return tuple(name.encode() for name in names)
+
+
+def _opened_by_value(before: bytes, opener: bytes) -> bool:
+    """Whether `before` ends with `opener`, which, when it starts with a letter,
+    starts a word there (`mu(` opens, `emu(` does not; `,` after a digit opens)."""
+    if not before.endswith(opener):
+        return False
+    if not (opener[:1].isalnum() or opener[:1] == b"_"):
+        return True
+    start = len(before) - len(opener)
+    previous = before[start - 1 : start]
+    return start == 0 or not (previous.isalnum() or previous == b"_")
 
 
 def _opened_by(before: bytes, openers: tuple[bytes, ...]) -> bool:

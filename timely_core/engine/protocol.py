@@ -63,7 +63,13 @@ class SamplingParams:
     wins where the model is unsure (`copy_bias.py`); with `copy_openers`, only in a
     name whose opening quote comes right after one of them (a skill's name
     argument, not a free-text message). 0 or no names turns it off; engines without
-    logits (the simulator) accept and ignore it."""
+    logits (the simulator) accept and ignore it.
+
+    `copy_values`, `copy_value_openers` (with a grammar and `copy_bias`): the same
+    for unquoted values, in pairs: right after `copy_value_openers[i]` (a skill's
+    `(`, a later argument's `,`), the tokens that go on writing `copy_values[i]` as
+    the tokenizer writes it (a number the request states, in the argument's unit)
+    get the bias."""
 
     temperature: float = 0.0
     top_p: float = 1.0
@@ -78,6 +84,8 @@ class SamplingParams:
     copy_bias: float = 0.0
     copy_quote: str = "'"
     copy_openers: tuple[str, ...] = ()
+    copy_values: tuple[str, ...] = ()
+    copy_value_openers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol, runtime_checkable
 
-from timely_core.engine.copy_bias import usable_name, usable_opener
+from timely_core.engine.copy_bias import usable_name, usable_opener, usable_value
 from timely_core.engine.protocol import SamplingParams
 
 
@@ -68,6 +68,17 @@ class CopyingLanguage(Protocol):
         every quoted text is a name."""
 
 
+@runtime_checkable
+class ValueCopyingLanguage(Protocol):
+    """Optional: a grammar language that can list the numbers a request states,
+    for the engine's copy bias on values (`SamplingParams.copy_values`)."""
+
+    def request_values(self, scene: str, instruction: str) -> tuple[tuple[str, str], ...]:
+        """(opener, value) pairs: a value as the plan would write it, after the text
+        that opens the argument it belongs in (e.g. `("mu(", "100")` for "go up 1
+        meter")."""
+
+
 def language_grammar(language: object, request: tuple[str, str] | None = None) -> str | None:
     """The grammar of `language`, or None when it has none. With `request` (scene,
     instruction), a `RequestGrammarLanguage`'s grammar for that request."""
@@ -113,15 +124,21 @@ def language_name_openers(language: object) -> tuple[str, ...]:
 def with_copy_bias(
     sampling: SamplingParams, language: object, scene: str, instruction: str, bias: float
 ) -> SamplingParams:
-    """`sampling` with `language`'s copy bias on the names of this request (as is
-    when the language lists none, or its quote is not one character). A name or an
-    opener the engine would refuse is left out, not failed on."""
+    """`sampling` with `language`'s copy bias on the names of this request and, for
+    a `ValueCopyingLanguage`, on the numbers it states (as is when the language
+    lists neither, or its quote is not one character). A name, value or opener the
+    engine would refuse is left out, not failed on."""
     quote = language_quote(language)
     if bias <= 0 or len(quote) != 1:
         return sampling
     listed = language_copy_names(language, scene, instruction)
     names = tuple(n for n in listed if usable_name(n, quote))
-    if not names:
+    pairs = tuple(
+        (opener, value)
+        for opener, value in language_copy_values(language, scene, instruction)
+        if usable_opener(opener) and usable_value(value)
+    )
+    if not names and not pairs:
         return sampling
     return dataclasses.replace(
         sampling,
@@ -129,4 +146,16 @@ def with_copy_bias(
         copy_bias=bias,
         copy_quote=quote,
         copy_openers=tuple(o for o in language_name_openers(language) if usable_opener(o)),
+        copy_values=tuple(value for _, value in pairs),
+        copy_value_openers=tuple(opener for opener, _ in pairs),
     )
+
+
+def language_copy_values(
+    language: object, scene: str, instruction: str
+) -> tuple[tuple[str, str], ...]:
+    """The (opener, value) pairs a request states, for `language`'s copy bias on
+    values (none when it lists none)."""
+    if isinstance(language, ValueCopyingLanguage):
+        return language.request_values(scene, instruction)
+    return ()

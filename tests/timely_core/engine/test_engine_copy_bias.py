@@ -1,7 +1,8 @@
 """The copy bias's rule (engine/copy_bias.py) on a small vocabulary: which ids go on
 spelling a listed name, only inside a quoted name (with openers, only one opened
-right after an opener), up to and including the closing quote; and its parameters
-refused by name."""
+right after an opener), up to and including the closing quote; values (numbers)
+right after their openers, with the ids the tokenizer writes each with; and the
+parameters refused by name."""
 
 from __future__ import annotations
 
@@ -138,3 +139,101 @@ def test_copy_params_are_checked_by_name() -> None:
         check_copy_params(dataclasses.replace(PARAMS, copy_openers=("",)))
     with pytest.raises(ValueError, match="copy_openers"):
         check_copy_params(dataclasses.replace(PARAMS, copy_openers=("x" * 33,)))
+
+
+# values: digits written with their place, as the planner's tokenizer does (a
+# hundreds "1" is not a units "1"); each entry (id, what it spells, what it is)
+VALUE_TOKENS = [
+    (0, b"<eos>", "eos"),
+    (1, b"mu", "mu"),
+    (2, b"(", "("),
+    (3, b"1", "1__"),  # hundreds
+    (4, b"0", "_0_"),  # tens
+    (5, b"0", "__0"),  # units
+    (6, b"1", "__1"),  # units
+    (7, b"2", "2__"),  # hundreds
+    (8, b",", ","),
+    (9, b",-", ",-"),
+    (10, b"-", "-"),
+    (11, b"e", "e"),
+    (12, b");", ");"),
+    (13, b"5", "_5_"),  # tens
+]
+VID = {name: token_id for token_id, _, name in VALUE_TOKENS}
+WRITTEN = {
+    "100": ["1__", "_0_", "__0"],
+    "-200": ["-", "2__", "_0_", "__0"],
+    "150": ["1__", "_5_", "__0"],
+    "1": ["__1"],
+}
+VALUE_BIAS = CopyBias(
+    TokenBytes(tokens=[spelled for _, spelled, _ in VALUE_TOKENS], special=frozenset({0})),
+    encode=lambda text: [VID[name] for name in WRITTEN[text]],
+)
+VALUES = SamplingParams(
+    copy_values=("100", "150", "-200"), copy_value_openers=("mu(", "mu(", ","), copy_bias=5.0
+)
+
+
+def vids(*names: str) -> list[int]:
+    return [VID[n] for n in names]
+
+
+def test_right_after_its_opener_a_value_starts_with_its_own_first_id() -> None:
+    # the hundreds "1" of 100 and 150, not the units "1" that spells the same
+    assert VALUE_BIAS.boosted_values(vids("mu", "("), 0, VALUES) == vids("1__")
+    assert VALUE_BIAS.boosted_values(vids("mu"), 0, VALUES) == []  # not opened yet
+
+
+def test_a_value_goes_on_with_the_ids_its_tokenizer_writes_it_with() -> None:
+    assert VALUE_BIAS.boosted_values(vids("mu", "(", "1__"), 0, VALUES) == sorted(
+        vids("_0_", "_5_")
+    )
+    assert VALUE_BIAS.boosted_values(vids("mu", "(", "1__", "_0_"), 0, VALUES) == vids("__0")
+    # written out: nothing more to add; begun with other ids (a units 1): no value of it
+    assert VALUE_BIAS.boosted_values(vids("mu", "(", "1__", "_0_", "__0"), 0, VALUES) == []
+    assert VALUE_BIAS.boosted_values(vids("mu", "(", "__1"), 0, VALUES) == []
+
+
+def test_a_sign_may_share_a_token_with_its_opener() -> None:
+    opened = vids("mu", "(", "1__", "_0_", "__0")
+    assert VALUE_BIAS.boosted_values(opened + vids(","), 0, VALUES) == vids("-")
+    assert VALUE_BIAS.boosted_values(opened + vids(",", "-"), 0, VALUES) == vids("2__")
+    assert VALUE_BIAS.boosted_values(opened + vids(",-"), 0, VALUES) == vids("2__")
+    assert VALUE_BIAS.boosted_values(opened + vids(",-", "2__"), 0, VALUES) == vids("_0_")
+
+
+def test_an_opener_that_is_a_word_opens_only_at_a_word_start() -> None:
+    assert VALUE_BIAS.boosted_values(vids("e", "mu", "("), 0, VALUES) == []
+    # before `start` (the prompt) nothing counts, not even an opener
+    assert VALUE_BIAS.boosted_values(vids("mu", "("), 2, VALUES) == []
+
+
+def test_values_join_the_names_and_need_the_engines_tokenizer() -> None:
+    both = dataclasses.replace(VALUES, copy_names=("cup",))
+    ids_, _ = VALUE_BIAS.boosted_scan(vids("mu", "("), 0, both, None)
+    assert ids_ == vids("1__")
+    assert copies(dataclasses.replace(PARAMS, copy_names=(), copy_values=("1",),
+                                      copy_value_openers=("(",)))  # fmt: skip
+    no_tokenizer = CopyBias(TokenBytes(tokens=[s for _, s, _ in VALUE_TOKENS], special=frozenset()))
+    assert no_tokenizer.boosted_values(vids("mu", "("), 0, VALUES) == []
+
+
+@pytest.mark.parametrize(
+    ("values", "openers", "field"),
+    [
+        (("100",), (), "copy_value_openers"),
+        (("1e5",), ("mu(",), "copy_values"),
+        (("",), ("mu(",), "copy_values"),
+        (("12.3.4",), ("mu(",), "copy_values"),
+        (("1" * 17,), ("mu(",), "copy_values"),
+        (("100",), ("",), "copy_value_openers"),
+    ],
+)
+def test_value_params_are_checked_by_name(
+    values: tuple[str, ...], openers: tuple[str, ...], field: str
+) -> None:
+    with pytest.raises(ValueError, match=field):
+        check_copy_params(
+            dataclasses.replace(VALUES, copy_values=values, copy_value_openers=openers)
+        )

@@ -65,6 +65,9 @@ class _OddLanguage:
     def name_openers(self) -> tuple[str, ...]:
         return ("pick(", "", "x" * 40)
 
+    def request_values(self, scene: str, instruction: str) -> tuple[tuple[str, str], ...]:
+        return (("pick(", "12"), ("pick(", "1e3"), ("", "4"), ("x" * 40, "5"))
+
 
 def test_with_copy_bias_sets_what_the_engine_accepts_and_nothing_else() -> None:
     plain = SamplingParams(max_tokens=8)
@@ -77,3 +80,8 @@ def test_with_copy_bias_sets_what_the_engine_accepts_and_nothing_else() -> None:
     assert with_copy_bias(plain, _OddLanguage("\"'"), SCENE, INSTRUCTION, 10.0) == plain
     assert with_copy_bias(plain, ChatLanguage(), SCENE, INSTRUCTION, 10.0) == plain
     assert with_copy_bias(plain, load_language("drone"), SCENE, INSTRUCTION, 0.0) == plain
+    assert drone.copy_values == ()  # no amount said
+    moving = with_copy_bias(plain, load_language("drone"), "", "climb 1.5 m", 10.0)
+    assert set(zip(moving.copy_value_openers, moving.copy_values, strict=True)) >= {("mu(", "150")}
+    assert moving.copy_names == grounded_names("", "climb 1.5 m")
+    assert odd.copy_values == ("12",) and odd.copy_value_openers == ("pick(",)

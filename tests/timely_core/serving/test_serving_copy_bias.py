@@ -1,7 +1,8 @@
 """The service's copy bias with a language of someone else's: names and openers the
 engine would refuse (a name holding the quote, an empty opener) are left out and the
 task is planned as usual; a language whose quote is not one character gets no copy
-bias at all."""
+bias at all. With the robot's own language, a number the request states is what
+the plan's call takes."""
 
 from __future__ import annotations
 
@@ -37,21 +38,28 @@ class ThirdPartyLanguage:
         return self._openers
 
 
-def admitted(language: ThirdPartyLanguage) -> SamplingParams:
+def planned(language: Any, instruction: str) -> tuple[SamplingParams, str]:
+    """The sampling the engine was given for one drone task, and its plan."""
     service, engine = recording_service({"drone": language})
     service.register_robot("drone1", robot_type="drone")
     service.start()
+    texts = []
     try:
         handle = service.submit(
-            TaskRequest(robot_id="drone1", scene="visible: sofa", instruction="find the cat")
+            TaskRequest(robot_id="drone1", scene="visible: sofa", instruction=instruction)
         )
         for segment in handle.segments(timeout_s=120):
+            texts.append(segment.text)
             handle.segment_done(segment.index)
         result = handle.result(timeout_s=120)
         assert result.success, result.error
     finally:
         service.stop()
-    return engine.admitted_params[0]
+    return engine.admitted_params[0], "".join(texts)
+
+
+def admitted(language: ThirdPartyLanguage) -> SamplingParams:
+    return planned(language, "find the cat")[0]
 
 
 def test_names_and_openers_the_engine_would_refuse_are_left_out() -> None:
@@ -65,3 +73,9 @@ def test_names_and_openers_the_engine_would_refuse_are_left_out() -> None:
 def test_a_quote_of_more_than_one_character_gets_no_copy_bias() -> None:
     params = admitted(ThirdPartyLanguage(("cat",), ("sw(",), "''"))
     assert params.copy_names == () and params.copy_bias == 0
+
+
+def test_a_number_the_request_states_is_what_the_call_takes() -> None:
+    params, plan = planned(load_language("drone"), "go up 1.2 m please")
+    assert ("mu(", "120") in zip(params.copy_value_openers, params.copy_values, strict=True)
+    assert "mu(120)" in plan

@@ -296,7 +296,7 @@ class TorchEngine(PagedEngine):
     def copy_bias(self) -> CopyBias:
         """This checkpoint's copy-bias lookups (its vocabulary, read on first use)."""
         if self._copy_bias is None:
-            self._copy_bias = CopyBias(self.grammars.vocab)
+            self._copy_bias = CopyBias(self.grammars.vocab, self.grammars.encode)
         return self._copy_bias
 
     @contextmanager

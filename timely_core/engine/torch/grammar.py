@@ -82,6 +82,7 @@ class GrammarCompiler:
             raise ValueError("grammar masks need the model's EOS token id")
         started = time.perf_counter()
         self.vocab: TokenBytes = token_bytes(tokenizer, vocab_size)
+        self._encoder = tokenizer
         wrapper = llguidance.TokenizerWrapper(_Vocabulary(tokenizer, self.vocab, eos_ids[0]))
         self._tokenizer = llguidance.LLTokenizer(
             wrapper, n_vocab=vocab_size, eos_token=list(eos_ids)
@@ -101,6 +102,10 @@ class GrammarCompiler:
         if not path.is_file():
             raise ValueError(f"grammar masks need the checkpoint's tokenizer.json ({path})")
         return GrammarCompiler(Tokenizer.from_file(str(path)), vocab_size, eos_ids)
+
+    def encode(self, text: str) -> list[int]:
+        """`text` as this tokenizer writes it (no special tokens)."""
+        return list(self._encoder.encode(text, add_special_tokens=False).ids)
 
     @property
     def compile_s(self) -> dict[str, float]:

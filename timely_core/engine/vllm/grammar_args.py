@@ -38,6 +38,8 @@ KEYS = (
     "copy_bias",
     "copy_quote",
     "copy_openers",
+    "copy_values",
+    "copy_value_openers",
 )
 
 
@@ -63,6 +65,9 @@ class GrammarArgs(BaseModel):
     copy_bias: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     copy_quote: str = Field(default="'", min_length=1, max_length=1)
     copy_openers: tuple[str, ...] = ()
+    # numbers the request states, each after its opener (pairs)
+    copy_values: tuple[str, ...] = ()
+    copy_value_openers: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _ids_not_negative(self) -> GrammarArgs:
@@ -85,6 +90,8 @@ class GrammarArgs(BaseModel):
         values["closing"] = int(self.closing)
         values["copy_names"] = list(self.copy_names)
         values["copy_openers"] = list(self.copy_openers)
+        values["copy_values"] = list(self.copy_values)
+        values["copy_value_openers"] = list(self.copy_value_openers)
         return {PREFIX + k: values[k] for k in KEYS}
 
     @staticmethod
@@ -122,4 +129,6 @@ def grammar_args(
         copy_bias=params.copy_bias,
         copy_quote=params.copy_quote,
         copy_openers=params.copy_openers,
+        copy_values=params.copy_values,
+        copy_value_openers=params.copy_value_openers,
     ).wire()

@@ -45,7 +45,7 @@ from vllm import SamplingParams as VllmSamplingParams
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 from vllm.v1.sample.logits_processor.builtin import process_dict_updates
 
-from timely_core.engine.copy_bias import CopyBias
+from timely_core.engine.copy_bias import CopyBias, copies
 from timely_core.engine.torch.grammar import GrammarMatcher
 from timely_core.engine.torch.grammar_mask import GrammarMasker
 from timely_core.engine.vllm.grammar_args import GrammarArgs
@@ -99,8 +99,8 @@ class GrammarLogitsProcessor(LogitsProcessor):
         compiler = shared_compiler(self._tokenizer_dir, self._vocab_size)
         if self._masker.vocab is None:
             self._masker.set_vocabulary(compiler.vocab)
-        if self._copy_bias is None and args.copy_bias > 0 and args.copy_names:
-            self._copy_bias = CopyBias(compiler.vocab)
+        if self._copy_bias is None and copies(args):
+            self._copy_bias = CopyBias(compiler.vocab, compiler.encode)
         greedy = params.temperature < GREEDY_BELOW
         penalties = (
             params.repetition_penalty != 1.0

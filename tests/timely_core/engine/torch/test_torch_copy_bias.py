@@ -3,7 +3,9 @@ grammars: requests naming objects the planner was never trained on get plans tha
 quote those names, where the same plans without the bias name something else; a
 name the request only implies, which the planner is sure of, stays; a free-text
 message (`lg`) is left as it was, since only a skill's name argument is biased;
-sampled plans with the bias still parse; bad copy parameters are refused by name."""
+sampled plans with the bias still parse; bad copy parameters are refused by name.
+Numbers the request states are copied as the skill's unit wants them ("1.2 m" is
+`mu(120)`, where the planner alone writes `mu(101)`)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from robot_models.plan_check import check_plan
 from timely_core.engine.protocol import SamplingParams
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
+from timely_core.language.grammar import with_copy_bias
 
 PLANNER = Path(__file__).resolve().parents[4] / "robot_models" / "checkpoints" / "planner"
 BIAS = 10.0
@@ -29,6 +32,15 @@ NAMED = [
     ("drone", "visible: sofa", "where is the hamster", "hamster"),
     ("arm", "on table: stapler, notebook", "put the stapler in the holder", "holder"),
     ("arm", "on table: red mug; places: tray", "is there a red mug on the table", "red mug"),
+]
+# (robot, instruction, the call the plan must make): amounts in other units and words
+VALUED = [
+    ("drone", "go up 1.2 m please", "mu(120)"),
+    ("drone", "turn left ninety degrees", "tu(90)"),
+    ("drone", "go right 2.5 m", "mr(250)"),
+    ("drone", "wait 4 seconds then land", "dl(4)"),
+    ("arm", "move the gripper to x 55 cm, y -10 cm, z 35 cm", "mt(550,-100,350)"),
+    ("arm", "go to (0.6, 0.1, 0.2) m", "mt(600,100,200)"),
 ]
 IMPLIED = ("drone", "visible: desk, chair", "Find a tool for cutting paper", "scissors")
 # the planner answers with a message (`lg('cannot ...')`), not a name
@@ -91,6 +103,18 @@ def test_plans_quote_the_names_the_request_gives(planner: Planner) -> None:
         assert f"'{name}'" in with_bias, (instruction, with_bias)
         copied += f"'{name}'" not in without
     assert copied >= 3  # what the bias is for: without it these plans name something else
+
+
+def test_plans_write_the_numbers_the_request_states(planner: Planner) -> None:
+    copied = 0
+    for robot, instruction, call in VALUED:
+        plain = replace(planner.params(robot, "", instruction, 0.0), copy_names=())
+        biased = with_copy_bias(plain, planner.languages[robot], "", instruction, BIAS)
+        assert biased.copy_values, instruction
+        with_bias = planner.plan(robot, "", instruction, biased)
+        assert call in with_bias, (instruction, with_bias)
+        copied += call not in planner.plan(robot, "", instruction, plain)
+    assert copied >= 4  # without it the planner writes other numbers
 
 
 def test_a_name_the_request_implies_and_the_planner_is_sure_of_stays(planner: Planner) -> None:

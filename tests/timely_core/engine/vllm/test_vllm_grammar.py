@@ -27,11 +27,11 @@ from vllm_grammar_testkit import (
 )
 from vllm_testkit import plan_with_service
 
-from robot_models.grounding import grounded_names
 from robot_models.plan_check import check_plan
 from timely_core.engine.protocol import EngineError, HandlingStrategy, SamplingParams
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
+from timely_core.language.grammar import with_copy_bias
 
 pytestmark = pytest.mark.slow
 
@@ -93,12 +93,15 @@ def test_a_plan_resumed_after_every_token_keeps_its_grammar_state(
     assert crossing, [robots.text(ids, vllm_engine.eos_token_id) for ids in got]
 
 
-# requests naming objects the planner never saw: the copy bias changes their names
+# requests naming objects the planner never saw, or numbers in other units: the copy
+# bias changes their names and numbers
 COPYING: list[Case] = [
     ("drone", "visible: table, chairs", "look for my green thermos"),
     ("drone", "visible: kitchen table", "find the salt shaker"),
     ("arm", "on table: stapler, notebook", "put the stapler in the holder"),
     ("arm", "on table: red mug; places: tray", "is there a red mug on the table"),
+    ("drone", "", "go up 1.2 m please"),
+    ("arm", "", "move the gripper to x 55 cm, y -10 cm, z 35 cm"),
 ]
 
 
@@ -106,18 +109,16 @@ def test_the_copy_bias_takes_the_tokens_the_torch_engine_takes(
     robots: Robots, vllm_engine: Any, torch_engine: TorchEngine
 ) -> None:
     copying = [
-        robots.params(
-            c[0],
-            copy_names=grounded_names(c[1], c[2]),
-            copy_bias=10.0,
-            copy_openers=robots.languages[c[0]].name_openers(),
-        )
+        with_copy_bias(robots.params(c[0]), robots.languages[c[0]], c[1], c[2], 10.0)
         for c in COPYING
     ]
+    assert all(p.copy_values for p in copying[-2:])
     plain = _params(robots, COPYING)
     got = robots.run(vllm_engine, COPYING + COPYING, copying + plain)
     assert got == robots.run(torch_engine, COPYING + COPYING, copying + plain)
     assert got[: len(COPYING)] != got[len(COPYING) :]  # the bias changed plans
+    n = len(COPYING)
+    assert got[n - 2 : n] != got[2 * n - 2 :]  # numbers too
     # each token from a new vLLM request: the name so far comes from the prompt's plan
     between = resume_after_every_token([HandlingStrategy.DISCARD])
     assert robots.run(vllm_engine, COPYING, copying, between) == got[: len(COPYING)]

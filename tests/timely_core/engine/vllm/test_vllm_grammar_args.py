@@ -14,7 +14,7 @@ def test_the_wire_args_read_back_as_written() -> None:
     params = SamplingParams(
         max_tokens=90, grammar="start: /a+/", close_within=8, closing_ids=(94,),
         hard_closing_ids=(28, 265, 8), copy_names=("salt shaker", "7"), copy_bias=9.5,
-        copy_openers=("sw(", ","),
+        copy_openers=("sw(", ","), copy_values=("120", "-100"), copy_value_openers=("mu(", ","),
     )  # fmt: skip
     wire = grammar_args(params, prompt_len=40, closing=True, closing_from=12)
     assert wire is not None
@@ -25,7 +25,7 @@ def test_the_wire_args_read_back_as_written() -> None:
         grammar="start: /a+/", plan_start=40, max_tokens=90, close_within=8,
         closing_ids=(94,), hard_closing_ids=(28, 265, 8), closing=True, closing_from=12,
         copy_names=("salt shaker", "7"), copy_bias=9.5, copy_quote="'",
-        copy_openers=("sw(", ","),
+        copy_openers=("sw(", ","), copy_values=("120", "-100"), copy_value_openers=("mu(", ","),
     )  # fmt: skip
     assert grammar_args(SamplingParams(), 40, False) is None  # no grammar, no args
 
@@ -43,6 +43,8 @@ def test_the_wire_args_read_back_as_written() -> None:
         ("copy_names", [""]),
         ("copy_openers", [""]),
         ("copy_openers", ["x" * 33]),
+        ("copy_values", ["1e5"]),  # with no opener to pair with, too
+        ("copy_value_openers", [""]),
     ],
 )
 def test_malformed_args_are_refused_naming_the_field(field: str, value: object) -> None:
