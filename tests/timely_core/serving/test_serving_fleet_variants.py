@@ -25,7 +25,7 @@ from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.variants import ResidentVariant
 from timely_core.errors import VariantUnavailable
-from timely_core.language.grammar import language_grammar
+from timely_core.language.grammar import language_grammar, with_copy_bias
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.request import TaskRequest
 from timely_core.service import PlanningService
@@ -56,12 +56,16 @@ def _direct_plan(
     variant: str | None,
 ) -> str:
     """The plan of the engine driven straight through (no service, no segments), greedy
-    under the language's grammar as the service decodes."""
+    under the language's grammar and copy bias as the service decodes."""
     prompt = encode_prefix(tokenizer, language.prompt_prefix()) + encode_request(
         tokenizer, language.format_request(SCENE, text)
     )
-    params = SamplingParams(
-        temperature=0.0, max_tokens=MAX_TOKENS, grammar=language_grammar(language)
+    params = with_copy_bias(
+        SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, grammar=language_grammar(language)),
+        language,
+        SCENE,
+        text,
+        ServiceConfig().copy_bias,
     )
     engine.add(0, prompt, params, variant=variant)
     ids: list[int] = []
