@@ -245,7 +245,8 @@ class PlannerParams(BaseModel):
         ge=0,
         le=100,
         description="with the grammar, logits added inside a quoted name to tokens that "
-        "go on spelling a name the request gives (0: off)",
+        "go on spelling a name the request gives, and after a value's opener to tokens "
+        "that go on writing a number it states (0: off)",
     )
     grammar_close_within: int = Field(
         default=32,
