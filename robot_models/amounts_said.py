@@ -19,7 +19,7 @@ ordinal.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from text_to_num import alpha2digit
@@ -37,10 +37,12 @@ Kind = Literal["length", "angle", "duration", "bare"]
 @dataclass(frozen=True)
 class SaidAmount:
     """One amount of a request: a length in cm, an angle in degrees, a duration in
-    seconds, or a bare number (no unit said) as written."""
+    seconds, or a bare number (no unit said) as written; with the coordinate letter
+    written before it, if any."""
 
     kind: Kind
     value: float
+    label: str = ""  # the letter it was given ("x 45 cm", "z=0.1m"), lower case
 
 
 # unit words -> (kind, value of one in cm, degrees or s); `_GLUED_ONLY` units only
@@ -157,7 +159,14 @@ def amounts_said(text: str) -> list[SaidAmount]:
     converted = _read_with_units(converted, found)
     placed = [(converted.index(_marker(i)), amount) for i, amount in enumerate(found)]
     placed += _read_bare(converted, text)
-    return [amount for _, amount in sorted(placed, key=lambda p: p[0])]
+    return [_labelled(amount, converted[:at]) for at, amount in sorted(placed, key=lambda p: p[0])]
+
+
+def _labelled(amount: SaidAmount, before: str) -> SaidAmount:
+    """`amount` with the single letter right before it as its label ("x 45 cm",
+    "y=-0.2 m", "z: 30")."""
+    match = re.search(r"(?:^|[\s,;(])([a-z])\s*[=:]?\s*$", before)
+    return replace(amount, label=match.group(1)) if match else amount
 
 
 def _marker(index: int) -> str:

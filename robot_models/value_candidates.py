@@ -65,6 +65,11 @@ def _chains(args: Sequence[ArgSpec], said: list[SaidAmount]) -> list[list[str]]:
     size = len(args)
     if size < 2 or any(arg.type not in _NUMERIC for arg in args) or len(said) < size:
         return []
+    names = [arg.name for arg in args]
+    if any(amount.label in names for amount in said):
+        labelled = _labelled_chains(args, said)
+        if labelled:
+            return labelled
     step = size if len(said) % size == 0 else 1
     chains = []
     for start in range(0, len(said) - size + 1, step):
@@ -88,6 +93,34 @@ def arg_values(arg: ArgSpec, said: list[SaidAmount]) -> list[str]:
             values.append(_clamped(arg, amount.value))
     written = [_written(arg, v) for v in values if _inside(arg, v)]
     return list(dict.fromkeys(written))
+
+
+def _labelled_chains(args: Sequence[ArgSpec], said: list[SaidAmount]) -> list[list[str]]:
+    """Positions whose amounts are labelled with the arguments' names ("x 350, y 0",
+    "z=0.1m"): each labelled amount to its argument, the unlabelled ones of the same
+    position to the arguments left, in order ("20 cm above the table at x 350, y 0"
+    is z 200); a label said again starts the next position."""
+    names = [arg.name for arg in args]
+    positions: list[list[SaidAmount]] = [[]]
+    for amount in said:
+        if amount.label in names and any(a.label == amount.label for a in positions[-1]):
+            positions.append([])
+        positions[-1].append(amount)
+    chains = []
+    for amounts in positions:
+        given = {a.label: a for a in amounts if a.label in names}
+        rest = [a for a in amounts if a.label not in names]
+        filled = [
+            given[name] if name in given else (rest.pop(0) if rest else None) for name in names
+        ]
+        if any(a is None for a in filled) or rest:
+            continue  # too few amounts for every argument, or too many
+        values = [
+            arg_values(arg, [a]) for arg, a in zip(args, filled, strict=True) if a is not None
+        ]
+        if all(len(v) == 1 for v in values):
+            chains.append([v[0] for v in values])
+    return chains
 
 
 def _lengths(arg: ArgSpec, cm: float) -> list[float]:

@@ -65,6 +65,11 @@ def test_a_list_takes_the_unit_said_after_it_and_the_order_is_kept() -> None:
     ]
 
 
+def test_a_coordinate_letter_before_an_amount_is_its_label() -> None:
+    labels = [(a.label, a.value) for a in amounts_said("x=0.5m, y: -20 cm, z 30 and 40")]
+    assert labels == [("x", 50.0), ("y", -20.0), ("z", 30.0), ("", 40.0)]
+
+
 def test_a_bare_number_is_an_amount_only_where_no_noun_follows() -> None:
     assert read("up 80 then left 40") == [("bare", 80.0), ("bare", 40.0)]
     assert read("up 80 turn right") == [("bare", 80.0)]

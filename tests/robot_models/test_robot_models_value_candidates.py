@@ -2,7 +2,7 @@
 robot languages list them for the engine's copy bias: the generator's policy on
 ranges (drone moves split or raised to the smallest, angles and durations
 clamped, coordinates outside the workspace left out), plans' number format, and
-the arm's positions as chains in the order said."""
+the arm's positions as chains, by the coordinate letters said or in the order said."""
 
 from __future__ import annotations
 
@@ -51,9 +51,17 @@ def test_arm_positions_are_chains_in_the_order_said() -> None:
     assert values_after(two, "mt(") == {"200", "600"}
     assert values_after(two, "600,") == {"-200"}
     # a coordinate outside the workspace breaks the chain: each argument on its own
-    loose = ARM.request_values("", "go 1 cm above x 40 cm y 10 cm")
+    loose = ARM.request_values("", "go to 10, 40, 10 cm")
     assert values_after(loose, "mt(") == {"400"}
-    assert values_after(loose, ",") == {"10", "400", "100"}
+    assert values_after(loose, ",") == {"100", "400"}
+
+
+def test_coordinates_named_by_letter_go_to_their_arguments() -> None:
+    pairs = ARM.request_values("", "z 300, x 400, y 0")
+    assert set(pairs) == {("mt(", "400"), ("move_to(", "400"), ("400,", "0"), ("0,", "300")}
+    # the one amount without a letter fills the argument left: z
+    above = ARM.request_values("", "hover 20 cm over the bench at x 350, y -50")
+    assert set(above) == {("mt(", "350"), ("move_to(", "350"), ("350,", "-50"), ("-50,", "200")}
 
 
 def test_every_position_the_generator_writes_inside_the_workspace_is_a_chain() -> None:
