@@ -19,6 +19,7 @@ ordinal.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -44,6 +45,9 @@ class SaidAmount:
     value: float
     label: str = ""  # the letter it was given ("x 45 cm", "z=0.1m"), lower case
 
+
+# what a matched phrase reads as (None: not an amount after all)
+_Reading = Callable[[re.Match[str]], SaidAmount | None]
 
 # unit words -> (kind, value of one in cm, degrees or s); `_GLUED_ONLY` units only
 # right after digits ("3in"), where they cannot be an ordinary word ("3 in the box")
@@ -143,7 +147,7 @@ _VAGUE_FOLLOWERS = (
 _NUM = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)"
 _UNIT_ALT = "|".join(sorted((re.escape(u) for u in _UNITS), key=len, reverse=True))
 _UNIT = rf"(?P<unit>{_UNIT_ALT})(?![\w°])"
-_FRACTION_ALT = "|".join(sorted(_FRACTIONS, key=len, reverse=True))
+_FRACTION_ALT = "|".join(f.replace(" ", "[- ]") for f in sorted(_FRACTIONS, key=len, reverse=True))
 _TURN_VERB = r"\b(?:turn|spin|rotate|swing|pivot|twirl|yaw|swivel|face)\w*(?:\s+\w+)??\s+"
 # turning phrases besides the generator's (TURN_PHRASES), read after a verb of turning
 _MORE_TURNS = (("round", 180), ("the other way", 180), ("the opposite way", 180))
@@ -165,7 +169,7 @@ def amounts_said(text: str) -> list[SaidAmount]:
 def _labelled(amount: SaidAmount, before: str) -> SaidAmount:
     """`amount` with the single letter right before it as its label ("x 45 cm",
     "y=-0.2 m", "z: 30")."""
-    match = re.search(r"(?:^|[\s,;(])([a-z])\s*[=:]?\s*$", before)
+    match = re.search(r"(?:^|[\s,;(])([b-hj-z])\s*[=:]?\s*$", before)  # not "a", "i"
     return replace(amount, label=match.group(1)) if match else amount
 
 
@@ -182,6 +186,9 @@ def _found(found: list[SaidAmount], amount: SaidAmount) -> str:
 
 def _normalized(text: str) -> str:
     text = text.lower().replace("\u2019", "'").replace("\u2212", "-").replace("\u2013", "-")
+    text = text.replace("\u00ba", "\u00b0")  # º written for °
+    # a decimal comma ("1,5 m"), not a list ("6,3,5") or a list's item ("40, 5")
+    text = re.sub(r"(?<![\d,])(\d+),(\d)(?![\d,])", r"\1.\2", text)
     return _signed(re.sub(r"\s+", " ", text))
 
 
@@ -197,7 +204,7 @@ def _read_phrases(text: str, found: list[SaidAmount]) -> str:
     """Fractions, "a foot", vague amounts and turning phrases; returns `text` with
     what was read blanked."""
 
-    def take(pattern: str, value: object) -> None:
+    def take(pattern: str, value: SaidAmount | _Reading) -> None:
         nonlocal text
 
         def one(match: re.Match[str]) -> str:
@@ -208,7 +215,7 @@ def _read_phrases(text: str, found: list[SaidAmount]) -> str:
 
         text = re.sub(pattern, one, text)
 
-    def scaled(number: float) -> object:
+    def scaled(number: float) -> _Reading:
         def read(match: re.Match[str]) -> SaidAmount | None:
             unit = match.group("unit")
             if unit in _GLUED_ONLY:
@@ -228,7 +235,16 @@ def _read_phrases(text: str, found: list[SaidAmount]) -> str:
             if not whole.isdigit():
                 return None
         kind, factor = _unit(unit)
-        return SaidAmount(kind, (float(whole) + _FRACTIONS[match.group("frac")]) * factor)
+        fraction = _FRACTIONS[match.group("frac").replace("-", " ")]
+        return SaidAmount(kind, (float(whole) + fraction) * factor)
+
+    def slashed(match: re.Match[str]) -> SaidAmount | None:
+        unit = match.group("unit")
+        if unit in _GLUED_ONLY:
+            return None
+        kind, factor = _unit(unit)
+        fraction = int(match.group("num")) / int(match.group("den"))
+        return SaidAmount(kind, (int(match.group("whole") or 0) + fraction) * factor)
 
     def counted(match: re.Match[str]) -> SaidAmount | None:
         unit = match.group("unit")
@@ -242,6 +258,14 @@ def _read_phrases(text: str, found: list[SaidAmount]) -> str:
     take(rf"\b(?:an?|one)\s+{_UNIT}\s+and\s+an?\s+half\b", scaled(1.5))
     take(rf"(?P<whole>\d+)\s*{_UNIT}\s+and\s+an?\s+(?P<frac>half)\b", with_fraction)
     take(rf"(?P<whole>\d+|{_NUMBER_WORDS})\s+and\s+an?\s+(?P<frac>half)\s+{_UNIT}", with_fraction)
+    # "1/2 m", "2 1/2 feet"
+    take(rf"(?<![\d.])(?:(?P<whole>\d+)\s+)?(?P<num>\d+)/(?P<den>[1-9]\d*)\s*{_UNIT}", slashed)
+    # "1 m 20", "2 metres 30 cm": metres and centimetres
+    take(
+        r"(?<![\d.])(?P<m>\d+)\s*(?:m|metres?|meters?)\s+(?:and\s+)?(?P<cm>\d{1,2})"
+        r"(?:\s*(?:cm|centimetres?|centimeters?))?(?![\w.])",
+        _metres_and_cm,
+    )
     # "a dozen inches", "a couple of feet"
     take(rf"\b(?:an?\s+)?(?P<count>dozen|couple|pair)(?:\s+of)?\s+{_UNIT}", counted)
     # "half a meter", "a quarter turn", "a third of a circle", "three quarters of a turn"
@@ -266,6 +290,13 @@ def _read_phrases(text: str, found: list[SaidAmount]) -> str:
         take(vague, SaidAmount("length", float(VAGUE_CM)))
     take(rf"\b(?:an?|one)\s+{_UNIT}", _one_of)
     return text
+
+
+def _metres_and_cm(match: re.Match[str]) -> SaidAmount | None:
+    """ "1 m 20": 120 cm, but not "2 m 5 times" (a count follows)."""
+    if _followed_by_word(match):
+        return None
+    return SaidAmount("length", int(match.group("m")) * 100.0 + int(match.group("cm")))
 
 
 def _one_of(match: re.Match[str]) -> SaidAmount | None:

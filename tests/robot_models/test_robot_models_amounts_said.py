@@ -41,6 +41,14 @@ def read(text: str) -> list[tuple[str, float]]:
         ("hold on a moment", [("duration", float(amounts.VAGUE_SECONDS))]),
         ("linger two minutes", [("duration", 120.0)]),
         ("drift a tad to the left", [("length", float(amounts.VAGUE_CM))]),
+        ("fly 1,5 m forward", [("length", 150.0)]),  # a decimal comma
+        ("drop 1/2 m", [("length", 50.0)]),
+        ("fly forward 2 1/2 m", [("length", 250.0)]),
+        ("turn two-thirds of a turn", [("angle", 240.0)]),
+        ("rotate 90º", [("angle", 90.0)]),
+        ("go up 1 m 20", [("length", 120.0)]),
+        ("rise 2 metres 30 cm", [("length", 230.0)]),
+        ("go up a hundred and twenty centimetres", [("length", 120.0)]),
     ],
 )
 def test_amounts_with_units_and_words_read_in_the_skills_units(
@@ -79,6 +87,8 @@ def test_a_bare_number_is_an_amount_only_where_no_noun_follows() -> None:
     assert read("put 3 in the box") == []  # "in" the preposition, not inches
     assert read("pick one up") == []  # "one" only counts when written as a digit
     assert read("go to 1") == [("bare", 1.0)]
+    assert read("move to (6,3,5)") == [("bare", 6.0), ("bare", 3.0), ("bare", 5.0)]
+    assert read("go 2 m 5 times") == [("length", 200.0)]
 
 
 def test_an_adjective_is_not_a_vague_amount() -> None:
