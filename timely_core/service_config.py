@@ -54,7 +54,8 @@ class ServiceConfig(BaseModel):
     # (by more than this) stays. Logits are the checkpoint's own scale: the default
     # is the largest that kept the shipped planner's template held-out and LRTrace
     # plans (bench/copy_bias.py). The same bias copies the numbers a request states
-    # (`ValueCopyingLanguage`). Not applied with `grounded_names`. 0: off.
+    # (`ValueCopyingLanguage`), with grounded names too; names are not biased with
+    # `grounded_names`. 0: off.
     copy_bias: float = Field(default=10.0, ge=0, le=100)
     # With the grammar, a plan's last this-many tokens of `max_tokens` (or of the
     # segment limit, for a statement nearing it) end it at the first statement

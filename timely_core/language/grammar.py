@@ -122,27 +122,33 @@ def language_name_openers(language: object) -> tuple[str, ...]:
 
 
 def with_copy_bias(
-    sampling: SamplingParams, language: object, scene: str, instruction: str, bias: float
+    sampling: SamplingParams,
+    language: object,
+    scene: str,
+    instruction: str,
+    bias: float,
+    names: bool = True,
 ) -> SamplingParams:
     """`sampling` with `language`'s copy bias on the names of this request and, for
     a `ValueCopyingLanguage`, on the numbers it states (as is when the language
     lists neither, or its quote is not one character). A name, value or opener the
-    engine would refuse is left out, not failed on."""
+    engine would refuse is left out, not failed on. `names=False`: numbers only
+    (a grammar of grounded names already allows no other names)."""
     quote = language_quote(language)
     if bias <= 0 or len(quote) != 1:
         return sampling
-    listed = language_copy_names(language, scene, instruction)
-    names = tuple(n for n in listed if usable_name(n, quote))
+    listed = language_copy_names(language, scene, instruction) if names else ()
+    names_ = tuple(n for n in listed if usable_name(n, quote))
     pairs = tuple(
         (opener, value)
         for opener, value in language_copy_values(language, scene, instruction)
         if usable_opener(opener) and usable_value(value)
     )
-    if not names and not pairs:
+    if not names_ and not pairs:
         return sampling
     return dataclasses.replace(
         sampling,
-        copy_names=names,
+        copy_names=names_,
         copy_bias=bias,
         copy_quote=quote,
         copy_openers=tuple(o for o in language_name_openers(language) if usable_opener(o)),

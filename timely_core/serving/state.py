@@ -126,8 +126,9 @@ class ServiceState:
         """The service's sampling, with the grammar of the generation's language
         when `config.grammar` is on and the language has one: with
         `config.grounded_names`, its grammar for the generation's request; with
-        `config.copy_bias`, the request's names to copy. Worked out once per
-        generation (a request's grammar and names are its own)."""
+        `config.copy_bias`, the request's names (not with grounded names) and
+        numbers to copy. Worked out once per generation (a request's grammar and
+        names are its own)."""
         if not self.config.grammar:
             return self.params
         if generation.sampling is None:
@@ -138,14 +139,15 @@ class ServiceState:
             )
             sampling = self._with_grammar(grammar, generation.language)
             # grounded names allow only those names (and the robot's known places,
-            # which a bias toward the request's would push away from)
-            if sampling.grammar is not None and not self.config.grounded_names:
+            # which a bias toward the request's would push away from): numbers only
+            if sampling.grammar is not None:
                 sampling = with_copy_bias(
                     sampling,
                     generation.language,
                     request.scene,
                     request.instruction,
                     self.config.copy_bias,
+                    names=not self.config.grounded_names,
                 )
             generation.sampling = sampling
         return generation.sampling

@@ -85,3 +85,5 @@ def test_with_copy_bias_sets_what_the_engine_accepts_and_nothing_else() -> None:
     assert set(zip(moving.copy_value_openers, moving.copy_values, strict=True)) >= {("mu(", "150")}
     assert moving.copy_names == grounded_names("", "climb 1.5 m")
     assert odd.copy_values == ("12",) and odd.copy_value_openers == ("pick(",)
+    numbers_only = with_copy_bias(plain, load_language("drone"), "", "climb 1.5 m", 10.0, False)
+    assert numbers_only.copy_names == () and numbers_only.copy_values == moving.copy_values

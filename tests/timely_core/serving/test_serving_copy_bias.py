@@ -14,6 +14,7 @@ from robot_models.language import RobotPlanLanguage, load_language
 from tests.timely_core.serving.grammar_recording import recording_service
 from timely_core.engine.protocol import SamplingParams
 from timely_core.request import TaskRequest
+from timely_core.service_config import ServiceConfig
 
 pytestmark = pytest.mark.slow
 
@@ -38,9 +39,11 @@ class ThirdPartyLanguage:
         return self._openers
 
 
-def planned(language: Any, instruction: str) -> tuple[SamplingParams, str]:
+def planned(
+    language: Any, instruction: str, config: ServiceConfig | None = None
+) -> tuple[SamplingParams, str]:
     """The sampling the engine was given for one drone task, and its plan."""
-    service, engine = recording_service({"drone": language})
+    service, engine = recording_service({"drone": language}, config)
     service.register_robot("drone1", robot_type="drone")
     service.start()
     texts = []
@@ -77,5 +80,13 @@ def test_a_quote_of_more_than_one_character_gets_no_copy_bias() -> None:
 
 def test_a_number_the_request_states_is_what_the_call_takes() -> None:
     params, plan = planned(load_language("drone"), "go up 1.2 m please")
+    assert ("mu(", "120") in zip(params.copy_value_openers, params.copy_values, strict=True)
+    assert "mu(120)" in plan
+
+
+def test_with_grounded_names_numbers_are_still_copied() -> None:
+    config = ServiceConfig(grounded_names=True)
+    params, plan = planned(load_language("drone"), "go up 1.2 m please", config)
+    assert params.copy_names == ()  # the grammar allows only the request's names
     assert ("mu(", "120") in zip(params.copy_value_openers, params.copy_values, strict=True)
     assert "mu(120)" in plan
