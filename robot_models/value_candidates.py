@@ -30,10 +30,11 @@ def request_values(skills: SkillSet, instruction: str) -> tuple[tuple[str, str],
     for a later one).
 
     A skill whose arguments are all numbers (the arm's `mt(x,y,z)`) takes the
-    amounts in the order said, as a chain: its first argument the first of a run
-    of amounts, each later one the next amount, opened by the value before it and
-    `,` ("x 45 cm, y 20 cm, z 30 cm": `mt(` 450, `450,` 200, `200,` 300), so the
-    second argument is not offered the third's value."""
+    amounts as chains, by the coordinate letters said or else in the order said:
+    its first argument the first amount of a position, each later one the next,
+    opened by the value before it and `,` ("x 45 cm, y 20 cm, z 30 cm": `mt(` 450,
+    `450,` 200, `200,` 300), so the second argument is not offered the third's
+    value."""
     said = amounts_said(instruction)
     if not said:
         return ()
