@@ -140,9 +140,12 @@ def with_copy_bias(
     listed = language_copy_names(language, scene, instruction) if names else ()
     names_ = tuple(n for n in listed if usable_name(n, quote))
     pairs = tuple(
-        (opener, value)
-        for opener, value in language_copy_values(language, scene, instruction)
-        if usable_opener(opener) and usable_value(value)
+        (pair[0], pair[1])
+        for pair in language_copy_values(language, scene, instruction)
+        if isinstance(pair, tuple)
+        and len(pair) == 2
+        and usable_opener(pair[0])
+        and usable_value(pair[1])
     )
     if not names_ and not pairs:
         return sampling

@@ -66,7 +66,7 @@ class _OddLanguage:
         return ("pick(", "", "x" * 40)
 
     def request_values(self, scene: str, instruction: str) -> tuple[tuple[str, str], ...]:
-        return (("pick(", "12"), ("pick(", "1e3"), ("", "4"), ("x" * 40, "5"))
+        return (("pick(", "12"), ("pick(", "1e3"), ("", "4"), ("x" * 40, "5"), ("pick(",), "7")  # type: ignore[return-value]
 
 
 def test_with_copy_bias_sets_what_the_engine_accepts_and_nothing_else() -> None:
