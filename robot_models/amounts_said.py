@@ -33,6 +33,7 @@ from robot_models.dataset.amounts import (
 )
 
 Kind = Literal["length", "angle", "duration", "bare"]
+MAX_VALUE = 1e9  # larger (or not finite) is no amount anybody states
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,11 @@ def amounts_said(text: str) -> list[SaidAmount]:
     converted = _read_with_units(converted, found)
     placed = [(converted.index(_marker(i)), amount) for i, amount in enumerate(found)]
     placed += _read_bare(converted, text)
-    return [_labelled(amount, converted[:at]) for at, amount in sorted(placed, key=lambda p: p[0])]
+    return [
+        _labelled(amount, converted[:at])
+        for at, amount in sorted(placed, key=lambda p: p[0])
+        if abs(amount.value) <= MAX_VALUE  # "99999...9" is no amount (nor a float)
+    ]
 
 
 def _labelled(amount: SaidAmount, before: str) -> SaidAmount:
@@ -256,8 +261,11 @@ def _read_phrases(text: str, found: list[SaidAmount]) -> str:
     # "one and a half metres", "a metre and a half", "1 m and a half"
     take(rf"\b(?:one|an?)\s+and\s+an?\s+half\s+{_UNIT}", scaled(1.5))
     take(rf"\b(?:an?|one)\s+{_UNIT}\s+and\s+an?\s+half\b", scaled(1.5))
-    take(rf"(?P<whole>\d+)\s*{_UNIT}\s+and\s+an?\s+(?P<frac>half)\b", with_fraction)
-    take(rf"(?P<whole>\d+|{_NUMBER_WORDS})\s+and\s+an?\s+(?P<frac>half)\s+{_UNIT}", with_fraction)
+    take(rf"(?<![\d.])(?P<whole>\d+)\s*{_UNIT}\s+and\s+an?\s+(?P<frac>half)\b", with_fraction)
+    take(
+        rf"(?<![\d.])(?P<whole>\d+|{_NUMBER_WORDS})\s+and\s+an?\s+(?P<frac>half)\s+{_UNIT}",
+        with_fraction,
+    )
     # "1/2 m", "2 1/2 feet"
     take(rf"(?<![\d.])(?:(?P<whole>\d+)\s+)?(?P<num>\d+)/(?P<den>[1-9]\d*)\s*{_UNIT}", slashed)
     # "1 m 20", "2 metres 30 cm": metres and centimetres
@@ -311,7 +319,8 @@ def _one_of(match: re.Match[str]) -> SaidAmount | None:
 def _read_with_units(text: str, found: list[SaidAmount]) -> str:
     """Numbers with a unit ("250cm", "45°", "1.5 m"), and lists whose last number
     carries the unit for all ("55, -10, 35 cm"); returns `text` with them blanked."""
-    listed = rf"(?P<list>(?:{_NUM}\s*(?:,|and)\s*)+)?(?P<last>{_NUM})"
+    # at most 8 before the last: a position or two, and no scan of a long run per number
+    listed = rf"(?P<list>(?:{_NUM}\s*(?:,|and)\s*){{1,8}})?(?P<last>{_NUM})"
 
     def one(match: re.Match[str]) -> str:
         unit = match.group("unit")

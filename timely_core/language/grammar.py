@@ -6,10 +6,13 @@ written (issue #21). Optional: the chat language has none and stays unconstraine
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Protocol, runtime_checkable
 
 from timely_core.engine.copy_bias import usable_name, usable_opener, usable_value
 from timely_core.engine.protocol import SamplingParams
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -137,11 +140,16 @@ def with_copy_bias(
     quote = language_quote(language)
     if bias <= 0 or len(quote) != 1:
         return sampling
-    listed = language_copy_names(language, scene, instruction) if names else ()
+    try:
+        listed = language_copy_names(language, scene, instruction) if names else ()
+        stated = language_copy_values(language, scene, instruction)
+    except Exception:  # a language's lookup is a hint: the request is planned without
+        log.warning("the copy bias's names or values failed for %r", instruction, exc_info=True)
+        return sampling
     names_ = tuple(n for n in listed if usable_name(n, quote))
     pairs = tuple(
         (pair[0], pair[1])
-        for pair in language_copy_values(language, scene, instruction)
+        for pair in stated
         if isinstance(pair, tuple)
         and len(pair) == 2
         and usable_opener(pair[0])

@@ -69,6 +69,13 @@ class _OddLanguage:
         return (("pick(", "12"), ("pick(", "1e3"), ("", "4"), ("x" * 40, "5"), ("pick(",), "7")  # type: ignore[return-value]
 
 
+class _BrokenLanguage(_OddLanguage):
+    """A language whose value lookup raises: the request is planned without a bias."""
+
+    def request_values(self, scene: str, instruction: str) -> tuple[tuple[str, str], ...]:
+        raise RuntimeError("lookup failed")
+
+
 def test_with_copy_bias_sets_what_the_engine_accepts_and_nothing_else() -> None:
     plain = SamplingParams(max_tokens=8)
     drone = with_copy_bias(plain, load_language("drone"), SCENE, INSTRUCTION, 10.0)
@@ -85,5 +92,6 @@ def test_with_copy_bias_sets_what_the_engine_accepts_and_nothing_else() -> None:
     assert set(zip(moving.copy_value_openers, moving.copy_values, strict=True)) >= {("mu(", "150")}
     assert moving.copy_names == grounded_names("", "climb 1.5 m")
     assert odd.copy_values == ("12",) and odd.copy_value_openers == ("pick(",)
+    assert with_copy_bias(plain, _BrokenLanguage(), SCENE, INSTRUCTION, 10.0) == plain
     numbers_only = with_copy_bias(plain, load_language("drone"), "", "climb 1.5 m", 10.0, False)
     assert numbers_only.copy_names == () and numbers_only.copy_values == moving.copy_values
