@@ -6,7 +6,6 @@ generator writes reads back as its value."""
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 
@@ -97,13 +96,10 @@ def test_an_adjective_is_not_a_vague_amount() -> None:
     assert read("a little closer") == [("length", float(amounts.VAGUE_CM))]
 
 
-def test_absurd_input_reads_nothing_absurd_and_stays_quick() -> None:
+def test_absurd_input_reads_nothing_absurd() -> None:
     assert amounts_said("go up " + "9" * 400 + " cm") == []  # not a float
     for text in ("9" * 2000, "1," * 1000, "1 m " * 500, "one " * 500):  # the request limit
-        started = time.perf_counter()
-        said = amounts_said(text)
-        assert all(abs(a.value) <= 1e9 for a in said)
-        assert time.perf_counter() - started < 5  # not quadratic in the text (~0.05 s)
+        assert all(abs(a.value) <= 1e9 for a in amounts_said(text))
 
 
 def test_nothing_to_read_gives_nothing() -> None:
