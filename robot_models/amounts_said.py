@@ -268,12 +268,6 @@ def _read_phrases(text: str, found: list[SaidAmount]) -> str:
     )
     # "1/2 m", "2 1/2 feet"
     take(rf"(?<![\d.])(?:(?P<whole>\d+)\s+)?(?P<num>\d+)/(?P<den>[1-9]\d*)\s*{_UNIT}", slashed)
-    # "1 m 20", "2 metres 30 cm": metres and centimetres
-    take(
-        r"(?<![\d.])(?P<m>\d+)\s*(?:m|metres?|meters?)\s+(?:and\s+)?(?P<cm>\d{1,2})"
-        r"(?:\s*(?:cm|centimetres?|centimeters?))?(?![\w.])",
-        _metres_and_cm,
-    )
     # "a dozen inches", "a couple of feet"
     take(rf"\b(?:an?\s+)?(?P<count>dozen|couple|pair)(?:\s+of)?\s+{_UNIT}", counted)
     # "half a meter", "a quarter turn", "a third of a circle", "three quarters of a turn"
@@ -296,7 +290,8 @@ def _read_phrases(text: str, found: list[SaidAmount]) -> str:
         # an amount, not an adjective: "a little to the left", not "a little dance"
         vague = rf"\b{re.escape(phrase)}\b(?!\s+(?!{_VAGUE_FOLLOWERS})[a-z])"
         take(vague, SaidAmount("length", float(VAGUE_CM)))
-    take(rf"\b(?:an?|one)\s+{_UNIT}", _one_of)
+    # not "one metre fifty" (metres and centimetres, read after the number words)
+    take(rf"\b(?:an?|one)\s+{_UNIT}(?!\s+(?:and\s+)?(?:\d|{_NUMBER_WORDS}))", _one_of)
     return text
 
 
@@ -317,14 +312,27 @@ def _one_of(match: re.Match[str]) -> SaidAmount | None:
 
 
 def _read_with_units(text: str, found: list[SaidAmount]) -> str:
-    """Numbers with a unit ("250cm", "45°", "1.5 m"), and lists whose last number
-    carries the unit for all ("55, -10, 35 cm"); returns `text` with them blanked."""
+    """Numbers with a unit ("250cm", "45°", "1.5 m", "2-metre"), metres and
+    centimetres ("1 m 20"), and lists whose last number carries the unit for all
+    ("55, -10, 35 cm"); returns `text` with them blanked."""
     # at most 8 before the last: a position or two, and no scan of a long run per number
     listed = rf"(?P<list>(?:{_NUM}\s*(?:,|and)\s*){{1,8}})?(?P<last>{_NUM})"
 
+    def metres_and_cm(match: re.Match[str]) -> str:
+        amount = _metres_and_cm(match)
+        return match.group(0) if amount is None else _found(found, amount)
+
+    # "1 m 20", "one metre fifty", "2 metres 30 cm": metres and centimetres
+    text = re.sub(
+        r"(?<![\d.])(?P<m>\d+)\s*(?:m|metres?|meters?)\s+(?:and\s+)?(?P<cm>\d{1,2})"
+        r"(?:\s*(?:cm|centimetres?|centimeters?))?(?![\w.])",
+        metres_and_cm,
+        text,
+    )
+
     def one(match: re.Match[str]) -> str:
         unit = match.group("unit")
-        glued = match.group("space") == ""
+        glued = match.group("space") in ("", "-")
         if unit in _GLUED_ONLY and not glued and _followed_by_word(match):
             return match.group(0)  # "3 in the box"
         if unit in _WHOLE_TURNS_PLURAL:
@@ -334,7 +342,8 @@ def _read_with_units(text: str, found: list[SaidAmount]) -> str:
         return "".join(_found(found, SaidAmount(kind, float(n) * factor)) for n in numbers)
 
     # a list in brackets takes the unit after them: "(55, -10, 35) cm"
-    return re.sub(rf"(?<![\w.]){listed}\)?(?P<space>\s*){_UNIT}", one, text)
+    # "a 2-metre climb", "a 90-degree turn": the unit joined by a hyphen
+    return re.sub(rf"(?<![\w.]){listed}\)?(?P<space>\s*|-){_UNIT}", one, text)
 
 
 def _followed_by_word(match: re.Match[str]) -> bool:

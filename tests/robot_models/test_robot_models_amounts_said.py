@@ -49,6 +49,10 @@ def read(text: str) -> list[tuple[str, float]]:
         ("go up 1 m 20", [("length", 120.0)]),
         ("rise 2 metres 30 cm", [("length", 230.0)]),
         ("go up a hundred and twenty centimetres", [("length", 120.0)]),
+        ("climb one metre fifty", [("length", 150.0)]),
+        ("do a 90-degree turn to the right", [("angle", 90.0)]),
+        ("a 2-metre climb", [("length", 200.0)]),
+        ("a foot and a half lower", [("length", 45.72)]),
     ],
 )
 def test_amounts_with_units_and_words_read_in_the_skills_units(
