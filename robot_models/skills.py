@@ -59,6 +59,10 @@ class ArgSpec(BaseModel):
             raise ValueError(f"argument '{self.name}': min {self.min} > max {self.max}")
         return self
 
+    def in_range(self, number: float) -> bool:
+        """Whether `number` is inside the argument's range (no bound: unbounded)."""
+        return (self.min is None or number >= self.min) and (self.max is None or number <= self.max)
+
     def allowed(self) -> str:
         """Human-readable description of the accepted values."""
         if self.type in ("int", "float"):
@@ -272,14 +276,11 @@ class SkillSet(BaseModel):
         problem = _type_problem(spec, value)
         if problem:
             raise SkillValidationError(skill.name, spec.name, spec.allowed(), problem)
-        if spec.type in ("int", "float"):
-            number = float(value)  # type: ignore[arg-type]
-            if (spec.min is not None and number < spec.min) or (
-                spec.max is not None and number > spec.max
-            ):
-                raise SkillValidationError(
-                    skill.name, spec.name, spec.allowed(), f"{value!r} is out of range"
-                )
+        numeric = spec.type in ("int", "float")
+        if numeric and not spec.in_range(float(value)):  # type: ignore[arg-type]
+            raise SkillValidationError(
+                skill.name, spec.name, spec.allowed(), f"{value!r} is out of range"
+            )
 
 
 def _type_problem(spec: ArgSpec, value: SkillValue) -> str:

@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Sequence
 
 from robot_models.amounts_said import SaidAmount, amounts_said
-from robot_models.dataset.amounts import angle_degrees, drone_moves
+from robot_models.dataset.amounts import angle_degrees, drone_moves, plan_number
 from robot_models.skills import ArgSpec, SkillSet
 
 _NUMERIC = ("int", "float")
@@ -72,12 +72,15 @@ def _chains(args: Sequence[ArgSpec], said: list[SaidAmount]) -> list[list[str]]:
         if labelled:
             return labelled
     step = size if len(said) % size == 0 else 1
-    chains = []
-    for start in range(0, len(said) - size + 1, step):
-        chain = [arg_values(arg, [amount]) for arg, amount in zip(args, said[start:], strict=False)]
-        if all(len(values) == 1 for values in chain):
-            chains.append([values[0] for values in chain])
-    return chains
+    runs = (said[start : start + size] for start in range(0, len(said) - size + 1, step))
+    return [chain for run in runs if (chain := _chain(args, run)) is not None]
+
+
+def _chain(args: Sequence[ArgSpec], amounts: Sequence[SaidAmount]) -> list[str] | None:
+    """Each argument's one value from its amount, or None where an amount gives its
+    argument none (outside its range, another kind)."""
+    chain = [arg_values(arg, [amount]) for arg, amount in zip(args, amounts, strict=True)]
+    return [values[0] for values in chain] if all(len(v) == 1 for v in chain) else None
 
 
 def arg_values(arg: ArgSpec, said: list[SaidAmount]) -> list[str]:
@@ -111,16 +114,12 @@ def _labelled_chains(args: Sequence[ArgSpec], said: list[SaidAmount]) -> list[li
     for amounts in positions:
         given = {a.label: a for a in amounts if a.label in names}
         rest = [a for a in amounts if a.label not in names]
-        filled = [
-            given[name] if name in given else (rest.pop(0) if rest else None) for name in names
-        ]
-        if any(a is None for a in filled) or rest:
+        if len(given) + len(rest) != len(names):
             continue  # too few amounts for every argument, or too many
-        values = [
-            arg_values(arg, [a]) for arg, a in zip(args, filled, strict=True) if a is not None
-        ]
-        if all(len(v) == 1 for v in values):
-            chains.append([v[0] for v in values])
+        filled = [given[name] if name in given else rest.pop(0) for name in names]
+        chain = _chain(args, filled)
+        if chain is not None:
+            chains.append(chain)
     return chains
 
 
@@ -137,13 +136,9 @@ def _clamped(arg: ArgSpec, value: float) -> float:
 
 
 def _inside(arg: ArgSpec, value: float) -> bool:
-    if arg.type == "int":
-        value = float(round(value))
-    return (arg.min is None or value >= arg.min) and (arg.max is None or value <= arg.max)
+    return arg.in_range(float(round(value)) if arg.type == "int" else value)
 
 
 def _written(arg: ArgSpec, value: float) -> str:
     """As the plans write numbers: ints whole, floats with at most one decimal."""
-    if arg.type == "int" or float(value).is_integer():
-        return str(round(value))
-    return f"{value:.1f}".rstrip("0").rstrip(".")
+    return plan_number(round(value) if arg.type == "int" else value)

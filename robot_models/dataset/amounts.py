@@ -101,6 +101,12 @@ class Amount:
     value: float
 
 
+def plan_number(value: float) -> str:
+    """A number as plans write it: whole numbers without a point, others with one
+    decimal at most ("30", "0.5", "10.5")."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}".rstrip("0").rstrip(".")
+
+
 def number_words(n: int) -> str:
     """English words for 0..1000 ("forty-five", "one hundred and twenty")."""
     if not 0 <= n <= 1000:

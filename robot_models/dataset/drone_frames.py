@@ -388,10 +388,6 @@ def hazard_animal(rng: random.Random, lex: Lexicon) -> Example:
     return _example(scene, instruction, plan, "urgent_animal")
 
 
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.1f}".rstrip("0").rstrip(".")
-
-
 def _move_step(rng: random.Random) -> tuple[str, str]:
     """One movement as said, and its calls."""
     roll = rng.random()
@@ -470,7 +466,7 @@ def _simple_step(rng: random.Random) -> tuple[str, str]:
             "hover {}",
         )
     )
-    return text.format(amount.text), f"dl({_number(seconds)});"
+    return text.format(amount.text), f"dl({amounts.plan_number(seconds)});"
 
 
 _THEN = (
