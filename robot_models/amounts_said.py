@@ -201,8 +201,11 @@ def _signed(text: str) -> str:
     return re.sub(r"\b(?:minus|negative)\s+(?=[\d.])", "-", text)
 
 
-def _unit(word: str) -> tuple[Kind, float]:
-    return _UNITS[word]
+def _spoken_unit(match: re.Match[str]) -> tuple[Kind, float] | None:
+    """The kind and size of the unit `match` names, or None for one that counts only
+    glued to its number ("3in"), as a phrase's unit is spaced."""
+    unit = match.group("unit")
+    return None if unit in _GLUED_ONLY else _UNITS[unit]
 
 
 def _read_phrases(text: str, found: list[SaidAmount]) -> str:
@@ -222,41 +225,33 @@ def _read_phrases(text: str, found: list[SaidAmount]) -> str:
 
     def scaled(number: float) -> _Reading:
         def read(match: re.Match[str]) -> SaidAmount | None:
-            unit = match.group("unit")
-            if unit in _GLUED_ONLY:
-                return None
-            kind, factor = _unit(unit)
-            return SaidAmount(kind, number * factor)
+            unit = _spoken_unit(match)
+            return None if unit is None else SaidAmount(unit[0], number * unit[1])
 
         return read
 
     def with_fraction(match: re.Match[str]) -> SaidAmount | None:
-        unit = match.group("unit")
-        if unit in _GLUED_ONLY:
-            return None
+        unit = _spoken_unit(match)
         whole = match.groupdict().get("whole") or "0"
         if not whole.isdigit():
             whole = alpha2digit(whole, "en", threshold=0)
-            if not whole.isdigit():
-                return None
-        kind, factor = _unit(unit)
+        if unit is None or not whole.isdigit():
+            return None
         fraction = _FRACTIONS[match.group("frac").replace("-", " ")]
-        return SaidAmount(kind, (float(whole) + fraction) * factor)
+        return SaidAmount(unit[0], (float(whole) + fraction) * unit[1])
 
     def slashed(match: re.Match[str]) -> SaidAmount | None:
-        unit = match.group("unit")
-        if unit in _GLUED_ONLY:
+        unit = _spoken_unit(match)
+        if unit is None:
             return None
-        kind, factor = _unit(unit)
         fraction = int(match.group("num")) / int(match.group("den"))
-        return SaidAmount(kind, (int(match.group("whole") or 0) + fraction) * factor)
+        return SaidAmount(unit[0], (int(match.group("whole") or 0) + fraction) * unit[1])
 
     def counted(match: re.Match[str]) -> SaidAmount | None:
-        unit = match.group("unit")
-        if unit in _GLUED_ONLY:
-            return None
-        kind, factor = _unit(unit)
-        return SaidAmount(kind, _COUNTS[match.group("count")] * factor)
+        unit = _spoken_unit(match)
+        return (
+            None if unit is None else SaidAmount(unit[0], _COUNTS[match.group("count")] * unit[1])
+        )
 
     # "one and a half metres", "a metre and a half", "1 m and a half"
     take(rf"\b(?:one|an?)\s+and\s+an?\s+half\s+{_UNIT}", scaled(1.5))
@@ -305,10 +300,7 @@ def _metres_and_cm(match: re.Match[str]) -> SaidAmount | None:
 def _one_of(match: re.Match[str]) -> SaidAmount | None:
     """ "a foot", "a minute": one of a unit that is counted this way."""
     unit = match.group("unit")
-    if unit not in _ONE_OF:
-        return None
-    kind, factor = _unit(unit)
-    return SaidAmount(kind, factor)
+    return SaidAmount(*_UNITS[unit]) if unit in _ONE_OF else None
 
 
 def _read_with_units(text: str, found: list[SaidAmount]) -> str:
@@ -337,7 +329,7 @@ def _read_with_units(text: str, found: list[SaidAmount]) -> str:
             return match.group(0)  # "3 in the box"
         if unit in _WHOLE_TURNS_PLURAL:
             return match.group(0)
-        kind, factor = _unit(unit)
+        kind, factor = _UNITS[unit]
         numbers = [*re.findall(_NUM, match.group("list") or ""), match.group("last")]
         return "".join(_found(found, SaidAmount(kind, float(n) * factor)) for n in numbers)
 

@@ -227,7 +227,8 @@ class CopyBias:
         as the engine's tokenizer writes the value, at the end of `ids[start:]`."""
         if self._encode is None or not params.copy_values:
             return []
-        longest = max(len(o) for o in params.copy_value_openers) + MAX_VALUE_CHARS + 1
+        openers, values = _encoded(params.copy_value_openers), _encoded(params.copy_values)
+        longest = max(map(len, openers)) + MAX_VALUE_CHARS + 1
         tail, length, index = [], 0, len(ids)
         while length < longest and index > start:
             index -= 1
@@ -243,19 +244,18 @@ class CopyBias:
         # its opener, as `,-` does)
         inside: list[int] = []
         covered = 0
-        for token_id in reversed(ids[start:]):
-            width = len(self._spelled[token_id])
+        for index in range(len(ids) - 1, start - 1, -1):
+            width = len(self._spelled[ids[index]])
             if width == 0 or covered + width > len(so_far):
                 break
-            inside.append(token_id)
+            inside.append(ids[index])
             covered += width
         inside.reverse()
         found: set[int] = set()
-        for opener, value in zip(params.copy_value_openers, params.copy_values, strict=True):
-            spelled = value.encode()
+        for opener, spelled, value in zip(openers, values, params.copy_values, strict=True):
             if len(spelled) <= len(so_far) or not spelled.startswith(so_far):
                 continue
-            if not _opened_by_value(before, opener.encode()):
+            if not _opened_by_value(before, opener):
                 continue
             written = self._written(value)
             taken, width = 0, 0
