@@ -20,6 +20,8 @@ from rclpy.node import Node
 from timely_ros.executor import TimelyExecutor
 from timely_ros.plan_client import PlanCall, PlanClient, make_goal
 
+from tests.timely_ros.timeouts import TEST_PLANNER_TIMEOUT_S
+
 DRONE_TASKS = (1, 2, 3, 4, 5, 6, 7, 8)  # LRTrace drone tasks; 6-8 urgent
 
 
@@ -53,7 +55,7 @@ def main(argv: list[str]) -> int:
     rclpy.init()
     executor = TimelyExecutor(num_threads=4)
     nodes = [Node(f"burst_client_{offset + i}") for i in range(clients)]
-    plan_clients = [PlanClient(node) for node in nodes]
+    plan_clients = [PlanClient(node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S) for node in nodes]
     for node in nodes:
         executor.add_node(node)
     calls: list[PlanCall] = []

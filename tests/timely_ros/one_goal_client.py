@@ -13,6 +13,8 @@ from rclpy.node import Node
 from timely_ros.executor import TimelyExecutor
 from timely_ros.plan_client import PlanClient, make_goal
 
+from tests.timely_ros.timeouts import TEST_PLANNER_TIMEOUT_S
+
 
 def main(argv: list[str]) -> int:
     from robot_models.dataset import lrtrace_task
@@ -20,7 +22,7 @@ def main(argv: list[str]) -> int:
     robot_id, trace_id = argv[0], int(argv[1])
     rclpy.init()
     node = Node("one_goal_client")
-    client = PlanClient(node)
+    client = PlanClient(node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     executor = TimelyExecutor(num_threads=2)
     executor.add_node(node)
     if not client.wait_for_server(60):

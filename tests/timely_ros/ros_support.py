@@ -22,6 +22,12 @@ from typing import Any
 import yaml
 from timely_ros.checkpoint import planner_checkpoint
 
+from tests.timely_ros.timeouts import (
+    TEST_EXECUTOR_WAIT_S,
+    TEST_PLANNER_TIMEOUT_S,
+    TEST_ROBOT_TIMEOUT_S,
+)
+
 REPO = Path(__file__).resolve().parents[2]
 PKG = REPO / "ros2_ws" / "src" / "timely_ros"
 PYTHON = sys.executable
@@ -239,14 +245,6 @@ def lrtrace_goal_fields(trace_id: int) -> dict[str, str]:
         "instruction": task.instruction,
         "plan": task.golden_plan,
     }
-
-
-# A loaded test machine (CI, a full run beside other work) can take seconds to
-# discover a robot or to run its heartbeat timer; the planner's defaults (2 s each)
-# are for a fleet's own computers. Tests of those bounds set them.
-TEST_EXECUTOR_WAIT_S = 15.0
-TEST_ROBOT_TIMEOUT_S = 10.0
-TEST_PLANNER_TIMEOUT_S = 10.0  # a robot's wait for the planner's heartbeat
 
 
 def planner_entry(robots: dict[str, str], **params: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.timely_ros.ros_support import (
+    TEST_PLANNER_TIMEOUT_S,
     RosClient,
     StartNodes,
     lrtrace_goal_fields,
@@ -31,7 +32,7 @@ def test_a_call_waiting_policy_serves_a_plan_segment_by_segment(
         node_processes, tmp_path, time_scale=0.05, policy=policy
     )
     planner.wait_for_output(f"policy {policy}", 60)
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner.output()
     task = lrtrace_goal_fields(TASK)
     call = client.send(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.timely_ros.ros_support import (
+    TEST_PLANNER_TIMEOUT_S,
     RosClient,
     StartNodes,
     executor_entry,
@@ -34,7 +35,7 @@ def test_cancel_mid_plan_stops_generation_and_robot(
     planner_proc = node_processes(planner, "planner", "planner")
     statuses: list[ServiceStatus] = []
     ros_client.node.create_subscription(ServiceStatus, "/timely/status", statuses.append, TOPIC)
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner_proc.output()
     robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
     wait_until(lambda: len(statuses) >= 1, 30, "a status message")
@@ -107,7 +108,7 @@ def test_robot_going_away_mid_plan_ends_the_task(
     from timely_ros.plan_client import PlanClient, make_goal
 
     robot, planner_proc = start_arm_and_planner(node_processes, tmp_path, time_scale=1.0)
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner_proc.output()
     task = lrtrace_goal_fields(10)
     call = client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.timely_ros.ros_support import (
+    TEST_PLANNER_TIMEOUT_S,
     NodeProcess,
     RosClient,
     StartNodes,
@@ -59,7 +60,7 @@ def test_a_failed_segment_is_replanned_and_the_goal_goes_on(
     from timely_ros.plan_client import PlanClient, make_goal
 
     robot, planner = _start(node_processes, tmp_path, replan)
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner.output()
     task = lrtrace_goal_fields(TASK)
     assert task["plan"] == "mu(150);tc(180);mf(200);"

@@ -24,7 +24,13 @@ from timely_ros.service_factory import build_service
 from timely_ros.status import GoalCounts, RobotState, status_msg
 
 from robot_models.checkpoints import default_planner_path
-from tests.timely_ros.ros_support import RosClient, StartNodes, planner_entry, wait_until
+from tests.timely_ros.ros_support import (
+    TEST_PLANNER_TIMEOUT_S,
+    RosClient,
+    StartNodes,
+    planner_entry,
+    wait_until,
+)
 
 VARIANTS = default_planner_path().parent / "variants"
 HEAVY = "robot_models/checkpoints/variants/heavy-drone"  # relative: from the repo root
@@ -238,7 +244,7 @@ def test_planner_node_serves_each_robot_its_variant_and_reports_it(
     planner_proc = node_processes(planner, "planner", "planner")
     statuses: list[ServiceStatus] = []
     ros_client.node.create_subscription(ServiceStatus, "/timely/status", statuses.append, TOPIC)
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(120), planner_proc.output()
     calls = {
         robot: client.send(make_goal(robot, instruction, scene=scene, dispatch=False))

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.timely_ros.ros_support import (
+    TEST_PLANNER_TIMEOUT_S,
     RosClient,
     StartNodes,
     lrtrace_goal_fields,
@@ -70,7 +71,7 @@ def test_lifecycle_configure_activate_drain_cleanup(
     got = _timely(tmp_path, "lifecycle", "get", "--wait", "30")
     assert got.returncode == 0 and got.stdout.strip() == f"{PLANNER}: unconfigured", got
 
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), proc.output()
     task = lrtrace_goal_fields(9)
     goal = make_goal("arm1", task["instruction"], scene=task["scene"])
@@ -135,7 +136,7 @@ def test_deactivate_stops_goals_that_outlast_the_drain(
     robot, proc = start_arm_and_planner(
         node_processes, tmp_path, time_scale=5.0, drain_timeout_s=0.5
     )
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), proc.output()
     task = lrtrace_goal_fields(10)
     call = client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.timely_ros.ros_support import (
+    TEST_PLANNER_TIMEOUT_S,
     NodeProcess,
     RosClient,
     StartNodes,
@@ -68,7 +69,7 @@ def test_a_frozen_robot_is_given_up_rejected_and_stopped_when_back(
     ros_client.node.create_subscription(ServiceStatus, "/timely/status", statuses.append, TOPIC)
     diagnostics: list[DiagnosticArray] = []
     ros_client.node.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, TOPIC)
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner.output()
     task = lrtrace_goal_fields(ARM_TASK)
     goal = make_goal("arm1", task["instruction"], scene=task["scene"])
@@ -120,7 +121,7 @@ def test_a_killed_planner_ends_client_goals_and_stops_its_robots(
     from timely_ros.plan_client import PlanClient, make_goal
 
     robot, planner = _start(node_processes, tmp_path)
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner.output()
     task = lrtrace_goal_fields(ARM_TASK)
     calls = [client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))]
@@ -180,7 +181,7 @@ def test_rejections_name_the_goal_and_goals_time_out(
     ros_client.node.create_subscription(
         String, "/timely/rejections", lambda m: rejections.append(json.loads(m.data)), TOPIC
     )
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner.output()
     task = lrtrace_goal_fields(ARM_TASK)
     # two identical bad goals: each rejection names its own goal

@@ -12,6 +12,7 @@ import pytest
 from tests.timely_ros.ros_support import (
     PYTHON,
     REPO,
+    TEST_PLANNER_TIMEOUT_S,
     RosClient,
     StartNodes,
     lrtrace_goal_fields,
@@ -46,8 +47,8 @@ def test_two_planners_in_two_namespaces(
 
     site_a = node_processes(_planner(tmp_path, "site_a", "drone1"), "planner", "site_a")
     site_b = node_processes(_planner(tmp_path, "fleet/site_b", "drone2"), "planner", "site_b")
-    a = PlanClient(ros_client.node, "site_a")
-    b = PlanClient(ros_client.node, "fleet/site_b")
+    a = PlanClient(ros_client.node, "site_a", planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
+    b = PlanClient(ros_client.node, "fleet/site_b", planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert a.wait_for_server(60), site_a.output()
     assert b.wait_for_server(60), site_b.output()
     task = lrtrace_goal_fields(1)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.timely_ros.ros_support import (
+    TEST_PLANNER_TIMEOUT_S,
     RosClient,
     StartNodes,
     lrtrace_goal_fields,
@@ -60,7 +61,7 @@ def test_status_and_cancel_from_the_command_line(
         robots={"arm1": "arm", "drone1": "drone"},
         status_period_s=0.2,
     )
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner_proc.output()
     task = lrtrace_goal_fields(10)
     calls = [client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))]

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.timely_ros.ros_support import (
+    TEST_PLANNER_TIMEOUT_S,
     RosClient,
     assert_stopped_unrun,
     run_until_cancelled,
@@ -60,7 +61,12 @@ def test_an_unanswered_goal_ends_the_call_and_is_cancelled_if_accepted_late(
         **action_server_qos(),
     )
     try:
-        client = PlanClient(ros_client.node, namespace=NAMESPACE, answer_timeout_s=0.5)
+        client = PlanClient(
+            ros_client.node,
+            namespace=NAMESPACE,
+            answer_timeout_s=0.5,
+            planner_timeout_s=TEST_PLANNER_TIMEOUT_S,
+        )
         assert client.wait_for_server(10)
         call = client.send(make_goal("drone1", "take off"))
         assert call.done.wait(10), "the unanswered goal never ended"

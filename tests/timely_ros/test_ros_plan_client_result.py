@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.timely_ros.ros_support import RosClient, wait_until
+from tests.timely_ros.ros_support import TEST_PLANNER_TIMEOUT_S, RosClient, wait_until
 
 NAMESPACE = "fake_planner"
 
@@ -63,7 +63,9 @@ def test_the_result_completes_the_call_with_every_segment_once(
     from timely_ros.plan_client import PlanClient, make_goal
 
     planner = FakePlanner(ros_client, streamed)
-    client = PlanClient(ros_client.node, namespace=NAMESPACE)
+    client = PlanClient(
+        ros_client.node, namespace=NAMESPACE, planner_timeout_s=TEST_PLANNER_TIMEOUT_S
+    )
     assert client.wait_for_server(30)
     seen: list[int] = []
     call = client.send(
@@ -90,7 +92,9 @@ def test_a_long_lived_client_keeps_no_future_per_goal(ros_client: RosClient) -> 
     from timely_ros.plan_client import PlanClient, make_goal
 
     FakePlanner(ros_client, streamed=3)
-    client = PlanClient(ros_client.node, namespace=NAMESPACE)
+    client = PlanClient(
+        ros_client.node, namespace=NAMESPACE, planner_timeout_s=TEST_PLANNER_TIMEOUT_S
+    )
     assert client.wait_for_server(30)
     for _ in range(5):
         calls = [client.send(make_goal("drone1", "turn around", robot_type="drone"))

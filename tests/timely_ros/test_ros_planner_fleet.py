@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.timely_ros.ros_support import (
+    TEST_PLANNER_TIMEOUT_S,
     RosClient,
     StartNodes,
     executor_entry,
@@ -76,7 +77,7 @@ def test_ten_robots_mixed_urgency(
     ros_client.node.create_subscription(ServiceStatus, "/timely/status", statuses.append, TOPIC)
     published: list[SegmentMsg] = []
     ros_client.node.create_subscription(SegmentMsg, "/timely/segments", published.append, TOPIC)
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner_proc.output()
     robots_proc.wait_for_output(r"robot arm3: sim-arm executor ready", 60)
     robots_proc.wait_for_output(r"robot mismatch1: sim-arm executor ready", 60)

@@ -23,6 +23,7 @@ from tests.timely_ros.reliability import (
 from tests.timely_ros.ros_support import (
     PYTHON,
     REPO,
+    TEST_PLANNER_TIMEOUT_S,
     RosClient,
     StartNodes,
     lrtrace_goal_fields,
@@ -52,7 +53,7 @@ def test_cancels_at_every_point_stop_the_robot(
     from timely_ros.plan_client import PlanClient, make_goal
 
     robot, planner = _fleet(node_processes, tmp_path)
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner.output()
     task = lrtrace_goal_fields(10)
     rng = random.Random(7)
@@ -99,7 +100,7 @@ def test_a_client_killed_mid_goal_leaves_the_planner_serving(
     )
     assert robot.output().count("event=segment_executed robot=arm1") >= 2
     # and the planner keeps serving others
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(30)
     task = lrtrace_goal_fields(9)
     call = client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))
@@ -114,7 +115,7 @@ def test_fuzzed_goals_are_rejected_naming_the_field(
     from timely_ros.plan_client import PlanClient, make_goal
 
     _robot, planner = _fleet(node_processes, tmp_path)
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner.output()
     rng = random.Random(26)
     calls = [client.send(fuzz_goal(rng, ["arm1", "drone1"])) for _ in range(300)]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.timely_ros.ros_support import (
+    TEST_PLANNER_TIMEOUT_S,
     NodeProcess,
     RosClient,
     StartNodes,
@@ -50,7 +51,7 @@ def test_a_plan_leaving_the_geofence_stops_before_the_move(
     from timely_ros.plan_client import PlanClient, make_goal
 
     robot, planner = _start(node_processes, tmp_path, {"geofence_cm": FENCE})
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner.output()
     task = lrtrace_goal_fields(TASK)
     assert task["plan"] == "mu(150);tc(180);mf(200);"
@@ -76,7 +77,7 @@ def test_an_operator_approves_one_segment_and_denies_another(
     robot, planner = _start(
         node_processes, tmp_path, {"approval_skills": ["tc"]}, approval_timeout_s=60.0
     )
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner.output()
     task = lrtrace_goal_fields(TASK)
 

@@ -14,6 +14,7 @@ import pytest
 from tests.timely_ros.ros_support import (
     PYTHON,
     REPO,
+    TEST_PLANNER_TIMEOUT_S,
     RosClient,
     StartNodes,
     lrtrace_goal_fields,
@@ -53,7 +54,7 @@ def test_a_goal_without_a_scene_plans_in_the_published_one(
         String, "/timely/rejections", lambda m: rejections.append(json.loads(m.data)), TOPIC
     )
     scenes = node.create_publisher(String, "/drone1/scene", 1)
-    client = PlanClient(node)
+    client = PlanClient(node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner_proc.output()
 
     # the simulated planner knows a plan for this instruction only in its own scene:

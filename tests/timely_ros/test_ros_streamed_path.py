@@ -21,6 +21,7 @@ import pytest
 
 from tests.timely_ros.ros_support import (
     TEST_EXECUTOR_WAIT_S,
+    TEST_PLANNER_TIMEOUT_S,
     TEST_ROBOT_TIMEOUT_S,
     NodeProcess,
     RosClient,
@@ -164,7 +165,7 @@ def _plan_to_success(ros_client: RosClient, drone: NodeProcess) -> tuple[Any, li
     ros_client.node.create_subscription(
         String, "/timely/robot_progress", lambda m: progress.append(json.loads(m.data)), 100
     )
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60)
     call = client.send(make_goal("drone1", INSTRUCTION, scene="visible: wall"))
     assert call.done.wait(120), drone.output()[-3000:]
@@ -216,7 +217,7 @@ def test_a_cancel_stops_the_leg_and_nothing_after_it_is_sent(
 
     drone = _drone(node_processes, time_scale=1.0)  # a leg runs about 3 s
     planner_for(0.01)  # every leg is queued at the planner while tk() runs
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60)
     call = client.send(make_goal("drone1", INSTRUCTION, scene="visible: wall"))
     wait_until(lambda: bool(call.segments), 60, "the first segment")
@@ -246,7 +247,7 @@ def test_a_failed_leg_ends_the_goal_and_no_later_leg_is_sent(
 
     drone = _drone(node_processes, time_scale=0.1, fail_skills=["fp"])  # the first leg fails
     planner_for(0.01)
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60)
     call = client.send(make_goal("drone1", INSTRUCTION, scene="visible: wall"))
     assert call.done.wait(60)

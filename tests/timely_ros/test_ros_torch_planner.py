@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.timely_ros.ros_support import (
+    TEST_PLANNER_TIMEOUT_S,
     RosClient,
     StartNodes,
     executor_entry,
@@ -48,7 +49,7 @@ def test_torch_planner_end_to_end(node_processes: StartNodes, ros_client: RosCli
     )
     robots = node_processes(executors, "executors", "robots")
     planner_proc = node_processes(planner, "planner", "planner")
-    client = PlanClient(ros_client.node)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(120), planner_proc.output()
     robots.wait_for_output("robot arm1: sim-arm executor ready", 60)
 
