@@ -14,6 +14,11 @@ KV) and the same single CPU thread:
   after (peft `merge_adapter`/`unmerge_adapter`, timed on the same CPU); grouping is
   the kind choice for this baseline (a switch per request would cost more).
 
+The default budgets run from one where a per-variant engine holds its prompt prefix
+but no request beside it (96 MB: "does not fit"), through ones where memory binds
+the per-variant engines to a request or two at a time (97-98 MB), to ones with room
+for every request (99 MB and up), where only compute separates the contenders.
+
 Each robot's prompt prefix is registered once per variant (a LoRA changes its KV).
 Requests: the LRTrace drone tasks, round-robin over the variants, all queued at the
 start (throughput at saturation); greedy, `--max-tokens` each. Reported per total
@@ -30,7 +35,7 @@ contenders at `--tuf-memory-mb` (and by the one engine running urgent generation
 alone while any are live); per urgency class the mean TUF utility of its maximum
 and the p95 response time.
 
-    PYTHONPATH=. .venv/bin/python bench/fleet_traffic.py [--memory-mb 90,100,110,140]
+    PYTHONPATH=. .venv/bin/python bench/fleet_traffic.py [--memory-mb 96,97,98,99,100,110,140]
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from rich.table import Table
 from robot_models.checkpoints import default_planner_path
 from robot_models.dataset import LRTRACE_TASKS
 from robot_models.language import load_language
-from timely_core.engine.protocol import SamplingParams
+from timely_core.engine.protocol import OutOfKvMemory, SamplingParams
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.loader import load_tokenizer
@@ -345,8 +350,12 @@ def tuf_run(
     if each_kv < prefix_bytes:
         rows["per_variant_engines"] = {"fits": False}
     else:
-        separate = tuf.per_variant_engines(merged, prefix, requests, each_kv, params)
-        rows["per_variant_engines"] = tuf.utility_summary(separate, requests, one)
+        try:
+            separate = tuf.per_variant_engines(merged, prefix, requests, each_kv, params)
+        except OutOfKvMemory as exc:  # the prefix fits, no request beside it does
+            rows["per_variant_engines"] = {"fits": False, "why": str(exc)}
+        else:
+            rows["per_variant_engines"] = tuf.utility_summary(separate, requests, one)
     grouped = tuf.merge_per_variant(merged, switch_s, prefix, requests, group_kv, params)
     rows["merge_per_variant"] = tuf.utility_summary(grouped, requests, one)
     return {
@@ -397,7 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", type=int, default=8)
     parser.add_argument("--per-variant", type=int, default=4, help="requests per variant")
     parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--memory-mb", default="100,110,140", help="total memory budgets")
+    parser.add_argument(
+        "--memory-mb", default="96,97,98,99,100,110,140", help="total memory budgets"
+    )
     parser.add_argument("--tuf-eps", default="4,7", help="TUF runs: events per s, each")
     parser.add_argument("--tuf-duration-s", type=float, default=10.0, help="TUF run: trace length")
     parser.add_argument("--tuf-memory-mb", type=float, default=110.0, help="TUF run: memory")
@@ -438,8 +449,12 @@ def main(argv: list[str] | None = None) -> int:
             if each_kv < prefix_bytes:  # not even the robot's prompt prefix fits
                 row["per_variant_engines"] = {"fits": False}
             else:
-                separate = per_variant_engines(merged, prefix, requests, each_kv, params)
-                row["per_variant_engines"] = separate.summary(requests, one)
+                try:
+                    separate = per_variant_engines(merged, prefix, requests, each_kv, params)
+                except OutOfKvMemory as exc:  # the prefix fits, no request beside it does
+                    row["per_variant_engines"] = {"fits": False, "why": str(exc)}
+                else:
+                    row["per_variant_engines"] = separate.summary(requests, one)
             group_kv = total - base_bytes - (len(merged) - 1) * prefix_bytes
             grouped = merge_per_variant(merged, switch_s, prefix, requests, group_kv, params)
             row["merge_per_variant"] = grouped.summary(requests, one)
