@@ -9,6 +9,8 @@ plan up to the failed statement and the observation (each piece encoded on its o
 as the service appends them) and decodes greedily (HF transformers). Scored:
 `exact` (the continuation is the policy's, to the end of the plan) and `first` (its
 first statement is the policy's: the retry, the detour, the report).
+`bench/recovery_eval.py` scores the same cases decoded as the service decodes them
+(the torch engine, with the plan grammar and the copy bias).
 """
 
 from __future__ import annotations
