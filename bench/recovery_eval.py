@@ -27,6 +27,7 @@ import json
 import sys
 import time
 from collections import Counter
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_machine import MachineRecord
 
 from robot_models.checkpoints import default_planner_path
-from robot_models.language import load_language
+from robot_models.language import RobotPlanLanguage, load_language
 from robot_models.observation_eval import RecoveryCase, first_statement, recovery_cases
 from robot_models.prompts import format_request, prompt_prefix
 from timely_core.engine.protocol import SamplingParams
@@ -52,12 +53,18 @@ MODES = ("greedy", "grammar", "service")
 BATCH = 32  # generations per engine step
 
 
+@cache
+def _language(robot_type: str) -> RobotPlanLanguage:
+    """One language per robot type: its grammar is built once, as the service's is."""
+    return load_language(robot_type)
+
+
 def sampling(mode: str, case: RecoveryCase, config: ServiceConfig) -> SamplingParams:
     """The sampling of `mode` for `case`, built by the functions the service uses."""
     params = SamplingParams(temperature=0.0, max_tokens=config.max_tokens)
     if mode == "greedy":
         return params
-    language = load_language(case.example.robot_type)
+    language = _language(case.example.robot_type)
     params = dataclasses.replace(params, grammar=language_grammar(language, None))
     if mode == "grammar":
         return params
