@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from types import ModuleType
@@ -34,6 +35,48 @@ def configure_environment(config: VllmConfig) -> None:
         os.environ["OMP_NUM_THREADS"] = str(config.num_threads)
 
 
+def model_head_dim(path: Path) -> int:
+    """The width of the checkpoint's attention heads (HF config: head_dim, else hidden
+    size / heads)."""
+    try:
+        raw = json.loads((path / "config.json").read_text())
+        return int(raw.get("head_dim") or raw["hidden_size"] // raw["num_attention_heads"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise EngineError(f"{path / 'config.json'}: no head width in it ({exc!r})") from None
+
+
+def check_attention_backend(path: Path, backend: str) -> None:
+    """EngineError unless vLLM's attention backend `backend` exists, loads here and
+    serves the checkpoint's head width: said before vLLM builds anything, with what
+    to do about it."""
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    try:
+        member = AttentionBackendEnum[backend]
+    except (KeyError, ValueError) as exc:  # vLLM's enum raises ValueError listing its names
+        raise EngineError(
+            f"vllm attention backend {backend!r} is not one vLLM knows ({exc}); leave it "
+            "empty for vLLM's choice"
+        ) from None
+    try:
+        backend_class = member.get_class()
+    except (ImportError, OSError) as exc:
+        raise EngineError(
+            f"vLLM's {backend} attention backend cannot load on this host ({exc}); "
+            "leave it empty for vLLM's choice"
+        ) from None
+    head_dim = model_head_dim(path)
+    if not backend_class.supports_head_size(head_dim):
+        sizes = backend_class.get_supported_head_sizes()
+        served = f" (it serves {', '.join(map(str, sizes))})" if sizes else ""
+        raise EngineError(
+            f"vLLM's {backend} attention does not serve heads {head_dim} wide, the model's "
+            f"at {path}{served}: give a checkpoint with its heads widened to a size it "
+            "serves (zero padding widens them exactly; docker/README.md) or leave the "
+            "backend to vLLM"
+        )
+
+
 def build_llm_engine(model_path: str | Path, config: VllmConfig) -> Any:
     """vLLM's `LLMEngine` for `model_path`, or EngineError naming what failed."""
     path = Path(model_path)
@@ -41,6 +84,8 @@ def build_llm_engine(model_path: str | Path, config: VllmConfig) -> Any:
         raise EngineError(f"vLLM cannot load the model at {path}: no config.json there")
     configure_environment(config)
     vllm = import_vllm()
+    if config.attention_backend is not None:
+        check_attention_backend(path, config.attention_backend)
     args = vllm.EngineArgs(
         model=str(path),
         dtype=config.dtype,

@@ -314,7 +314,10 @@ class PlannerParams(BaseModel):
         "timely_core.engine.vllm.grammar_processor:GrammarLogitsProcessor",
     )
     vllm_attention_backend: str = Field(
-        default="", description="engine vllm: e.g. FLASHINFER (the GPU image); empty: vLLM's"
+        default="",
+        description="engine vllm: e.g. FLASHINFER (the GPU image; it serves heads 64+ "
+        "wide, docker/README.md); empty: vLLM's choice. One that cannot serve the "
+        "checkpoint's heads is refused at start-up, naming why",
     )
     adapters: dict[str, str] = Field(
         default_factory=dict,
