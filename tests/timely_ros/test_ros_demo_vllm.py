@@ -58,6 +58,11 @@ def test_engine_vllm_with_grammars_is_accepted_at_configuration(tmp_path: Path) 
     assert planner is not None and planner.engine == "vllm" and planner.grammar
     gpu = load_bringup(CONFIG.with_name("sim_fleet_vllm_gpu.yaml")).planner
     assert gpu is not None and gpu.vllm_attention_backend == "FLASHINFER"
+    # FlashInfer serves heads 64+ wide: the GPU image widens the planner's into the
+    # folder the GPU config plans with
+    build = (REPO / "docker" / "Dockerfile.gpu").read_text().replace("\\\n", " ")
+    widen = f"robot_models/checkpoints/planner {gpu.model_path} --head-dim 64"
+    assert f"-m robot_models.checkpoints.widen_heads {widen}" in " ".join(build.split())
     servers = tmp_path / "servers.yaml"
     urls = "    vllm_server_urls: [http://127.0.0.1:8100]\n"
     text = CONFIG.read_text().replace("engine: vllm ", "engine: vllm-server ")
