@@ -101,12 +101,11 @@ def widen_tensor(
 ) -> torch.Tensor:
     """One tensor of a checkpoint or PEFT adapter, widened (others returned as they are).
 
-    A base weight [out, in] and an adapter's lora_B [out, r] carry q/k/v's head dims
-    in their rows; o's base weight and its lora_A [r, in] in their columns."""
+    A base weight [out, in], a bias [out] (Qwen2's q/k/v) and an adapter's lora_B
+    [out, r] carry q/k/v's head dims in their rows; o's base weight and its lora_A
+    [r, in] in their columns (o's bias is per hidden unit: kept)."""
     projection = _projection(name)
-    if projection is None or name.endswith(".bias"):
-        if projection is not None:
-            raise WidenError(f"{name}: attention biases are not widened")
+    if projection is None or (projection == "o_proj" and name.endswith(".bias")):
         return weight
     heads = _heads_of(config, projection)
     if projection in _ROWS:

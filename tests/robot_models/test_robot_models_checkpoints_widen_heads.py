@@ -101,16 +101,32 @@ def test_a_non_empty_destination_is_refused(tmp_path: Path):
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
-def test_attention_biases_are_refused(tmp_path: Path):
-    source = tmp_path / "biased"
+def test_attention_biases_are_widened_with_their_rows(tmp_path: Path):
+    from transformers import LlamaForCausalLM
+
+    source = tmp_path / "biased"  # the planner with q/k/v/o biases (as Qwen2 has q/k/v)
     source.mkdir()
-    (source / "config.json").write_text((PLANNER / "config.json").read_text())
-    save_file(
-        {"model.layers.0.self_attn.q_proj.bias": torch.zeros(192)},
-        str(source / "model.safetensors"),
+    config = json.loads((PLANNER / "config.json").read_text())
+    (source / "config.json").write_text(json.dumps({**config, "attention_bias": True}))
+    tensors = load_file(str(PLANNER / "model.safetensors"))
+    generator = torch.Generator().manual_seed(0)
+    for layer in range(config["num_hidden_layers"]):
+        for projection, size in (("q", 192), ("k", 64), ("v", 64), ("o", 192)):
+            bias = torch.randn(size, generator=generator) * 0.5
+            tensors[f"model.layers.{layer}.self_attn.{projection}_proj.bias"] = bias
+    save_file(tensors, str(source / "model.safetensors"))
+    widened = widen(source, tmp_path / "out", 64)
+    ids = torch.tensor([[5, 17, 300, 42, 9, 1000, 77, 3, 250, 18]])
+    with torch.no_grad():
+        narrow = LlamaForCausalLM.from_pretrained(source, dtype=torch.float32).eval()(ids)
+        wide = LlamaForCausalLM.from_pretrained(widened, dtype=torch.float32).eval()(ids)
+    assert wide.logits.shape == narrow.logits.shape
+    assert torch.allclose(wide.logits, narrow.logits, atol=1e-3)
+    assert not torch.allclose(  # the biases did change the model
+        narrow.logits,
+        LlamaForCausalLM.from_pretrained(PLANNER, dtype=torch.float32).eval()(ids).logits,
+        atol=1e-2,
     )
-    with pytest.raises(WidenError, match=r"q_proj\.bias: attention biases"):
-        widen(source, tmp_path / "out", 64)
 
 
 def test_cli_names_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
