@@ -40,11 +40,14 @@ from robot_models.checkpoints import default_planner_path
 from robot_models.checkpoints.widen_heads import widen
 from robot_models.dataset import LRTRACE_TASKS
 from robot_models.prompts import format_request, prompt_prefix
+from timely_core.engine.vllm.config import VllmConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-# the planner's attention: 6 query heads sharing 2 KV heads
-QO_HEADS, KV_HEADS, PAGE = 6, 2, 16
+# the planner's attention: 6 query heads sharing 2 KV heads, in pages of the vLLM
+# engine's block size
+QO_HEADS, KV_HEADS = 6, 2
+PAGE = VllmConfig().block_size
 
 
 def prompts(path: Path, count: int) -> list[list[int]]:
@@ -166,7 +169,11 @@ def flashinfer_attention(head_dim: int, dtype: torch.dtype, device: str) -> dict
     lengths, q_lengths = [1, 37, 300, 1100], [1, 5, 40, 64]
     kv = _paged(lengths, head_dim, dtype, device)
     workspace = torch.empty(128 * 1024 * 1024, dtype=torch.uint8, device=device)
-    result: dict[str, Any] = {"head_dim": head_dim, "flashinfer": flashinfer.__version__}
+    result: dict[str, Any] = {
+        "head_dim": head_dim,
+        "page_size": PAGE,
+        "flashinfer": flashinfer.__version__,
+    }
     started = time.perf_counter()
     decode = flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD")
     decode.plan(
