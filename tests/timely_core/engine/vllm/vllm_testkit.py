@@ -143,6 +143,7 @@ class VllmServer:
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self._core_pids: list[int] = []
         env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1")
         command = [
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",
@@ -185,9 +186,16 @@ class VllmServer:
     def hold_engine_core(self, held: bool) -> None:
         """Freeze (SIGSTOP) or thaw its EngineCore child alone: the API server still
         takes requests and aborts, which the frozen core cannot act on yet."""
-        for pid in self._children():
+        for pid in self.core_pids():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP if held else signal.SIGCONT)
+
+    def core_pids(self) -> list[int]:
+        """Its EngineCore child's pid (read from /proc once: it lives as long as the
+        server)."""
+        if not self._core_pids:
+            self._core_pids = self._children()
+        return self._core_pids
 
     def _children(self) -> list[int]:
         children = []
@@ -217,6 +225,14 @@ class VllmServer:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(30)
+
+    def finished_requests(self) -> float:
+        """Requests the server has finished (stopped or at their budget), all reasons."""
+        import httpx
+
+        lines = httpx.get(f"{self.url}/metrics", timeout=5).text.splitlines()
+        prefix = "vllm:request_success_total{"
+        return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(prefix))
 
     def running_requests(self) -> float:
         return self._gauge("vllm:num_requests_running")
