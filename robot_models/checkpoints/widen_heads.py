@@ -36,6 +36,9 @@ from safetensors.torch import load_file, save_file
 _ROWS = ("q_proj", "k_proj", "v_proj")
 _WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors")
 WIDENED_FROM = "widened_from.json"
+# rotary embeddings whose frequencies depend on nothing but the default ones (others,
+# such as YaRN or dynamic NTK, also read the head width, which widening changes)
+_EXACT_ROPE = ("default", "linear", "llama3")
 
 
 class WidenError(ValueError):
@@ -51,6 +54,19 @@ def head_dim_of(config: dict[str, object]) -> int:
     if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
         return hidden // heads
     raise WidenError("config.json gives neither head_dim nor hidden_size and num_attention_heads")
+
+
+def check_rope(config: dict[str, object]) -> None:
+    """WidenError unless widening keeps the rotary embedding exact for this config."""
+    raw = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    rope_type = raw.get("rope_type", raw.get("type", "default")) if isinstance(raw, dict) else None
+    if rope_type not in _EXACT_ROPE:
+        raise WidenError(
+            f"rope type {rope_type!r}: its frequencies depend on the head width, so widening "
+            f"would change the model (exact for {', '.join(_EXACT_ROPE)})"
+        )
+    if config.get("partial_rotary_factor", 1.0) != 1.0:
+        raise WidenError("a partial rotary embedding (partial_rotary_factor) is not widened")
 
 
 def new_positions(old: int, new: int) -> torch.Tensor:
@@ -121,7 +137,10 @@ def widen_tensor(
 def _read_json(path: Path) -> dict[str, object]:
     if not path.is_file():
         raise WidenError(f"no {path.name} in {path.parent}")
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as exc:
+        raise WidenError(f"{path}: not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise WidenError(f"{path}: not a JSON object")
     return data
@@ -148,11 +167,15 @@ def widen(
     is_adapter = base is not None
     config = _read_json((base if base is not None else source) / "config.json")
     old = head_dim_of(config)
+    check_rope(config)
     new_positions(old, head_dim)  # refuses a width it cannot reach before anything is written
     if is_adapter:
         _read_json(source / "adapter_config.json")
     weights_path = _weights_file(source)
-    tensors = load_file(str(weights_path))
+    try:
+        tensors = load_file(str(weights_path))
+    except Exception as exc:  # safetensors raises its own error type for a bad file
+        raise WidenError(f"{weights_path}: not readable as safetensors ({exc})") from None
     widened = {name: widen_tensor(name, t, config, old, head_dim) for name, t in tensors.items()}
     changed = sum(widened[name] is not tensors[name] for name in tensors)
     if not changed:

@@ -129,6 +129,27 @@ def test_attention_biases_are_widened_with_their_rows(tmp_path: Path):
     )
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, "rope type 'yarn'"),
+        ({"rope_scaling": {"type": "dynamic", "factor": 2.0}}, "rope type 'dynamic'"),
+        ({"partial_rotary_factor": 0.5}, "partial rotary"),
+    ],
+)
+def test_a_rotary_embedding_that_reads_the_head_width_is_refused(
+    tmp_path: Path, change: dict[str, object], message: str
+):
+    source = tmp_path / "source"
+    source.mkdir()
+    config = json.loads((PLANNER / "config.json").read_text())
+    config.pop("rope_parameters")
+    (source / "config.json").write_text(json.dumps({**config, **change}))
+    with pytest.raises(WidenError, match=message):
+        widen(source, tmp_path / "out", 64)
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_names_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     assert main([str(tmp_path / "absent"), str(tmp_path / "out"), "--head-dim", "64"]) == 2
     assert "no config.json" in capsys.readouterr().err
