@@ -149,6 +149,26 @@ def test_adapter_folders_that_do_not_fit_are_named(tmp_path: Path) -> None:
         build_service(_params(adapters={"heavy-drone": str(other)}))
 
 
+def test_an_adapter_not_widened_with_its_planner_says_how_to_widen_it(tmp_path: Path) -> None:
+    from robot_models.checkpoints.widen_heads import widen
+
+    widened = widen(default_planner_path(), tmp_path / "planner-hd64", 64)
+    params = _params(model_path=str(widened), kv_budget_mb=16.0)  # KV per token doubled
+    with pytest.raises(ConfigError, match=r"adapters\.heavy-drone: adapter .* is \[") as raised:
+        build_service(params)
+    assert "has its attention heads widened to 64" in str(raised.value)
+    assert f"--head-dim 64 --base {default_planner_path()}" in str(raised.value)
+    adapter = widen(
+        VARIANTS / "heavy-drone", tmp_path / "heavy-hd64", 64, base=default_planner_path()
+    )
+    service = build_service(
+        _params(model_path=str(widened), kv_budget_mb=16.0, adapters={"heavy-drone": str(adapter)})
+    )
+    weights = service.resident_weights()
+    assert weights is not None and weights.names() == ["heavy-drone"]
+    assert service.robot_variants() == {"drone1": "heavy-drone", "drone2": None}
+
+
 def test_status_reports_resident_variants_and_memory() -> None:
     base_service = build_service(_params(adapters={}, drone1={"type": "drone"}))
     base = base_service.resident_weights()

@@ -24,11 +24,12 @@ def resolve_adapter(name: str, path: str) -> Path:
     return folder
 
 
-def load_adapters(engine: Any, params: PlannerParams) -> None:
+def load_adapters(engine: Any, params: PlannerParams, base: Path) -> None:
     """Load every configured adapter into `engine` (any engine with `load_adapter`; the
     torch engine also takes a full fine-tune's checkpoint folder). A folder that is not
-    a variant of this base model, or one a vLLM server was not started with, is a
-    ConfigError naming the adapter and what does not fit."""
+    a variant of this base model (`base`, the planner's checkpoint), or one a vLLM
+    server was not started with, is a ConfigError naming the adapter and what does not
+    fit."""
     from timely_core.engine.protocol import AdapterError
 
     for name, path in params.adapters.items():
@@ -36,7 +37,27 @@ def load_adapters(engine: Any, params: PlannerParams) -> None:
         try:
             engine.load_adapter(name, folder)
         except AdapterError as err:
-            raise ConfigError(f"adapters.{name}: {err}") from None
+            raise ConfigError(f"adapters.{name}: {err}{widening_hint(base, folder)}") from None
+
+
+def widening_hint(base: Path, adapter: Path) -> str:
+    """What to do where the planner's heads were widened (widen_heads) and the adapter's
+    were not: widen it too; empty otherwise."""
+    from robot_models.checkpoints.widen_heads import WIDENED_FROM
+
+    note_path = base / WIDENED_FROM
+    if not note_path.is_file() or (adapter / WIDENED_FROM).is_file():
+        return ""
+    try:
+        note = json.loads(note_path.read_text())
+        source, width = note["source"], note["widened_to"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    return (
+        f"; the planner at {base} has its attention heads widened to {width}, this adapter's "
+        f"are not: widen it too (python -m robot_models.checkpoints.widen_heads {adapter} "
+        f"DST --head-dim {width} --base {source}) and configure DST"
+    )
 
 
 def lora_rank(params: PlannerParams) -> int:

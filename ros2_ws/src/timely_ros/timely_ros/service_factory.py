@@ -58,11 +58,11 @@ def build_engine(
         from timely_core.engine.torch.engine import TorchEngine
 
         engine = TorchEngine(path, EngineConfig(device_kv_bytes=kv_bytes, host_kv_bytes=kv_bytes))
-        load_adapters(engine, params)  # fleet variants, served beside the base
+        load_adapters(engine, params, path)  # fleet variants, served beside the base
         return engine
     if params.engine in ("vllm", "vllm-server"):
         engine = build_vllm_engine(params, path)
-        load_adapters(engine, params)  # vLLM's multi-LoRA (servers: started with them)
+        load_adapters(engine, params, path)  # vLLM's multi-LoRA (servers: started with them)
         return engine
     from timely_core.engine.sim.engine import SimulatedEngineConfig
     from timely_core.engine.sim.latency import PAPER_KV_BYTES_PER_BLOCK, PAPER_LLAMA3_8B_RTX4090
