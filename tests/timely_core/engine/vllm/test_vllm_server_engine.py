@@ -151,11 +151,7 @@ def _ranked_while_held(
         engine.add(gen_id, looping[0], SamplingParams(max_tokens=1500), prefix_id="queue")
     assert engine.step([first, second])
     assert _eventually(lambda: min(engine.received_ahead(g) for g in (first, second)) >= 2)
-    server.hold_engine_core(True)
-    if _settled(server.finished_requests) > finished:
-        server.hold_engine_core(False)
-        for gen_id in (first, second):
-            engine.abort(gen_id)
+    if not _held_in_time(engine, server, finished, [first, second]):
         return False
     try:
         added = server.adds_logged()
@@ -211,10 +207,7 @@ def _abort_while_held(
     server = next(s for s in servers if s.url == engine.server_of(gen_id))
     server.core_pids()  # found before the race the freeze closes
     engine.step([gen_id])
-    server.hold_engine_core(True)
-    if _settled(server.finished_requests) > finished[server.url]:
-        server.hold_engine_core(False)
-        engine.abort(gen_id)
+    if not _held_in_time(engine, server, finished[server.url], [gen_id]):
         return False
     try:
         aborted = server.aborts_logged()
@@ -226,6 +219,21 @@ def _abort_while_held(
     assert 1 <= generated < 1500
     assert _eventually(lambda: server.running_requests() == 0)
     return True
+
+
+def _held_in_time(
+    engine: VllmServerEngine, server: VllmServer, finished: float, gen_ids: list[int]
+) -> bool:
+    """Freeze `server`'s core; True if it had finished no request since `finished` was
+    read, else (the machine stalled the test past `gen_ids`' whole budget) thawed again,
+    `gen_ids` aborted, False."""
+    server.hold_engine_core(True)
+    if _settled(server.finished_requests) <= finished:
+        return True
+    server.hold_engine_core(False)
+    for gen_id in gen_ids:
+        engine.abort(gen_id)
+    return False
 
 
 def _settled(read: Callable[[], float], quiet_s: float = 2.0) -> float:

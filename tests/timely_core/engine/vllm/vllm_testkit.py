@@ -228,11 +228,7 @@ class VllmServer:
 
     def finished_requests(self) -> float:
         """Requests the server has finished (stopped or at their budget), all reasons."""
-        import httpx
-
-        lines = httpx.get(f"{self.url}/metrics", timeout=5).text.splitlines()
-        prefix = "vllm:request_success_total{"
-        return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(prefix))
+        return self._gauge("vllm:request_success_total")
 
     def running_requests(self) -> float:
         return self._gauge("vllm:num_requests_running")
@@ -241,12 +237,14 @@ class VllmServer:
         return self._gauge("vllm:num_requests_waiting")
 
     def _gauge(self, name: str) -> float:
+        """A metric's value, summed over its label sets (a finish reason each, say)."""
         import httpx
 
-        for line in httpx.get(f"{self.url}/metrics", timeout=5).text.splitlines():
-            if line.startswith(name + "{"):
-                return float(line.rsplit(" ", 1)[1])
-        raise AssertionError(f"no {name} in /metrics")
+        lines = httpx.get(f"{self.url}/metrics", timeout=5).text.splitlines()
+        values = [float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(name + "{")]
+        if not values:
+            raise AssertionError(f"no {name} in /metrics")
+        return sum(values)
 
 
 def plan_with_service(
