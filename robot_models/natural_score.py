@@ -64,7 +64,9 @@ def score_plan(robot_type: str, entry: NaturalEntry, text: str, ended: bool = Tr
     ]
     if entry.first is not None:
         firsts = {_short(skill_set, name) for name in alternatives(entry.first)}
-        if calls[0].short not in firsts:
+        if not calls:
+            problems.append(f"no call at all, the first must be one of {entry.first}")
+        elif calls[0].short not in firsts:
             problems.append(f"first call is {calls[0].short}, not one of {entry.first}")
     return NaturalScore(True, check.right_skills, grounded, not problems, tuple(problems))
 

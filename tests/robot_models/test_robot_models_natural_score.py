@@ -109,6 +109,9 @@ def test_forbidden_skills_and_the_first_call() -> None:
     assert got["problems"] == ("calls forbidden mf",)
     got = _score("drone", DANGER, "tp();mb(100);mu(50);")
     assert got["problems"] == ("first call is tp, not one of mb|mu",)
+    # a plan that only assigns a variable calls no skill: not sensible, and no crash
+    got = _score("drone", DANGER, "_1=1;")
+    assert got["problems"][-1] == "no call at all, the first must be one of mb|mu"
     # a call inside a block still counts as called
     got = _score("drone", DANGER, "mb(100);mu(50);?iv('dog')==True{md(20);}")
     assert got["problems"] == ("calls forbidden md",)
