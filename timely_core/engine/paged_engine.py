@@ -73,6 +73,8 @@ class PagedEngine:
         )
         self._eos = eos_ids
         self._gens: dict[int, Sequence] = {}
+        # `_forward` may leave each sampled token's log-probability here, by gen_id
+        self._logprobs: dict[int, float] = {}
         self._admissions = itertools.count()
         self.recomputed_tokens = 0  # KV computed again after a discard
         self.suspensions = 0
@@ -375,7 +377,8 @@ class PagedEngine:
             self.blocks.free(state)
             del self._gens[state.gen_id]
             self._forget(state.gen_id)
-        return StepOutput(gen_id=state.gen_id, token_id=token, finished=finished)
+        logprob = self._logprobs.pop(state.gen_id, None)
+        return StepOutput(state.gen_id, token, finished, logprob)
 
     def _state(self, gen_id: int) -> Sequence:
         state = self._gens.get(gen_id)

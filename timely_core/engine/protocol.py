@@ -69,7 +69,16 @@ class SamplingParams:
     for unquoted values, in pairs: right after `copy_value_openers[i]` (a skill's
     `(`, a later argument's `,`), the tokens that go on writing `copy_values[i]` as
     the tokenizer writes it (a number the request states, in the argument's unit)
-    get the bias."""
+    get the bias.
+
+    `logprobs`: each `StepOutput` of the generation carries the log-probability of
+    its token under the logits it was chosen from (copy bias included, before the
+    grammar's mask), for engines that report them (`reports_logprobs`).
+
+    `candidates`, `coverage_words` (for a `CandidateEngine`, `plan_candidates.py`):
+    decode this many sampled alternatives beside the generation and keep the plan
+    scoring best by log-probability and the words of `coverage_words` its quoted
+    names use. 0: none; other engines ignore them."""
 
     temperature: float = 0.0
     top_p: float = 1.0
@@ -86,6 +95,9 @@ class SamplingParams:
     copy_openers: tuple[str, ...] = ()
     copy_values: tuple[str, ...] = ()
     copy_value_openers: tuple[str, ...] = ()
+    logprobs: bool = False
+    candidates: int = 0
+    coverage_words: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +107,7 @@ class StepOutput:
     gen_id: int
     token_id: int
     finished: bool  # EOS, a stop token or max_tokens reached: the engine freed it
+    logprob: float | None = None  # with `SamplingParams.logprobs`, where reported
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,8 @@ class TorchEngine(PagedEngine):
     """Runs a local Hugging Face Llama/Qwen2 checkpoint on CPU (or any torch device's
     dtype) behind the `Engine` protocol."""
 
+    reports_logprobs = True  # `SamplingParams.logprobs` (plan candidates need them)
+
     def __init__(self, model_path: str | Path, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
         path = Path(model_path)
@@ -218,6 +220,9 @@ class TorchEngine(PagedEngine):
                         if id(c.state) in boosts
                     ],
                 )
+            wanted = [row for row, c in enumerate(sampled) if c.state.params.logprobs]
+            # before the grammar's mask, which writes into `logits`
+            scored = torch.log_softmax(logits[wanted], dim=-1) if wanted else None
             generators = [c.state.generator for c in sampled]
             grammars = [c.state.grammar for c in sampled]
             if any(g is not None for g in grammars):
@@ -225,6 +230,9 @@ class TorchEngine(PagedEngine):
                 tokens = self.masker.sample(logits, params, generators, grammars, closing)
             else:
                 tokens = sample(logits, params, generators)
+            if scored is not None:
+                for i, row in enumerate(wanted):
+                    self._logprobs[sampled[row].state.gen_id] = float(scored[i, tokens[row]])
         self.timings.forward_s += time.perf_counter() - started
         return list(zip(sampled, tokens, strict=True))
 
