@@ -19,11 +19,13 @@ See docs/service-api.md for the contract.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 from timely_core.clock import Clock, MonotonicClock
-from timely_core.engine.protocol import Engine
+from timely_core.engine.plan_candidates import CandidateEngine
+from timely_core.engine.protocol import Engine, EngineError
 from timely_core.engine.variants import ResidentWeights
 from timely_core.errors import TaskFinished, UnknownRobot, UnknownTask
 from timely_core.events import Rollback
@@ -33,6 +35,7 @@ from timely_core.request import SceneUpdate, TaskRequest
 from timely_core.scheduling.policies import Policy, make_policy
 from timely_core.service_config import ServiceConfig
 from timely_core.serving.admission import admit
+from timely_core.serving.candidate_fit import plan_fits
 from timely_core.serving.execution_feedback import report_execution
 from timely_core.serving.failure_recovery import FailureRecovery
 from timely_core.serving.generation import Generation, GenerationState, SegmentRecord
@@ -79,12 +82,16 @@ class PlanningService:
             ServiceConfig.model_validate(config.model_dump())
         if isinstance(policy, str):
             policy = make_policy(policy, config.min_slack_s)
+        if config.plan_candidates > 0:
+            engine = with_plan_candidates(engine, tokenizer, config)
         self.config = config
         self.engine = engine
         self.tokenizer = tokenizer
         self.clock: Clock = clock or MonotonicClock()
         self.policy: Policy = policy
         self._state = ServiceState(engine, tokenizer, policy, self.clock, config)
+        if isinstance(engine, CandidateEngine):
+            engine.accept = functools.partial(plan_fits, self._state)
         self._languages = dict(languages or {})
         self._loop = ServiceLoop(self._state)
         self._recovery = FailureRecovery(self._state)
@@ -376,6 +383,7 @@ class PlanningService:
             memory = state.engine.memory()
             live = list(state.by_gen_id.values())
             counters = state.counters
+            chosen = state.engine.counts if isinstance(state.engine, CandidateEngine) else {}
             return ServiceStats(
                 policy=state.policy.name,
                 queued=len(state.scheduler),
@@ -400,4 +408,22 @@ class PlanningService:
                 scene_kv_blocks=state.scenes.held_blocks(),
                 scene_prefills=counters["scene_prefills"],
                 scene_hits=counters["scene_hits"],
+                candidate_plans=chosen.get("plans", 0),
+                candidate_alternatives_kept=chosen.get("alternatives_kept", 0),
+                candidate_redecoded=chosen.get("redecoded", 0),
             )
+
+
+def with_plan_candidates(engine: Engine, tokenizer: Any, config: ServiceConfig) -> Engine:
+    """`engine` wrapped to decode plan candidates (`ServiceConfig.plan_candidates`);
+    a ValueError naming the setting when it cannot report the log-probabilities
+    they are ranked by."""
+    try:
+        return CandidateEngine(
+            engine,
+            lambda ids: str(tokenizer.decode(ids)),
+            config.candidate_temperature,
+            config.candidate_coverage_weight,
+        )
+    except EngineError as exc:
+        raise ValueError(f"plan_candidates={config.plan_candidates}: {exc}") from exc

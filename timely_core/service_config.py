@@ -66,3 +66,15 @@ class ServiceConfig(BaseModel):
     # Rollbacks after failed segments per task (requests with replan_on_failure);
     # the next failure ends the task with the robot's error (docs/closed-loop.md).
     max_recoveries: int = Field(default=3, ge=0, le=100)
+    # Plan candidates (engine/plan_candidates.py): each plan is decoded as usual
+    # beside this many sampled alternatives (at `candidate_temperature`), and the
+    # one kept scores best by log-probability plus `candidate_coverage_weight` per
+    # word of the request's own names (its noun phrases, not the scene's) that its
+    # quoted names use. Costs n + 1 plans' decoding, and a plan's first segment waits
+    # until all have ended. Needs an engine that reports log-probabilities (the
+    # torch engine). The weight is the largest of bench/plan_candidates.py's grid
+    # that kept the shipped planner's template held-out and LRTrace plans (all of it
+    # did: the reward then decides before the log-probability does). 0: off.
+    plan_candidates: int = Field(default=0, ge=0, le=32)
+    candidate_temperature: float = Field(default=1.0, gt=0, le=5)
+    candidate_coverage_weight: float = Field(default=64.0, ge=0, le=1000)

@@ -36,3 +36,8 @@ class ServiceStats:
     scene_kv_blocks: int = 0  # device blocks they hold beyond the robots' stored prefixes
     scene_prefills: int = 0  # prefills done so far
     scene_hits: int = 0  # tasks admitted on a prefilled scene
+    # plan candidates (ServiceConfig.plan_candidates): plans decided among them, of
+    # those kept an alternative over the plan's own, decoded again (none acceptable)
+    candidate_plans: int = 0
+    candidate_alternatives_kept: int = 0
+    candidate_redecoded: int = 0

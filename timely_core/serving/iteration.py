@@ -19,6 +19,7 @@ step"). Whatever else calls the engine (`cancel`, `register_robot`, `stats`) tak
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import time
@@ -138,6 +139,10 @@ class ServiceIteration:
                 if not generation.in_engine:
                     prefix_id = state.engine_prefix(generation)
                     params = state.sampling_params(generation)
+                    if generation.written_ids and params.candidates:
+                        # candidates choose how a plan starts; re-admitted after a
+                        # rollback, it goes on as decoded
+                        params = dataclasses.replace(params, candidates=0)
                     prompt = generation.engine_prompt_ids()
                     variant = generation.variant
                     add_generation(state.engine, gen_id, prompt, params, prefix_id, variant)

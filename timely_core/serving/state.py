@@ -23,6 +23,7 @@ from timely_core.clock import Clock
 from timely_core.engine.protocol import Engine, SamplingParams
 from timely_core.language.grammar import (
     language_closers,
+    language_copy_names,
     language_grammar,
     language_hard_closers,
     with_copy_bias,
@@ -127,17 +128,18 @@ class ServiceState:
         when `config.grammar` is on and the language has one: with
         `config.grounded_names`, its grammar for the generation's request; with
         `config.copy_bias`, the request's names (not with grounded names) and
-        numbers to copy. Worked out once per generation (a request's grammar and
-        names are its own)."""
-        if not self.config.grammar:
-            return self.params
+        numbers to copy. With `config.plan_candidates` (grammar or not), its plan
+        candidates. Worked out once per generation (a request's grammar and names
+        are its own)."""
         if generation.sampling is None:
             request = generation.request
-            grammar = language_grammar(
-                generation.language,
-                (request.scene, request.instruction) if self.config.grounded_names else None,
-            )
-            sampling = self._with_grammar(grammar, generation.language)
+            sampling = self.params
+            if self.config.grammar:
+                grammar = language_grammar(
+                    generation.language,
+                    (request.scene, request.instruction) if self.config.grounded_names else None,
+                )
+                sampling = self._with_grammar(grammar, generation.language)
             # grounded names allow only those names (and the robot's known places,
             # which a bias toward the request's would push away from): numbers only
             if sampling.grammar is not None:
@@ -148,6 +150,10 @@ class ServiceState:
                     request.instruction,
                     self.config.copy_bias,
                     names=not self.config.grounded_names,
+                )
+            if self.config.plan_candidates > 0:
+                sampling = with_candidates(
+                    sampling, generation.language, request.instruction, self.config
                 )
             generation.sampling = sampling
         return generation.sampling
@@ -289,3 +295,16 @@ class ServiceState:
                 deliveries, self.deliveries = self.deliveries, []
             for deliver in deliveries:
                 deliver()
+
+
+def with_candidates(
+    sampling: SamplingParams, language: object, instruction: str, config: ServiceConfig
+) -> SamplingParams:
+    """`sampling` with `config.plan_candidates` alternatives, rewarded for the words
+    of the names the instruction gives (the scene's items not: a plan that names
+    one of those instead of the object asked for must not gain by it)."""
+    names = language_copy_names(language, "", instruction)
+    words = {word.lower() for name in names for word in name.split()}
+    return dataclasses.replace(
+        sampling, candidates=config.plan_candidates, coverage_words=tuple(sorted(words))
+    )
