@@ -234,6 +234,11 @@ def test_the_planner_sets_grammar_closing_grounded_names_copy_bias_and_kv_prefet
         parse_bringup(_planner(grammar_close_within=-1))
     with pytest.raises(ConfigError, match="grounded_names"):
         parse_bringup(_planner(grounded_names="sometimes"))
+    assert defaults.plan_candidates == 0
+    with pytest.raises(ConfigError, match="plan_candidates"):
+        parse_bringup(_planner(plan_candidates=33))
+    with pytest.raises(ConfigError, match=r"plan_candidates needs engine 'torch'.*'simulated'"):
+        parse_bringup(_planner(engine="simulated", plan_candidates=4))
     raw = _planner(
         engine="simulated",
         model_path=str(planner_checkpoint(tmp_path)),
@@ -250,3 +255,21 @@ def test_the_planner_sets_grammar_closing_grounded_names_copy_bias_and_kv_prefet
     assert (config.grammar_close_within, config.kv_prefetch) == (8, False)
     assert config.grounded_names
     assert config.copy_bias == 4.5
+
+
+def test_the_torch_planner_decodes_plan_candidates_when_set(tmp_path: Path) -> None:
+    from timely_ros.checkpoint import planner_checkpoint
+    from timely_ros.service_factory import build_service
+
+    from timely_core.engine.plan_candidates import CandidateEngine
+
+    raw = _planner(engine="torch", model_path=str(planner_checkpoint(tmp_path)), plan_candidates=4)
+    params = parse_bringup(raw).planner
+    assert params is not None
+    assert planner_params(unflatten(planner_to_parameters(params))) == params
+    service = build_service(params)
+    try:
+        assert service.config.plan_candidates == 4
+        assert isinstance(service.engine, CandidateEngine)
+    finally:
+        service.close_tools()

@@ -248,6 +248,14 @@ class PlannerParams(BaseModel):
         "go on spelling a name the request gives, and after a value's opener to tokens "
         "that go on writing a number it states (0: off)",
     )
+    plan_candidates: int = Field(
+        default=0,
+        ge=0,
+        le=32,
+        description="engine torch: decode each plan beside this many sampled ones and keep "
+        "the best by likelihood and the request's names it uses (n + 1 plans' work, the "
+        "first segment once all have ended); 0: off",
+    )
     grammar_close_within: int = Field(
         default=32,
         ge=0,
@@ -376,6 +384,11 @@ class PlannerParams(BaseModel):
             )
         if self.engine == "vllm-server" and not self.vllm_server_urls:
             raise ValueError("engine 'vllm-server' needs vllm_server_urls (one or more)")
+        if self.plan_candidates and self.engine != "torch":
+            raise ValueError(
+                f"plan_candidates needs engine 'torch' (its log-probabilities rank them), "
+                f"not {self.engine!r}"
+            )
         return self
 
     def robot(self, robot_id: str) -> RobotSpec | None:

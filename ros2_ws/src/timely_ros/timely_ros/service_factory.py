@@ -145,6 +145,7 @@ def build_service(params: PlannerParams) -> PlanningService:
             grammar_close_within=params.grammar_close_within,
             grounded_names=params.grounded_names,
             copy_bias=params.copy_bias,
+            plan_candidates=params.plan_candidates,
             kv_prefetch=params.kv_prefetch,
             handling_strategy=HandlingStrategy(params.handling_strategy),
             max_recoveries=params.max_recoveries,
