@@ -100,10 +100,13 @@ def serve(
     close_within: int,
     grounded_names: bool = False,
     copy_bias: float = ServiceConfig().copy_bias,
+    plan_candidates: int = 0,
+    coverage_weight: float = ServiceConfig().candidate_coverage_weight,
 ) -> list[Plan]:
     """Each case planned by the service; `robots` robots of each type at once;
     `close_within`: `ServiceConfig.grammar_close_within` (0: no closing);
-    `grounded_names`, `copy_bias`: as `ServiceConfig`'s."""
+    `grounded_names`, `copy_bias`, `plan_candidates`, `coverage_weight`
+    (`candidate_coverage_weight`): as `ServiceConfig`'s."""
     engine = TorchEngine(path, EngineConfig(num_threads=threads))
     languages: dict[str, PlanLanguage] = {r: load_language(r) for r in ROBOTS}
     service = PlanningService(
@@ -117,6 +120,8 @@ def serve(
             grammar_close_within=close_within,
             grounded_names=grounded_names,
             copy_bias=copy_bias,
+            plan_candidates=plan_candidates,
+            candidate_coverage_weight=coverage_weight,
         ),
         languages=languages,
     )
