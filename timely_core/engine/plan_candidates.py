@@ -203,15 +203,9 @@ class CandidateEngine:
         batch: list[int] = []
         for gen_id in gen_ids:
             deciding = self._deciding.get(gen_id)
-            if deciding is not None:
-                if deciding.suspended:
-                    raise EngineError(f"generation {gen_id} is suspended; resume it first")
-                ids = deciding.live()
-            elif gen_id in self._chosen:
-                continue  # nothing to compute
-            else:
-                ids = [gen_id]
-            batch += ids[: self.inner.max_generations - len(batch)]
+            if deciding is not None and deciding.suspended:
+                raise EngineError(f"generation {gen_id} is suspended; resume it first")
+            batch += self._engine_ids(gen_id)[: self.inner.max_generations - len(batch)]
         outputs = self.inner.step(batch) if batch else []
         passed: dict[int, StepOutput] = {}
         for output in outputs:
@@ -291,14 +285,18 @@ class CandidateEngine:
         own: list[int] = []
         others: list[int] = []
         for gen_id in gen_ids:
-            deciding = self._deciding.get(gen_id)
-            if deciding is not None:
-                live = deciding.live()
-                own += live[:1]
-                others += live[1:]
-            elif gen_id not in self._chosen:
-                own.append(gen_id)
+            ids = self._engine_ids(gen_id)
+            own += ids[:1]
+            others += ids[1:]
         self.inner.set_ranking(own + others)
+
+    def _engine_ids(self, gen_id: int) -> list[int]:
+        """What runs in the inner engine for `gen_id`: its live candidates (its own
+        first), nothing for a kept plan being handed out, else itself."""
+        deciding = self._deciding.get(gen_id)
+        if deciding is not None:
+            return deciding.live()
+        return [] if gen_id in self._chosen else [gen_id]
 
     def suspend(self, gen_id: int, strategy: HandlingStrategy) -> None:
         deciding = self._deciding.get(gen_id)

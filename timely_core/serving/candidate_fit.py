@@ -5,8 +5,7 @@ Segmented here as the service will segment it, it is left out instead."""
 
 from __future__ import annotations
 
-from timely_core.language.detokenizer import IncrementalDetokenizer
-from timely_core.language.segmenter import SegmentationError, Segmenter
+from timely_core.language.segmenter import SegmentationError
 from timely_core.serving.state import ServiceState
 
 
@@ -17,13 +16,7 @@ def plan_fits(state: ServiceState, gen_id: int, ids: list[int]) -> bool:
     generation = state.by_gen_id.get(gen_id)
     if generation is None:
         return False
-    robot = state.robots.get(generation.robot_id)
-    limit = robot.max_segment_tokens if robot is not None else state.config.max_segment_tokens
-    segmenter = Segmenter(
-        IncrementalDetokenizer(state.tokenizer, generation.prompt_ids),
-        generation.language.new_parser(),
-        limit,
-    )
+    segmenter = state.fresh_segmenter(generation)
     try:
         for token in ids:
             segmenter.push(token)

@@ -43,7 +43,6 @@ import logging
 from timely_core.engine.protocol import EngineError, HandlingStrategy, RewritableEngine
 from timely_core.errors import TaskFinished, UnknownTask
 from timely_core.events import Rollback
-from timely_core.language.detokenizer import IncrementalDetokenizer
 from timely_core.language.plan_language import FailureObservation
 from timely_core.language.segmenter import SegmentationError, Segmenter
 from timely_core.serving.generation import Generation, GenerationState, SegmentRecord
@@ -276,14 +275,7 @@ class FailureRecovery:
     ) -> tuple[Segmenter, int]:
         """A fresh segmenter fed the records' ids (and texts re-appended by earlier
         rollbacks), without the last id if `drop_last`; and the cuts they made."""
-        state = self._state
-        robot = state.robots.get(generation.robot_id)
-        limit = robot.max_segment_tokens if robot is not None else state.config.max_segment_tokens
-        segmenter = Segmenter(
-            IncrementalDetokenizer(state.tokenizer, generation.prompt_ids),
-            generation.language.new_parser(),
-            limit,
-        )
+        segmenter = self._state.fresh_segmenter(generation)
         cuts = 0
         for k, record in enumerate(records):
             ids = record.segment.token_ids

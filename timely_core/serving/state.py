@@ -21,6 +21,7 @@ from typing import Any
 
 from timely_core.clock import Clock
 from timely_core.engine.protocol import Engine, SamplingParams
+from timely_core.language.detokenizer import IncrementalDetokenizer
 from timely_core.language.grammar import (
     language_closers,
     language_copy_names,
@@ -28,6 +29,7 @@ from timely_core.language.grammar import (
     language_hard_closers,
     with_copy_bias,
 )
+from timely_core.language.segmenter import Segmenter
 from timely_core.scheduling.batch_control import LatencyGuidedBatch
 from timely_core.scheduling.policies import Policy
 from timely_core.scheduling.queue_table import QueueEntry
@@ -157,6 +159,17 @@ class ServiceState:
                 )
             generation.sampling = sampling
         return generation.sampling
+
+    def fresh_segmenter(self, generation: Generation) -> Segmenter:
+        """A segmenter that has seen nothing of `generation`'s plan, with its robot's
+        segment limit (the service's once the robot is gone)."""
+        robot = self.robots.get(generation.robot_id)
+        limit = robot.max_segment_tokens if robot is not None else self.config.max_segment_tokens
+        return Segmenter(
+            IncrementalDetokenizer(self.tokenizer, generation.prompt_ids),
+            generation.language.new_parser(),
+            limit,
+        )
 
     def _with_grammar(self, grammar: str | None, language: object) -> SamplingParams:
         if grammar is None:
