@@ -58,6 +58,7 @@ DECODERS = {
     "service_without_grammar": "service, no grammar",
     "service_grammar_no_closing": "service, grammar, no closing, no copy bias",
     "service_grammar_no_copy": "service, grammar, no copy bias",
+    "service_not_distinct": "service, grammar, closing, copy bias without distinct names",
     "service_with_grammar": "service, grammar (default: closing, copy bias)",
     "service_grounded_names": "service, grammar, grounded names",
 }
@@ -102,11 +103,12 @@ def serve(
     copy_bias: float = ServiceConfig().copy_bias,
     plan_candidates: int = 0,
     coverage_weight: float = ServiceConfig().candidate_coverage_weight,
+    distinct_names: bool = True,
 ) -> list[Plan]:
     """Each case planned by the service; `robots` robots of each type at once;
     `close_within`: `ServiceConfig.grammar_close_within` (0: no closing);
     `grounded_names`, `copy_bias`, `plan_candidates`, `coverage_weight`
-    (`candidate_coverage_weight`): as `ServiceConfig`'s."""
+    (`candidate_coverage_weight`), `distinct_names`: as `ServiceConfig`'s."""
     engine = TorchEngine(path, EngineConfig(num_threads=threads))
     languages: dict[str, PlanLanguage] = {r: load_language(r) for r in ROBOTS}
     service = PlanningService(
@@ -122,6 +124,7 @@ def serve(
             copy_bias=copy_bias,
             plan_candidates=plan_candidates,
             candidate_coverage_weight=coverage_weight,
+            distinct_names=distinct_names,
         ),
         languages=languages,
     )
@@ -245,6 +248,16 @@ def main(argv: list[str] | None = None) -> int:
             args.model, cases, True, args.robots, args.threads, args.close_within, copy_bias=0.0
         )
         t3b = time.perf_counter()
+        alike = serve(
+            args.model,
+            cases,
+            True,
+            args.robots,
+            args.threads,
+            args.close_within,
+            distinct_names=False,
+        )
+        t3c = time.perf_counter()
         with_ = serve(args.model, cases, True, args.robots, args.threads, args.close_within)
         t4 = time.perf_counter()
         grounded = serve(
@@ -257,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             "service_without_grammar": score(cases, without),
             "service_grammar_no_closing": score(cases, unclosed),
             "service_grammar_no_copy": score(cases, uncopied),
+            "service_not_distinct": score(cases, alike),
             "service_with_grammar": score(cases, with_),
             "service_grounded_names": score(cases, grounded),
             "hf_vs_service_without_grammar": compare(cases, hf, without) if hf else None,
@@ -267,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
                 "without": t2 - t1,
                 "no_closing": t3 - t2,
                 "no_copy": t3b - t3,
-                "with": t4 - t3b,
+                "not_distinct": t3c - t3b,
+                "with": t4 - t3c,
                 "grounded": t5 - t4,
             },
             "plans": [  # every natural plan; of the others those that are not all the same
@@ -277,17 +292,27 @@ def main(argv: list[str] | None = None) -> int:
                     "without": b.text,
                     "no_closing": u.text,
                     "no_copy": y.text,
+                    "not_distinct": d.text,
                     "with": g.text,
                     "with_ended": g.ended,
                     "grounded": n.text,
                 }
-                for c, a, b, u, y, g, n in zip(
-                    cases, hf_texts, without, unclosed, uncopied, with_, grounded, strict=True
+                for c, a, b, u, y, d, g, n in zip(
+                    cases,
+                    hf_texts,
+                    without,
+                    unclosed,
+                    uncopied,
+                    alike,
+                    with_,
+                    grounded,
+                    strict=True,
                 )
                 if name == "natural"
                 or not (hf is None or a == b.text)
                 or b.text != y.text
                 or y.text != g.text
+                or d.text != g.text
                 or g.text != n.text
             ],
         }

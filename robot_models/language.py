@@ -110,6 +110,12 @@ class RobotPlanLanguage:
                     openers.add(",")
         return tuple(sorted(openers))
 
+    def distinct_names(self) -> tuple[tuple[str, str], ...]:
+        """Where a name must differ from the one right before it (the skills'
+        `distinct_from`): the engine's copy bias does not push a held object onto
+        itself (`SkillSet.distinct_names`)."""
+        return self._skills.distinct_names()
+
     def grammar_closers(self) -> tuple[str, ...]:
         """A block's end: what a plan near its token limit writes to close an open
         loop or condition before it ends."""

@@ -42,6 +42,13 @@ class ArgSpec(BaseModel):
     # bins and places): a grounded plan may use them besides the request's
     # (`grounding.py`)
     known_names: tuple[str, ...] = ()
+    # a str argument that never names what the name before it names: `object` (the
+    # skill's first argument, this being its second: nothing is stacked on itself)
+    # or `<skill>.<arg>` (that skill's first argument in the call right before this
+    # one, this being the first: a held object is not placed on itself)
+    distinct_from: str | None = Field(
+        default=None, pattern=r"^([a-z][a-z0-9_]*\.)?[a-z_][a-z0-9_]*$"
+    )
 
     @model_validator(mode="after")
     def _range_only_for_numbers(self) -> ArgSpec:
@@ -49,6 +56,8 @@ class ArgSpec(BaseModel):
             raise ValueError(f"argument '{self.name}': a range needs type int or float")
         if self.known_names and self.type != "str":
             raise ValueError(f"argument '{self.name}': known_names need type str")
+        if self.distinct_from is not None and self.type != "str":
+            raise ValueError(f"argument '{self.name}': distinct_from needs type str")
         for name in self.known_names:
             if not re.fullmatch(KNOWN_NAME_PATTERN, name):
                 raise ValueError(
@@ -215,6 +224,51 @@ class SkillSet(BaseModel):
                     raise ValueError(f"skill name or short form '{key}' is used twice")
                 seen.add(key)
         return self
+
+    @model_validator(mode="after")
+    def _distinct_names_exist(self) -> SkillSet:
+        for skill in self.skills:
+            for position, arg in enumerate(skill.args):
+                if arg.distinct_from is not None:
+                    self._check_distinct(skill, position, arg.distinct_from)
+        return self
+
+    def _check_distinct(self, skill: Skill, position: int, ref: str) -> None:
+        """`distinct_from` names the name right before the argument: its own call's
+        first argument when it is the second, else the first argument of a skill
+        whose call may come right before, when it is the first."""
+        where = f"skill '{skill.name}' argument '{skill.args[position].name}': distinct_from"
+        if skill.streamed:
+            raise ValueError(f"{where} is not for a streamed skill")
+        owner_name, _, arg_name = ref.rpartition(".")
+        owner = self.find(owner_name) if owner_name else skill
+        if owner is None:
+            raise ValueError(f"{where} names an unknown skill '{owner_name}'")
+        if owner.streamed or not owner.args or owner.args[0].name != arg_name:
+            raise ValueError(f"{where} '{ref}' must be a skill's first argument")
+        if owner.args[0].type != "str":
+            raise ValueError(f"{where} '{ref}' must be a str argument")
+        if owner_name and position != 0:
+            raise ValueError(f"{where} '{ref}' (another call's) needs the first argument")
+        if not owner_name and position != 1:
+            raise ValueError(f"{where} '{ref}' (its own call's) needs the second argument")
+
+    def distinct_names(self) -> tuple[tuple[str, str], ...]:
+        """(after, opener) pairs for the engine's copy bias: a name opened right
+        after `opener` never names what the name opened right after `after` does,
+        with only unquoted text between (`("pk(", "pl(")`, `("st(", ",")`); every
+        spelling of the skills (short form and full name)."""
+        pairs: set[tuple[str, str]] = set()
+        for skill in self.skills:
+            for position, arg in enumerate(skill.args):
+                if arg.distinct_from is None:
+                    continue
+                owner_name, _, _ = arg.distinct_from.rpartition(".")
+                owner = self.get(owner_name) if owner_name else skill
+                afters = (f"{owner.short}(", f"{owner.name}(")
+                openers = (f"{skill.short}(", f"{skill.name}(") if position == 0 else (",",)
+                pairs.update((after, opener) for after in afters for opener in openers)
+        return tuple(sorted(pairs))
 
     @staticmethod
     def load(robot_type: str, streamed: bool = False) -> SkillSet:

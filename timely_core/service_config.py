@@ -57,6 +57,11 @@ class ServiceConfig(BaseModel):
     # (`ValueCopyingLanguage`), with grounded names too; names are not biased with
     # `grounded_names`. 0: off.
     copy_bias: float = Field(default=10.0, ge=0, le=100)
+    # With the copy bias, and a language that says which names must differ from the
+    # one right before them (`DistinctNamesLanguage`: the arm's place after its pick):
+    # no bias toward that name there, so a held object is not pushed onto itself.
+    # False: the bias favours every listed name everywhere, as before.
+    distinct_names: bool = True
     # With the grammar, a plan's last this-many tokens of `max_tokens` (or of the
     # segment limit, for a statement nearing it) end it at the first statement
     # boundary (its blocks closed), and in their last half also end an open name,

@@ -113,3 +113,95 @@ def test_invalid_file_is_rejected_naming_the_problem(tmp_path):
     )
     with pytest.raises(ValueError, match=r"exec_time\.arg 'nope'"):
         SkillSet.load_file(path)
+
+
+def test_the_arm_never_names_a_held_or_stacked_object_as_its_own_target():
+    pairs = SkillSet.load("arm").distinct_names()
+    # place's target after pick's object, in every spelling; stack's and sort's
+    # second argument after their first
+    for after in ("pk(", "pick("):
+        for opener in ("pl(", "place("):
+            assert (after, opener) in pairs
+    for after in ("st(", "stack(", "so(", "sort("):
+        assert (after, ",") in pairs
+    assert len(pairs) == 8
+    assert SkillSet.load("drone").distinct_names() == ()
+
+
+SKILL = "  - {{name: {name}, short: {short}, description: d, args: [{args}], {time}}}\n"
+TIME = "exec_time: {kind: constant, mean_s: 1.0, noise_cv: 0.1}"
+
+
+def _skills(tmp_path, *skills: tuple[str, str, str]) -> SkillSet:
+    path = tmp_path / "skills.yaml"
+    lines = "".join(SKILL.format(name=n, short=s, args=a, time=TIME) for n, s, a in skills)
+    path.write_text(f"robot_type: x\nskills:\n{lines}")
+    return SkillSet.load_file(path)
+
+
+@pytest.mark.parametrize(
+    ("skills", "problem"),
+    [
+        (
+            [("put", "pu", "{name: at, type: str, distinct_from: grab.thing}")],
+            "unknown skill 'grab'",
+        ),
+        (
+            [
+                ("grab", "gr", "{name: thing, type: str}"),
+                ("put", "pu", "{name: at, type: str, distinct_from: grab.other}"),
+            ],
+            "must be a skill's first argument",
+        ),
+        (
+            [
+                ("grab", "gr", "{name: thing, type: int}"),
+                ("put", "pu", "{name: at, type: str, distinct_from: grab.thing}"),
+            ],
+            "must be a str argument",
+        ),
+        (
+            [
+                ("grab", "gr", "{name: thing, type: str}"),
+                (
+                    "put",
+                    "pu",
+                    "{name: a, type: str}, {name: at, type: str, distinct_from: grab.thing}",
+                ),
+            ],
+            "needs the first argument",
+        ),
+        (
+            [
+                (
+                    "stk",
+                    "sk",
+                    "{name: a, type: str}, {name: b, type: str}, "
+                    "{name: c, type: str, distinct_from: a}",
+                )
+            ],
+            "needs the second argument",
+        ),
+        ([("stk", "sk", "{name: a, type: int, distinct_from: a}")], "distinct_from needs type str"),
+    ],
+)
+def test_a_distinct_from_that_cannot_hold_is_refused_naming_it(tmp_path, skills, problem):
+    with pytest.raises(ValueError, match=problem):
+        _skills(tmp_path, *skills)
+
+
+def test_distinct_from_gives_its_pairs_for_both_spellings(tmp_path):
+    skills = _skills(
+        tmp_path,
+        ("grab", "gr", "{name: thing, type: str}"),
+        ("put", "pu", "{name: at, type: str, distinct_from: grab.thing}"),
+        ("stk", "sk", "{name: a, type: str}, {name: b, type: str, distinct_from: a}"),
+    )
+    assert skills.distinct_names() == (
+        ("gr(", "pu("),
+        ("gr(", "put("),
+        ("grab(", "pu("),
+        ("grab(", "put("),
+        ("sk(", ","),
+        ("stk(", ","),
+    )

@@ -17,6 +17,14 @@ including the closing quote (`'cup` + `');` counts: the name ends inside it).
 Segments end at complete statements, so counting from the generation's first
 generated token is enough.
 
+Some names must differ from the one before them: a held object is not placed on
+itself (`pk('cup');pl('cup')`), nothing is stacked on itself. The language says
+where, in pairs (`copy_distinct_after[i]`, `copy_distinct_openers[i]`): a name
+opened right after `copy_distinct_openers[i]` gets no bias toward the name quoted
+right after `copy_distinct_after[i]` when only unquoted text lies between that
+name and the opener (`pk('cup');pl(`, `st('cup',`). The model may still write it;
+it is only not pushed to.
+
 Values (`copy_values`, numbers a request states) are unquoted: a generation is
 inside one while the text after one of its openers (`copy_value_openers`) is all
 sign, digits and point. The planner's tokenizer writes a digit with its place
@@ -30,7 +38,7 @@ import math
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
@@ -48,6 +56,8 @@ MAX_CONTINUATIONS = 4096  # names spelled so far whose continuing ids are kept
 MAX_OPENER_CHARS = 32
 MAX_VALUE_CHARS = 16
 MAX_VALUE_ENCODINGS = 4096  # values whose ids are kept
+# how far back from a name's opening quote the name it must differ from is looked for
+MAX_DISTINCT_CHARS = 256
 _VALUE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
 _VALUE_SO_FAR = re.compile(rb"[-+0-9.]*\Z")
 
@@ -73,6 +83,12 @@ class CopySettings(Protocol):
 
     @property
     def copy_value_openers(self) -> tuple[str, ...]: ...
+
+    @property
+    def copy_distinct_after(self) -> tuple[str, ...]: ...
+
+    @property
+    def copy_distinct_openers(self) -> tuple[str, ...]: ...
 
 
 def usable_name(name: object, quote: str) -> bool:
@@ -107,12 +123,23 @@ def check_copy_params(params: CopySettings) -> None:
                 f"copy_names must be non-empty strings without the quote "
                 f"{params.copy_quote!r}, got {name!r}"
             )
-    for opener in (*params.copy_openers, *params.copy_value_openers):
+    for opener in (
+        *params.copy_openers,
+        *params.copy_value_openers,
+        *params.copy_distinct_after,
+        *params.copy_distinct_openers,
+    ):
         if not usable_opener(opener):
             raise ValueError(
-                f"copy_openers and copy_value_openers must be strings of 1 to "
-                f"{MAX_OPENER_CHARS} characters, got {opener!r}"
+                f"copy_openers, copy_value_openers, copy_distinct_after and "
+                f"copy_distinct_openers must be strings of 1 to {MAX_OPENER_CHARS} "
+                f"characters, got {opener!r}"
             )
+    if len(params.copy_distinct_after) != len(params.copy_distinct_openers):
+        raise ValueError(
+            f"copy_distinct_after and copy_distinct_openers are pairs: got "
+            f"{len(params.copy_distinct_after)} and {len(params.copy_distinct_openers)}"
+        )
     if len(params.copy_values) != len(params.copy_value_openers):
         raise ValueError(
             f"copy_values and copy_value_openers are pairs: got {len(params.copy_values)} "
@@ -291,14 +318,27 @@ class CopyBias:
         cut = spelled.rfind(quote)
         openers = _encoded(params.copy_openers)
         if openers:
-            before = self._before(ids, start, last_quote, spelled[:cut], openers)
+            need = max(map(len, openers)) + 1  # the longest opener and the byte before it
+            before = self._before(ids, start, last_quote, spelled[:cut], need)
             if not _opened_by(before, openers):
                 return []  # a quoted text that is not a name (a message, a value)
+        names = params.copy_names
+        if params.copy_distinct_openers:
+            before = self._before(ids, start, last_quote, spelled[:cut], MAX_DISTINCT_CHARS)
+            pairs = zip(
+                _encoded(params.copy_distinct_after),
+                _encoded(params.copy_distinct_openers),
+                strict=True,
+            )
+            held = _names_before(before, quote, pairs)
+            names = tuple(n for n in names if n.encode() not in held)
+            if not names:
+                return []
         so_far = spelled[cut + 1 :] + b"".join(self._spelled[t] for t in ids[last_quote + 1 :])
-        key = (params.copy_names, quote, so_far)
+        key = (names, quote, so_far)
         found = self._continuations.get(key)
         if found is None:
-            found = self._spelling_on(params.copy_names, quote, so_far)
+            found = self._spelling_on(names, quote, so_far)
             self._continuations[key] = found
             if len(self._continuations) > MAX_CONTINUATIONS:
                 self._continuations.popitem(last=False)
@@ -324,12 +364,11 @@ class CopyBias:
         start: int,
         index: int,
         head: bytes,
-        openers: tuple[bytes, ...],
+        need: int,
     ) -> bytes:
         """The text before the quote in `ids[index]` (`head`, that token's part
-        before it), back as far as the longest opener and one more byte, never
-        before `start`."""
-        need = max(map(len, openers)) + 1
+        before it), back at least `need` bytes where there are, never before
+        `start`."""
         parts = [head]
         length = len(head)
         while length < need and index > start:
@@ -386,6 +425,23 @@ def _opened_by_value(before: bytes, opener: bytes) -> bool:
     start = len(before) - len(opener)
     previous = before[start - 1 : start]
     return start == 0 or not (previous.isalnum() or previous == b"_")
+
+
+def _names_before(before: bytes, quote: bytes, pairs: Iterable[tuple[bytes, bytes]]) -> set[bytes]:
+    """The names a name opened at the end of `before` must differ from: for each
+    (after, opener) pair that `before` ends with (opener), the name quoted right
+    after `after` when only unquoted text follows it. `before` holds an even number
+    of quotes (its name's opening one left out), so its last two quotes are a pair."""
+    found: set[bytes] = set()
+    for after, opener in pairs:
+        if not _opened_by(before, (opener,)):
+            continue
+        head = before[: len(before) - len(opener)]
+        close = head.rfind(quote)
+        opening = head.rfind(quote, 0, close) if close > 0 else -1
+        if opening >= 0 and _opened_by(head[:opening], (after,)):
+            found.add(head[opening + len(quote) : close])
+    return found
 
 
 def _opened_by(before: bytes, openers: tuple[bytes, ...]) -> bool:

@@ -71,6 +71,11 @@ class SamplingParams:
     the tokenizer writes it (a number the request states, in the argument's unit)
     get the bias.
 
+    `copy_distinct_after`, `copy_distinct_openers` (pairs, with the copy bias on
+    names): a name opened right after `copy_distinct_openers[i]` gets no bias toward
+    the name quoted right after `copy_distinct_after[i]` just before it, so a held
+    object is not pushed to be placed on itself (`pk('cup');pl(`).
+
     `logprobs`: each `StepOutput` of the generation carries the log-probability of
     its token under the logits it was chosen from (copy bias included, before the
     grammar's mask), for engines that report them (`reports_logprobs`).
@@ -95,6 +100,8 @@ class SamplingParams:
     copy_openers: tuple[str, ...] = ()
     copy_values: tuple[str, ...] = ()
     copy_value_openers: tuple[str, ...] = ()
+    copy_distinct_after: tuple[str, ...] = ()
+    copy_distinct_openers: tuple[str, ...] = ()
     logprobs: bool = False
     candidates: int = 0
     coverage_words: tuple[str, ...] = ()

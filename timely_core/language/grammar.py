@@ -72,6 +72,17 @@ class CopyingLanguage(Protocol):
 
 
 @runtime_checkable
+class DistinctNamesLanguage(Protocol):
+    """Optional: a copying language where some names must differ from the name
+    right before them (a held object is not placed on itself)."""
+
+    def distinct_names(self) -> tuple[tuple[str, str], ...]:
+        """(after, opener) pairs: a name opened right after `opener` is never the
+        name quoted right after `after` when only unquoted text lies between that
+        name and `opener`, e.g. `("pk(", "pl(")` and `("st(", ",")`."""
+
+
+@runtime_checkable
 class ValueCopyingLanguage(Protocol):
     """Optional: a grammar language that can list the numbers a request states,
     for the engine's copy bias on values (`SamplingParams.copy_values`)."""
@@ -143,10 +154,19 @@ def with_copy_bias(
     try:
         listed = language_copy_names(language, scene, instruction) if names else ()
         stated = language_copy_values(language, scene, instruction)
+        distinct = language_distinct_names(language) if listed else ()
     except Exception:  # a language's lookup is a hint: the request is planned without
-        log.warning("the copy bias's names or values failed for %r", instruction, exc_info=True)
+        log.warning("the copy bias's lookups failed for %r", instruction, exc_info=True)
         return sampling
     names_ = tuple(n for n in listed if usable_name(n, quote))
+    distinct = tuple(
+        pair
+        for pair in distinct
+        if isinstance(pair, tuple)
+        and len(pair) == 2
+        and usable_opener(pair[0])
+        and usable_opener(pair[1])
+    )
     pairs = tuple(
         (pair[0], pair[1])
         for pair in stated
@@ -165,7 +185,17 @@ def with_copy_bias(
         copy_openers=tuple(o for o in language_name_openers(language) if usable_opener(o)),
         copy_values=tuple(value for _, value in pairs),
         copy_value_openers=tuple(opener for opener, _ in pairs),
+        copy_distinct_after=tuple(after for after, _ in distinct) if names_ else (),
+        copy_distinct_openers=tuple(opener for _, opener in distinct) if names_ else (),
     )
+
+
+def language_distinct_names(language: object) -> tuple[tuple[str, str], ...]:
+    """`language`'s (after, opener) pairs of names that must differ (none when it
+    declares none)."""
+    if isinstance(language, DistinctNamesLanguage):
+        return language.distinct_names()
+    return ()
 
 
 def language_copy_values(

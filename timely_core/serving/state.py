@@ -153,6 +153,10 @@ class ServiceState:
                     self.config.copy_bias,
                     names=not self.config.grounded_names,
                 )
+                if not self.config.distinct_names:
+                    sampling = dataclasses.replace(
+                        sampling, copy_distinct_after=(), copy_distinct_openers=()
+                    )
             if self.config.plan_candidates > 0:
                 sampling = with_candidates(
                     sampling, generation.language, request.instruction, self.config

@@ -1,8 +1,8 @@
 """The copy bias's rule (engine/copy_bias.py) on a small vocabulary: which ids go on
 spelling a listed name, only inside a quoted name (with openers, only one opened
 right after an opener), up to and including the closing quote; values (numbers)
-right after their openers, with the ids the tokenizer writes each with; and the
-parameters refused by name."""
+right after their openers, with the ids the tokenizer writes each with; no push
+toward the name a name must differ from; and the parameters refused by name."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ SPELLED = [
     b"lg",  # 13
     b"ta",  # 14
     b"(",  # 15
+    b"',",  # 16
 ]
 ID = {spelled: token_id for token_id, spelled in enumerate(SPELLED)}
 BIAS = CopyBias(TokenBytes(tokens=SPELLED, special=frozenset({0})))
@@ -59,9 +60,9 @@ def test_inside_a_name_the_tokens_that_go_on_spelling_it_are_boosted() -> None:
     assert after_c == sorted(ids(b"up"))  # "cup" and "cup board" both go on with "up"
     after_cup = BIAS.boosted(ids(b"o", b"('", b"cup"), PARAMS)
     # "cup" ends here (its quote, alone or in a longer token), "cup board" goes on
-    assert after_cup == sorted(ids(b"'", b"');", b" b"))
+    assert after_cup == sorted(ids(b"'", b"');", b"',", b" b"))
     after_board = BIAS.boosted(ids(b"o", b"('", b"cup", b" b", b"oard"), PARAMS)
-    assert after_board == sorted(ids(b"'", b"');"))
+    assert after_board == sorted(ids(b"'", b"');", b"',"))
 
 
 def test_with_openers_only_a_quote_right_after_one_opens_a_name() -> None:
@@ -139,6 +140,55 @@ def test_copy_params_are_checked_by_name() -> None:
         check_copy_params(dataclasses.replace(PARAMS, copy_openers=("",)))
     with pytest.raises(ValueError, match="copy_openers"):
         check_copy_params(dataclasses.replace(PARAMS, copy_openers=("x" * 33,)))
+
+
+DISTINCT = dataclasses.replace(
+    PARAMS,
+    copy_names=("cup", "cup board", "fork"),
+    copy_openers=("o(", "ta(", ","),
+    copy_distinct_after=("o(", "o("),
+    copy_distinct_openers=("ta(", ","),
+)
+
+
+def test_a_name_gets_no_push_toward_the_name_it_must_differ_from() -> None:
+    # `o('cup');ta('cup`: "cup" must not end here, "cup board" still goes on
+    after_cup = BIAS.boosted(ids(b"o", b"('", b"cup", b"');", b"ta", b"('", b"cup"), DISTINCT)
+    assert after_cup == ids(b" b")
+    opened = BIAS.boosted(ids(b"o", b"('", b"cup", b"');", b"ta", b"('"), DISTINCT)
+    assert opened == sorted(ids(b"c", b"cu", b"cup", b"fork"))  # "cup board" starts so
+    # the second argument of the same call: `o('cup','cup`
+    same_call = BIAS.boosted(ids(b"o", b"('", b"cup", b"',", b"'", b"cup"), DISTINCT)
+    assert same_call == ids(b" b")
+    # "fork" held: "cup" may end
+    after_fork = BIAS.boosted(ids(b"o", b"('", b"fork", b"');", b"ta", b"('", b"cup"), DISTINCT)
+    assert after_fork == sorted(ids(b"'", b"');", b"',", b" b"))
+
+
+def test_a_name_differs_only_from_the_one_right_before_its_opener() -> None:
+    # without the pairs, the same name may end
+    plain = dataclasses.replace(DISTINCT, copy_distinct_after=(), copy_distinct_openers=())
+    plan = ids(b"o", b"('", b"cup", b"');", b"ta", b"('", b"cup")
+    assert BIAS.boosted(plan, plain) == sorted(ids(b"'", b"');", b"',", b" b"))
+    # a quoted text between (`lg('fork')`) is what came right before: "cup" may end
+    between = ids(b"o", b"('", b"cup", b"');", b"lg", b"('", b"fork", b"');", b"ta", b"('", b"cup")
+    assert BIAS.boosted(between, DISTINCT) == sorted(ids(b"'", b"');", b"',", b" b"))
+    # the pair's `after` must open that name: `ta('cup');ta('cup` is not `o(` then `ta(`
+    other = ids(b"ta", b"('", b"cup", b"');", b"ta", b"('", b"cup")
+    assert BIAS.boosted(other, DISTINCT) == sorted(ids(b"'", b"');", b"',", b" b"))
+
+
+def test_when_every_name_is_the_one_to_differ_from_nothing_is_boosted() -> None:
+    only_cup = dataclasses.replace(DISTINCT, copy_names=("cup",))
+    assert BIAS.boosted(ids(b"o", b"('", b"cup", b"');", b"ta", b"('"), only_cup) == []
+
+
+def test_distinct_pairs_are_checked_by_name() -> None:
+    check_copy_params(DISTINCT)
+    with pytest.raises(ValueError, match="copy_distinct_after and copy_distinct_openers"):
+        check_copy_params(dataclasses.replace(DISTINCT, copy_distinct_openers=("ta(",)))
+    with pytest.raises(ValueError, match="copy_distinct_openers"):
+        check_copy_params(dataclasses.replace(DISTINCT, copy_distinct_openers=("", ",")))
 
 
 # values: digits written with their place, as the planner's tokenizer does (a

@@ -12,6 +12,7 @@ from timely_core.language.grammar import (
     CopyingLanguage,
     language_closers,
     language_copy_names,
+    language_distinct_names,
     language_grammar,
     language_hard_closers,
     language_name_openers,
@@ -48,6 +49,7 @@ def test_a_language_without_them_gets_the_defaults() -> None:
     assert language_copy_names(chat, SCENE, INSTRUCTION) == ()
     assert language_quote(chat) == "'"
     assert language_name_openers(chat) == ()
+    assert language_distinct_names(chat) == ()
 
 
 class _OddLanguage:
@@ -67,6 +69,9 @@ class _OddLanguage:
 
     def request_values(self, scene: str, instruction: str) -> tuple[tuple[str, str], ...]:
         return (("pick(", "12"), ("pick(", "1e3"), ("", "4"), ("x" * 40, "5"), ("pick(",), "7")  # type: ignore[return-value]
+
+    def distinct_names(self) -> tuple[tuple[str, str], ...]:
+        return (("pick(", "place("), ("pick(", ""), ("pick(",), "x")  # type: ignore[return-value]
 
 
 class _BrokenLanguage(_OddLanguage):
@@ -95,3 +100,22 @@ def test_with_copy_bias_sets_what_the_engine_accepts_and_nothing_else() -> None:
     assert with_copy_bias(plain, _BrokenLanguage(), SCENE, INSTRUCTION, 10.0) == plain
     numbers_only = with_copy_bias(plain, load_language("drone"), "", "climb 1.5 m", 10.0, False)
     assert numbers_only.copy_names == () and numbers_only.copy_values == moving.copy_values
+    assert numbers_only.copy_distinct_openers == ()  # no names: nothing to differ from
+
+
+def test_with_copy_bias_carries_the_names_that_must_differ() -> None:
+    plain = SamplingParams(max_tokens=8)
+    arm = load_language("arm")
+    table = "on table: cup, fork; places: tray"
+    params = with_copy_bias(plain, arm, table, "put the cup on the tray", 10.0)
+    pairs = tuple(zip(params.copy_distinct_after, params.copy_distinct_openers, strict=True))
+    assert pairs == arm.distinct_names() == language_distinct_names(arm)
+    assert ("pk(", "pl(") in pairs
+    assert (
+        with_copy_bias(
+            plain, load_language("drone"), SCENE, INSTRUCTION, 10.0
+        ).copy_distinct_openers
+        == ()
+    )
+    odd = with_copy_bias(plain, _OddLanguage(), SCENE, INSTRUCTION, 10.0)
+    assert (odd.copy_distinct_after, odd.copy_distinct_openers) == (("pick(",), ("place(",))

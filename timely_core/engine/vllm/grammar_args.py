@@ -40,6 +40,8 @@ KEYS = (
     "copy_openers",
     "copy_values",
     "copy_value_openers",
+    "copy_distinct_after",
+    "copy_distinct_openers",
 )
 
 
@@ -68,6 +70,9 @@ class GrammarArgs(BaseModel):
     # numbers the request states, each after its opener (pairs)
     copy_values: tuple[str, ...] = ()
     copy_value_openers: tuple[str, ...] = ()
+    # names that must differ from the name before them, in pairs
+    copy_distinct_after: tuple[str, ...] = ()
+    copy_distinct_openers: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _ids_not_negative(self) -> GrammarArgs:
@@ -92,6 +97,8 @@ class GrammarArgs(BaseModel):
         values["copy_openers"] = list(self.copy_openers)
         values["copy_values"] = list(self.copy_values)
         values["copy_value_openers"] = list(self.copy_value_openers)
+        values["copy_distinct_after"] = list(self.copy_distinct_after)
+        values["copy_distinct_openers"] = list(self.copy_distinct_openers)
         return {PREFIX + k: values[k] for k in KEYS}
 
     @staticmethod
@@ -131,4 +138,6 @@ def grammar_args(
         copy_openers=params.copy_openers,
         copy_values=params.copy_values,
         copy_value_openers=params.copy_value_openers,
+        copy_distinct_after=params.copy_distinct_after,
+        copy_distinct_openers=params.copy_distinct_openers,
     ).wire()

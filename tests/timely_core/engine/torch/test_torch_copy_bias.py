@@ -5,7 +5,8 @@ name the request only implies, which the planner is sure of, stays; a free-text
 message (`lg`) is left as it was, since only a skill's name argument is biased;
 sampled plans with the bias still parse; bad copy parameters are refused by name.
 Numbers the request states are copied as the skill's unit wants them ("1.2 m" is
-`mu(120)`, where the planner alone writes `mu(101)`)."""
+`mu(120)`, where the planner alone writes `mu(101)`). A held object is not pushed
+onto itself: the place takes the request's other name."""
 
 from __future__ import annotations
 
@@ -41,6 +42,16 @@ VALUED = [
     ("drone", "wait 4 seconds then land", "dl(4)"),
     ("arm", "move the gripper to x 55 cm, y -10 cm, z 35 cm", "mt(550,-100,350)"),
     ("arm", "go to (0.6, 0.1, 0.2) m", "mt(600,100,200)"),
+]
+# (scene, instruction, the held object, where the request puts it): the arm
+PLACED = [
+    ("on table: trowel, crate", "put the trowel in the crate", "trowel", "crate"),
+    (
+        "on table: red block, blue block",
+        "stack the red block onto the blue block",
+        "red block",
+        "blue block",
+    ),
 ]
 IMPLIED = ("drone", "visible: desk, chair", "Find a tool for cutting paper", "scissors")
 # the planner answers with a message (`lg('cannot ...')`), not a name
@@ -115,6 +126,21 @@ def test_plans_write_the_numbers_the_request_states(planner: Planner) -> None:
         assert call in with_bias, (instruction, with_bias)
         copied += call not in planner.plan(robot, "", instruction, plain)
     assert copied >= 4  # without it the planner writes other numbers
+
+
+def test_a_held_object_is_not_pushed_onto_itself(planner: Planner) -> None:
+    arm = planner.languages["arm"]
+    for scene, instruction, held, target in PLACED:
+        plain = SamplingParams(max_tokens=160, grammar=arm.grammar())
+        params = with_copy_bias(plain, arm, scene, instruction, BIAS)
+        assert ("pk(", "pl(") in zip(
+            params.copy_distinct_after, params.copy_distinct_openers, strict=True
+        )
+        alike = replace(params, copy_distinct_after=(), copy_distinct_openers=())
+        # without the pairs the planner places what it holds on itself
+        assert f"pk('{held}');pl('{held}')" in planner.plan("arm", scene, instruction, alike)
+        text = planner.plan("arm", scene, instruction, params)
+        assert f"pk('{held}');pl('{target}')" in text, (instruction, text)
 
 
 def test_a_name_the_request_implies_and_the_planner_is_sure_of_stays(planner: Planner) -> None:

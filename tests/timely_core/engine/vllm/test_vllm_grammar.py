@@ -93,13 +93,14 @@ def test_a_plan_resumed_after_every_token_keeps_its_grammar_state(
     assert crossing, [robots.text(ids, vllm_engine.eos_token_id) for ids in got]
 
 
-# requests naming objects the planner never saw, or numbers in other units: the copy
-# bias changes their names and numbers
+# requests naming objects the planner never saw, a held object to place elsewhere, or
+# numbers in other units: the copy bias changes their names and numbers
 COPYING: list[Case] = [
     ("drone", "visible: table, chairs", "look for my green thermos"),
     ("drone", "visible: kitchen table", "find the salt shaker"),
     ("arm", "on table: stapler, notebook", "put the stapler in the holder"),
     ("arm", "on table: red mug; places: tray", "is there a red mug on the table"),
+    ("arm", "on table: trowel, crate", "put the trowel in the crate"),
     ("drone", "", "go up 1.2 m please"),
     ("arm", "", "move the gripper to x 55 cm, y -10 cm, z 35 cm"),
 ]
@@ -119,6 +120,8 @@ def test_the_copy_bias_takes_the_tokens_the_torch_engine_takes(
     assert got[: len(COPYING)] != got[len(COPYING) :]  # the bias changed plans
     n = len(COPYING)
     assert got[n - 2 : n] != got[2 * n - 2 :]  # numbers too
+    # the trowel is not placed on itself (the names that must differ travel too)
+    assert "pl('crate')" in robots.tokenizer.decode(got[4]), robots.tokenizer.decode(got[4])
     # each token from a new vLLM request: the name so far comes from the prompt's plan
     between = resume_after_every_token([HandlingStrategy.DISCARD])
     assert robots.run(vllm_engine, COPYING, copying, between) == got[: len(COPYING)]

@@ -15,6 +15,7 @@ def test_the_wire_args_read_back_as_written() -> None:
         max_tokens=90, grammar="start: /a+/", close_within=8, closing_ids=(94,),
         hard_closing_ids=(28, 265, 8), copy_names=("salt shaker", "7"), copy_bias=9.5,
         copy_openers=("sw(", ","), copy_values=("120", "-100"), copy_value_openers=("mu(", ","),
+        copy_distinct_after=("pk(", "st("), copy_distinct_openers=("pl(", ","),
     )  # fmt: skip
     wire = grammar_args(params, prompt_len=40, closing=True, closing_from=12)
     assert wire is not None
@@ -26,6 +27,7 @@ def test_the_wire_args_read_back_as_written() -> None:
         closing_ids=(94,), hard_closing_ids=(28, 265, 8), closing=True, closing_from=12,
         copy_names=("salt shaker", "7"), copy_bias=9.5, copy_quote="'",
         copy_openers=("sw(", ","), copy_values=("120", "-100"), copy_value_openers=("mu(", ","),
+        copy_distinct_after=("pk(", "st("), copy_distinct_openers=("pl(", ","),
     )  # fmt: skip
     assert grammar_args(SamplingParams(), 40, False) is None  # no grammar, no args
 
@@ -45,6 +47,8 @@ def test_the_wire_args_read_back_as_written() -> None:
         ("copy_openers", ["x" * 33]),
         ("copy_values", ["1e5"]),  # with no opener to pair with, too
         ("copy_value_openers", [""]),
+        ("copy_distinct_after", ["pk("]),  # with no opener to pair with
+        ("copy_distinct_openers", ["x" * 33]),
     ],
 )
 def test_malformed_args_are_refused_naming_the_field(field: str, value: object) -> None:
