@@ -122,6 +122,19 @@ def test_goal_checks_name_the_field() -> None:
             ),
             "initial_utility",
         ),
+        (
+            goal(
+                urgency="",
+                tuf=Tuf(expected_response_time_s=1e308, slope=-1e308, initial_utility=1e308),
+            ),
+            r"tuf\.expected_response_time_s: Input should be less than or equal to 86400",
+        ),
+        (
+            goal(
+                urgency="", tuf=Tuf(expected_response_time_s=1.0, slope=-1.0, initial_utility=1e9)
+            ),
+            r"tuf\.initial_utility",
+        ),
         (goal(instruction=""), "instruction"),
         (goal(instruction="x" * 5000), "instruction"),
         (goal(urgency="urgent", tuf=custom), "both set"),  # not silently the preset

@@ -7,6 +7,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 UrgencyPreset = Literal["normal", "urgent"]
+MAX_RESPONSE_TIME_S = 86_400.0  # a day
+MAX_SLOPE = 1e6  # utility lost per second, at most
+MAX_UTILITY = 1e6
 
 
 class Tuf(BaseModel):
@@ -20,9 +23,10 @@ class Tuf(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    expected_response_time_s: float = Field(gt=0, allow_inf_nan=False)
-    slope: float = Field(le=0, allow_inf_nan=False)
-    initial_utility: float = Field(gt=0, allow_inf_nan=False)
+    # bounded so priorities (utility over slack) stay finite whatever a client sends
+    expected_response_time_s: float = Field(gt=0, le=MAX_RESPONSE_TIME_S, allow_inf_nan=False)
+    slope: float = Field(le=0, ge=-MAX_SLOPE, allow_inf_nan=False)
+    initial_utility: float = Field(gt=0, le=MAX_UTILITY, allow_inf_nan=False)
 
     @classmethod
     def normal(cls) -> Tuf:

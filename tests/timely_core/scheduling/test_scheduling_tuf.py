@@ -33,6 +33,10 @@ def test_user_defined_level() -> None:
         ({"expected_response_time_s": 1.0, "slope": 0.5, "initial_utility": 1.0}, "slope"),
         ({"expected_response_time_s": 1.0, "slope": -1.0, "initial_utility": 0.0}, "initial_"),
         ({"expected_response_time_s": float("nan"), "slope": -1.0, "initial_utility": 1}, "exp"),
+        # past the bounds that keep a priority (utility over slack) finite
+        ({"expected_response_time_s": 1e308, "slope": -1.0, "initial_utility": 1.0}, "expected_"),
+        ({"expected_response_time_s": 1.0, "slope": -1e308, "initial_utility": 1.0}, "slope"),
+        ({"expected_response_time_s": 1.0, "slope": -1.0, "initial_utility": 1e308}, "initial_"),
     ],
 )
 def test_invalid_tuf_names_the_field(fields: dict[str, float], name: str) -> None:

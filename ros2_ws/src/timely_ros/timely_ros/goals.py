@@ -48,11 +48,16 @@ def goal_tuf(goal: PlanTask.Goal) -> Tuf:
         raise GoalError(f"tuf.slope must be <= 0 (got {t.slope})")
     if t.initial_utility <= 0:
         raise GoalError(f"tuf.initial_utility must be > 0 (got {t.initial_utility})")
-    return Tuf(
-        expected_response_time_s=t.expected_response_time_s,
-        slope=t.slope,
-        initial_utility=t.initial_utility,
-    )
+    try:
+        return Tuf(
+            expected_response_time_s=t.expected_response_time_s,
+            slope=t.slope,
+            initial_utility=t.initial_utility,
+        )
+    except ValidationError as err:  # past the bounds that keep priorities finite
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise GoalError(f"tuf.{field}: {first['msg']}") from None
 
 
 def check_goal(goal: PlanTask.Goal, params: PlannerParams) -> CheckedGoal:
