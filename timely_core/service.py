@@ -34,7 +34,7 @@ from timely_core.language.statement_guard import GuardFactory
 from timely_core.request import SceneUpdate, TaskRequest
 from timely_core.scheduling.policies import Policy, make_policy
 from timely_core.service_config import ServiceConfig
-from timely_core.serving.admission import admit
+from timely_core.serving.admission import admit, check_request
 from timely_core.serving.candidate_fit import plan_fits
 from timely_core.serving.execution_feedback import report_execution
 from timely_core.serving.failure_recovery import FailureRecovery
@@ -218,6 +218,12 @@ class PlanningService:
         """Accept a request now. Raises pydantic ValidationError, UnknownRobot,
         PromptTooLong, DuplicateTask or QueueFull; nothing else is disturbed."""
         return admit(self._state, self, request, None)
+
+    def check(self, request: TaskRequest | Mapping[str, Any]) -> None:
+        """Raise what `submit` would for the request itself (ValidationError,
+        UnknownRobot, PromptTooLong: its prompt too long in the robot's current
+        scene), submitting nothing; the queue's state is not checked."""
+        check_request(self._state, request)
 
     def submit_at(self, t_s: float, request: TaskRequest | Mapping[str, Any]) -> TaskHandle:
         """Accept a request that arrives at `t_s` on the service clock (virtual-time

@@ -119,6 +119,22 @@ def test_prompt_over_the_token_limit() -> None:
     assert_good_task_unharmed(service, good)
 
 
+def test_a_request_is_checked_without_being_submitted() -> None:
+    service, _, _, good = service_with_good_task(config=ServiceConfig(max_prompt_tokens=120))
+    submitted = service.stats().submitted
+    with pytest.raises(PromptTooLong, match="max_prompt_tokens=120"):
+        service.check(TaskRequest(robot_id="d2", instruction="look", scene="a cat " * 100))
+    # the robot's published scene counts when the request gives none
+    service.publish_scene("d2", "a cat " * 100)
+    with pytest.raises(PromptTooLong, match="max_prompt_tokens=120"):
+        service.check({"robot_id": "d2", "instruction": "look"})
+    with pytest.raises(UnknownRobot, match="'nobody'"):
+        service.check(TaskRequest(robot_id="nobody", instruction="look"))
+    service.check(TaskRequest(robot_id="d2", instruction="look", scene="a cat"))
+    assert service.stats().submitted == submitted  # nothing was submitted
+    assert_good_task_unharmed(service, good)
+
+
 def test_plan_without_a_statement_within_the_segment_limit_fails_alone() -> None:
     service, _, _, good = service_with_good_task(config=ServiceConfig(max_segment_tokens=8))
     bad = service.submit(TaskRequest(robot_id="d2", instruction="ramble"))

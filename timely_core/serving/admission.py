@@ -30,14 +30,7 @@ def admit(
     """Accept `request` now (`at_s` None) or for arrival at `at_s`. Raises pydantic
     ValidationError, UnknownRobot, PromptTooLong, ServiceStopped, QueueFull or
     DuplicateTask; nothing is changed then."""
-    if not isinstance(request, TaskRequest):
-        request = TaskRequest.model_validate(request)
-    if not request.scene:
-        with state.lock:
-            published = state.scenes.text(request.robot_id)
-        if published:  # the robot's own view: what the task is planned in
-            request = request.model_copy(update={"scene": published})
-    robot, prompt_ids, prefix_id = _prompt(state, request)
+    request, robot, prompt_ids, prefix_id = _prepared(state, request)
     with state.wake:
         if state.stopping:
             raise ServiceStopped("the service is stopped")
@@ -85,6 +78,29 @@ def admit(
             state.enqueue(generation)
         state.signal_work()
         return handle
+
+
+def check_request(state: ServiceState, request: TaskRequest | Mapping[str, Any]) -> None:
+    """Raise what `admit` would for `request` itself (pydantic ValidationError,
+    UnknownRobot, PromptTooLong: its prompt in the robot's current scene), without
+    submitting it: a front end turns a request away before accepting it."""
+    _prepared(state, request)
+
+
+def _prepared(
+    state: ServiceState, request: TaskRequest | Mapping[str, Any]
+) -> tuple[TaskRequest, Robot, list[int], str]:
+    """The validated request (in the robot's published scene when it gives none),
+    its robot, prompt ids and engine prefix."""
+    if not isinstance(request, TaskRequest):
+        request = TaskRequest.model_validate(request)
+    if not request.scene:
+        with state.lock:
+            published = state.scenes.text(request.robot_id)
+        if published:  # the robot's own view: what the task is planned in
+            request = request.model_copy(update={"scene": published})
+    robot, prompt_ids, prefix_id = _prompt(state, request)
+    return request, robot, prompt_ids, prefix_id
 
 
 def _prompt(state: ServiceState, request: TaskRequest) -> tuple[Robot, list[int], str]:
