@@ -61,12 +61,14 @@ def test_status_counts_goals_done_apart_from_plans_written() -> None:
         cancelled=1,
         segments_emitted=30,
     )
-    msg = status_msg(
-        stats, None, params, GoalCounts(rejected=2, succeeded=4), Time(), "inc1", ["arm1"]
-    )
+    goals = GoalCounts(rejected=2, succeeded=4, accepted=9, aborted=2, cancelled=1)
+    msg = status_msg(stats, None, params, goals, Time(), "inc1", ["arm1"])
     assert msg.queue_length == 2 and msg.suspended_generations == 3
     assert (msg.tasks_completed, msg.plans_completed) == (4, 6)
-    assert msg.tasks_rejected == 3
+    # the goals' counts as their clients saw them, not the service's: a plan written
+    # to its end whose robot then failed (or was cancelled) is no success
+    assert (msg.tasks_submitted, msg.tasks_failed, msg.tasks_cancelled) == (9, 2, 1)
+    assert msg.tasks_rejected == 2
     assert msg.incarnation == "inc1" and list(msg.robots_not_responding) == ["arm1"]
 
 

@@ -5,14 +5,18 @@ process (over Fast DDS) that confirms goals only when told to:
   found no goal handle yet);
 - a robot that is up but does not answer a goal request within the answer timeout
   fails the segment instead of holding it forever, and the goal, accepted late, is
-  stopped."""
+  stopped;
+- a segment cancelled while the robot runs it returns once the robot has stopped
+  (so its task ends after the motion, not during it), or after the bound when the
+  robot never says so."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -23,13 +27,20 @@ from tests.timely_ros.ros_support import (
     wait_until,
 )
 
+if TYPE_CHECKING:
+    from timely_ros.robot_link import Outcome
+
 pytestmark = pytest.mark.ros
 
 
 @contextlib.contextmanager
-def slow_robot(ros_client: RosClient, name: str) -> Iterator[tuple[threading.Event, list[str]]]:
+def slow_robot(
+    ros_client: RosClient, name: str, braking_s: float = 0.0, answers_cancel: bool = True
+) -> Iterator[tuple[threading.Event, list[str]]]:
     """An ExecuteSkill server at /NAME/execute_skill that accepts a goal once the
-    yielded event is set, and records what happens to it in the yielded list."""
+    yielded event is set, and records what happens to it in the yielded list;
+    told to stop, it takes `braking_s` to, and without `answers_cancel` it never
+    ends the goal."""
     from rclpy.action import ActionServer, CancelResponse, GoalResponse
     from rclpy.action.server import ServerGoalHandle
     from rclpy.callback_groups import ReentrantCallbackGroup
@@ -38,6 +49,7 @@ def slow_robot(ros_client: RosClient, name: str) -> Iterator[tuple[threading.Eve
     from timely_ros.qos import action_server_qos
 
     accept = threading.Event()
+    closed = threading.Event()
     events: list[str] = []
 
     def on_goal(_request: ExecuteSkill.Goal) -> GoalResponse:
@@ -50,6 +62,15 @@ def slow_robot(ros_client: RosClient, name: str) -> Iterator[tuple[threading.Eve
         return CancelResponse.ACCEPT
 
     def execute(handle: ServerGoalHandle) -> ExecuteSkill.Result:
+        if braking_s or not answers_cancel:
+            while not handle.is_cancel_requested:
+                time.sleep(0.01)
+            if not answers_cancel:
+                closed.wait(30)  # the goal stays open until the test is done
+            time.sleep(braking_s)
+            events.append("stopped")
+            handle.canceled()
+            return ExecuteSkill.Result(success=False, message="stopped")
         if not run_until_cancelled(handle, 3.0):  # the segment's motion
             events.append("stopped")
             return ExecuteSkill.Result(success=False, message="stopped")
@@ -73,33 +94,42 @@ def slow_robot(ros_client: RosClient, name: str) -> Iterator[tuple[threading.Eve
         yield accept, events
     finally:
         accept.set()
+        closed.set()
         server.destroy()
         ros_client.executor.remove_node(robot)
         robot.destroy_node()
 
 
-def test_a_cancel_before_the_robot_accepts_still_stops_the_robot(ros_client: RosClient) -> None:
+def cancelled_while_sent(
+    ros_client: RosClient, name: str, once: Callable[[], bool], join_s: float
+) -> Outcome:
+    """A segment sent to robot NAME and cancelled once `once()` holds; its outcome."""
     from rclpy.callback_groups import ReentrantCallbackGroup
     from timely_interfaces.msg import Segment as SegmentMsg
     from timely_ros.config import RobotSpec
-    from timely_ros.robot_link import Outcome, RobotLink, SegmentRun
+    from timely_ros.robot_link import RobotLink, SegmentRun
 
+    link = RobotLink(ros_client.node, RobotSpec(id=name, type="drone"), ReentrantCallbackGroup())
+    assert link.wait_ready(10)
+    run = SegmentRun()
+    outcome: list[Outcome] = []
+    segment = SegmentMsg(task_id=f"{name}-t", index=0, text="mf(50);")
+    sender = threading.Thread(
+        target=lambda: outcome.append(link.execute(segment, run, lambda _f: None))
+    )
+    sender.start()
+    wait_until(once, 10, "the moment to cancel")
+    run.cancel()
+    sender.join(join_s)
+    assert outcome and outcome[0].cancelled, outcome
+    return outcome[0]
+
+
+def test_a_cancel_before_the_robot_accepts_still_stops_the_robot(ros_client: RosClient) -> None:
     with slow_robot(ros_client, "slow1") as (accept, events):
-        link = RobotLink(
-            ros_client.node, RobotSpec(id="slow1", type="drone"), ReentrantCallbackGroup()
-        )
-        assert link.wait_ready(10)
-        run = SegmentRun()
-        outcome: list[Outcome] = []
-        segment = SegmentMsg(task_id="t1", index=0, text="mf(50);")
-        sender = threading.Thread(
-            target=lambda: outcome.append(link.execute(segment, run, lambda _f: None))
-        )
-        sender.start()
-        time.sleep(0.5)  # the goal is on its way; the robot has not confirmed it
-        run.cancel()
-        sender.join(10)
-        assert outcome and outcome[0].cancelled
+        sent_at = time.monotonic()
+        # the goal is on its way; the robot has not confirmed it
+        cancelled_while_sent(ros_client, "slow1", lambda: time.monotonic() > sent_at + 0.5, 10)
         accept.set()  # now the robot confirms it
         wait_until(lambda: "stopped" in events or "ran the whole segment" in events, 10, "the end")
         assert_stopped_unrun(events)
@@ -129,3 +159,26 @@ def test_a_robot_that_never_answers_the_goal_is_given_up_and_stopped(
         accept.set()  # the robot confirms it after all: it must not run the segment
         wait_until(lambda: "stopped" in events or "ran the whole segment" in events, 10, "the end")
         assert_stopped_unrun(events)
+
+
+def test_a_cancelled_segment_returns_once_the_robot_has_stopped(ros_client: RosClient) -> None:
+    with slow_robot(ros_client, "brake1", braking_s=0.5) as (accept, events):
+        accept.set()
+        outcome = cancelled_while_sent(ros_client, "brake1", lambda: "accepted" in events, 10)
+        # it returned after the robot ended the goal, never while it still braked
+        assert events == ["accepted", "cancel requested", "stopped"], events
+        assert outcome.message.endswith("(stopped)"), outcome.message
+
+
+def test_a_robot_that_never_confirms_its_stop_is_not_waited_for_past_the_bound(
+    ros_client: RosClient,
+) -> None:
+    from timely_ros.robot_link import STOP_CONFIRM_S
+
+    with slow_robot(ros_client, "deaf1", answers_cancel=False) as (accept, events):
+        accept.set()
+        outcome = cancelled_while_sent(
+            ros_client, "deaf1", lambda: "accepted" in events, 10 + STOP_CONFIRM_S
+        )
+        assert f"no answer within {STOP_CONFIRM_S:g} s" in outcome.message
+        assert "stopped" not in events

@@ -1,7 +1,8 @@
 """A robot's scene on `<robot>/scene` (std_msgs/String, from any publisher, or
 `timely scene`): a goal that carries no scene is planned in the robot's latest
 one, and a scene that is not valid text is ignored, with its reason on
-/timely/rejections."""
+/timely/rejections. A goal whose prompt would be too long in tokens (though short
+enough in characters) is rejected at goal time, naming the limit."""
 
 from __future__ import annotations
 
@@ -112,6 +113,12 @@ def test_a_goal_without_a_scene_plans_in_the_published_one(
         timeout=120,
     )
     assert bad.returncode == 2 and "U+202E" in bad.stderr
+
+    # within the character limit, past the prompt's token limit: refused at goal time
+    long_goal = make_goal("drone1", "\U0001f600" * 1900, urgency="normal", dispatch=False)
+    call3 = client.send(long_goal)
+    assert call3.done.wait(30) and call3.accepted is False
+    assert "max_prompt_tokens" in client.rejection_reason(long_goal)
 
     scenes.publish(String(data="a sofa \u202e and a cat"))
     wait_until(lambda: any(r.get("scene_update") for r in rejections), 10, "the rejection")

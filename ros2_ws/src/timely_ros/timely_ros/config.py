@@ -281,6 +281,12 @@ class PlannerParams(BaseModel):
         le=3600,
         description="a segment waiting for an operator's approval this long ends its goal, unsent",
     )
+    one_task_per_robot: bool = Field(
+        default=True,
+        description="a robot runs one goal's segments at a time: a goal for a robot busy "
+        "with another waits to send its first segment until that goal ends (its planning "
+        "goes on); false: segments of several goals go to the robot as they come",
+    )
     replan_on_failure: bool = Field(
         default=False,
         description="a segment the robot fails rolls the plan back to that segment's end, "

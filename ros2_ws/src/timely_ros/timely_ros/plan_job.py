@@ -27,6 +27,17 @@ segment (`segment_failed(..., element=)`): its later elements are never sent (th
 service hands on no more of them), the segment is streamed as feedback when it
 comes, and the plan goes on from the `Rollback` as for any failed segment.
 
+A robot runs one goal at a time (`JobHooks.turns`, `robot_turns.py`): before its
+first segment (or element) goes to the robot, a goal takes the robot's turn and
+keeps it until it ends; a goal that must wait for another goal's task to end says
+so in its state, and the wait is reported to the service (`segment_started`) as
+an approval's is.
+
+Progress events on /timely/robot_progress: `start` when a segment is sent to the
+robot (which then runs nothing else), `progress` from the robot's feedback, and
+`end` when the robot ended it, with its `outcome`: "done", "failed", "cancelled"
+or "robot lost" (and the `error`).
+
 A segment whose statements need an operator's approval (`Segment.approvals`, from
 the robot's limits) waits here, before it is sent: the robot waits too, and the
 hold is reported to the service (`segment_started`) so it counts in the task's
@@ -56,6 +67,7 @@ from timely_ros.goal_state import end_cancelled
 from timely_ros.goals import CheckedGoal
 from timely_ros.messages import element_msg, segment_msg
 from timely_ros.robot_link import Outcome, RobotLink, SegmentRun
+from timely_ros.robot_turns import RobotTurns
 
 _CANCELLED = object()
 
@@ -72,6 +84,7 @@ class JobHooks:
     approvals: ApprovalDesk | None = None  # where segments wait for an operator
     approval_timeout_s: float = 30.0
     replan_on_failure: bool = False  # a robot's failed segment is replanned (service)
+    turns: RobotTurns | None = None  # one goal at a time per robot (None: no turns)
 
 
 class PlanJob:
@@ -157,6 +170,8 @@ class PlanJob:
             return self._execute()
         finally:
             timer.cancel()
+            if self._hooks.turns is not None:
+                self._hooks.turns.give_back(self.robot_id, self.goal_id)
 
     def _cancelled(self) -> PlanTask.Result:
         if self._stop_reason is not None and not self._goal_handle.is_cancel_requested:
@@ -207,7 +222,7 @@ class PlanJob:
                 continue
             if isinstance(event, StreamedElement):
                 self._robot_failure = ""
-                failure = self._deliver_element(event)
+                failure = self._deliver_element(handle, event)
                 if failure is None:
                     continue
                 if self._robot_failure and self._replan(handle, event):
@@ -248,7 +263,7 @@ class PlanJob:
             return None
         event, relay = self._progress(segment.task_id, segment.index)
         if segment.streamed_elements:  # its elements ran, each sent as it came
-            event("end", 1.0)  # its `start` was its first element's
+            event("end", 1.0, outcome="done")  # its `start` was its first element's
             with contextlib.suppress(ServiceError):
                 handle.segment_done(segment.index, finished_at_s=self._service.clock.now())
             return None
@@ -257,16 +272,20 @@ class PlanJob:
             refused = self._await_approval(handle, segment)
             if refused is not None:
                 return refused
+        refused = self._take_turn(handle, segment.index)
+        if refused is not None:
+            return refused
         event("start", 0.0)
         self.state = f"executing segment {segment.index}"
         outcome = self._link.execute(msg, self._run, relay)
         self.state = "planning"
         failed = self._failure(outcome, f"segment {segment.index}")
         if failed is not None:
+            event("end", 0.0, outcome=_ended(outcome), error=failed)
             if not (outcome.cancelled or outcome.robot_lost):  # the robot's reason: replan
                 self._robot_failure = outcome.message or "no reason given"
             return failed
-        event("end", 1.0)
+        event("end", 1.0, outcome="done")
         # the task may have ended meanwhile (cancel); the loop sees that next
         with contextlib.suppress(ServiceError):
             handle.segment_done(segment.index, finished_at_s=self._service.clock.now())
@@ -285,7 +304,7 @@ class PlanJob:
     ) -> tuple[Callable[..., None], Callable[[ExecuteSkill.Feedback], None]]:
         """Publishers of a segment's (or one of its elements') progress events."""
 
-        def event(kind: str, progress: float, skill: str = "") -> None:
+        def event(kind: str, progress: float, skill: str = "", **more: object) -> None:
             report: dict[str, object] = {
                 "event": kind,
                 "robot_id": self.robot_id,
@@ -296,6 +315,7 @@ class PlanJob:
             }
             if element is not None:
                 report["element"] = element
+            report.update(more)
             self._hooks.publish_progress(report)
 
         def relay(feedback: ExecuteSkill.Feedback) -> None:
@@ -303,13 +323,16 @@ class PlanJob:
 
         return event, relay
 
-    def _deliver_element(self, element: StreamedElement) -> str | None:
+    def _deliver_element(self, handle: Any, element: StreamedElement) -> str | None:
         """Run one element of a streamed call on the robot (after what it ran before);
         the reason when it did not complete it."""
         if self._withdrawing:  # planned past a failure: never sent
             return None
         if self._link is None:
             return None  # not dispatching: the call streams with its segment
+        refused = self._take_turn(handle, element.index)
+        if refused is not None:
+            return refused
         msg = element_msg(element, self._hooks.now_stamp())
         event, relay = self._progress(element.task_id, element.index, element.element)
         self._hooks.log(
@@ -325,11 +348,34 @@ class PlanJob:
         self.state = "planning"
         what = f"element {element.element + 1} ({element.text}) of segment {element.index}"
         failed = self._failure(outcome, what)
-        if failed is not None:
+        if failed is not None:  # the segment ends with its element
+            event("end", 0.0, element.text, outcome=_ended(outcome), error=failed)
             if not (outcome.cancelled or outcome.robot_lost):  # the robot's reason: replan
                 self._robot_failure = outcome.message or "no reason given"
             return failed
         event("element_end", 1.0, element.text)
+        return None
+
+    def _take_turn(self, handle: Any, index: int) -> str | None:
+        """Take the robot's turn before sending it segment `index` (at once when this
+        goal holds it or the robot is free); the reason when it may not be sent."""
+        turns = self._hooks.turns
+        if turns is None:
+            return None
+        waited: list[str] = []
+
+        def on_wait(holder: str) -> None:
+            waited.append(holder)
+            self.state = f"waiting for robot {self.robot_id} (it runs goal {holder})"
+            self._hooks.log(
+                f"event=robot_busy robot={self.robot_id} goal={self.goal_id} holder={holder}"
+            )
+
+        if not turns.take(self.robot_id, self.goal_id, self._run.cancelled, on_wait):
+            return "cancelled by the client"
+        if waited:
+            with contextlib.suppress(ServiceError):  # the robot gets it only now
+                handle.segment_started(index, self._service.clock.now())
         return None
 
     def _failure(self, outcome: Outcome, what: str) -> str | None:
@@ -450,4 +496,18 @@ class PlanJob:
         return msg
 
     def _error(self, message: str) -> PlanTask.Result:
-        return PlanTask.Result(success=False, error=message, segments=list(self._streamed))
+        """A goal that ended early: the plan as far as it was streamed."""
+        return PlanTask.Result(
+            success=False,
+            error=message,
+            plan="".join(s.text for s in self._streamed),
+            segment_count=len(self._streamed),
+            segments=list(self._streamed),
+        )
+
+
+def _ended(outcome: Outcome) -> str:
+    """How a segment the robot did not complete ended, for its `end` event."""
+    if outcome.cancelled:
+        return "cancelled"
+    return "robot lost" if outcome.robot_lost else "failed"

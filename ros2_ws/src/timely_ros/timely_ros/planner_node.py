@@ -23,10 +23,12 @@ import json
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import asdict
 from functools import partial
 from typing import Any
 
+from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
 from pydantic import ValidationError
@@ -41,6 +43,7 @@ from timely_interfaces.action import PlanTask
 from timely_interfaces.msg import Segment as SegmentMsg
 from timely_interfaces.msg import ServiceStatus
 
+from timely_core.errors import ServiceError
 from timely_ros.approval_desk import ApprovalAnswer, ApprovalDesk
 from timely_ros.config import (
     PLANNER_NODE,
@@ -60,6 +63,7 @@ from timely_ros.param_descriptors import declare_planner_parameters
 from timely_ros.plan_job import JobHooks, PlanJob
 from timely_ros.qos import DEEP, LATCHED, LATEST, REPORTS, TOPIC, action_server_qos
 from timely_ros.robot_link import RobotLink
+from timely_ros.robot_turns import RobotTurns
 from timely_ros.robot_watch import RobotWatch
 from timely_ros.status import GoalCounts, RobotState, status_msg
 
@@ -67,6 +71,7 @@ SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
 # settings the node's topics, action and robot links are built from, at start-up
 FLEET_FIELDS = ("namespace", "robots")
+CLIP_CHARS = 200  # of an instruction repeated in a log line
 
 
 class PlannerNode(LifecycleNode):
@@ -86,8 +91,9 @@ class PlannerNode(LifecycleNode):
         self._configure_error: Exception | None = None
         self._pending_scenes: dict[str, str] = {}  # published before configure
         self._checked: dict[int, CheckedGoal] = {}
-        self._rejected = 0
-        self._succeeded = 0
+        self._rejected = 0  # goals refused at goal time
+        self._accepted = 0
+        self._ended: Counter[str] = Counter()  # succeeded, aborted, cancelled
         self.incarnation = new_incarnation()
         goals = ReentrantCallbackGroup()
         robots = ReentrantCallbackGroup()
@@ -142,6 +148,7 @@ class PlannerNode(LifecycleNode):
             approvals=self.approvals,
             approval_timeout_s=self.params.approval_timeout_s,
             replan_on_failure=self.params.replan_on_failure,
+            turns=RobotTurns() if self.params.one_task_per_robot else None,
         )
         self._server = IdentifiedActionServer(
             self,
@@ -317,6 +324,12 @@ class PlannerNode(LifecycleNode):
             silent = self._watch.why_not_responding(checked.robot.id)
             if checked.dispatch and silent is not None:
                 raise GoalError(silent)
+            check = getattr(service, "check", None)
+            if check is not None:  # the prompt's length in tokens, as submit counts it
+                try:
+                    check(checked.request)
+                except (ServiceError, ValueError) as err:
+                    raise GoalError(str(err)) from None
             knows = getattr(service.engine, "knows", None)
             request = checked.request
             scene = request.scene or service.scene(checked.robot.id)
@@ -338,7 +351,7 @@ class PlannerNode(LifecycleNode):
                 {
                     "goal_id": self._server.goal_id_of(goal),
                     "robot_id": goal.robot_id,
-                    "instruction": goal.instruction,
+                    "instruction": goal.instruction,  # clients match a bare goal by it
                     "reason": str(err),
                 }
             )
@@ -405,9 +418,10 @@ class PlannerNode(LifecycleNode):
         )
         with self._lock:
             self._jobs[key] = job
+            self._accepted += 1
         self.get_logger().info(
             f"event=goal_accepted goal={job.goal_id} robot={checked.robot.id} "
-            f"instruction={checked.request.instruction!r}"
+            f"instruction={_clipped(checked.request.instruction)!r}"
         )
         if self._journal is not None:
             self._journal.accepted(job.goal_id, checked.robot.id, checked.request.instruction)
@@ -418,7 +432,7 @@ class PlannerNode(LifecycleNode):
         finally:
             with self._lock:
                 self._jobs.pop(key, None)
-                self._succeeded += job.succeeded
+                self._ended[_ending(goal_handle, job.succeeded)] += 1
             if self._journal is not None:
                 self._journal.ended(job.goal_id, outcome)
         if not result.success:
@@ -430,7 +444,13 @@ class PlannerNode(LifecycleNode):
 
     def _publish_status(self) -> None:
         with self._lock:
-            goals = GoalCounts(rejected=self._rejected, succeeded=self._succeeded)
+            goals = GoalCounts(
+                rejected=self._rejected,
+                succeeded=self._ended["succeeded"],
+                accepted=self._accepted,
+                aborted=self._ended["aborted"],
+                cancelled=self._ended["cancelled"],
+            )
             robots = self._robot_states()
             service, state = self.service, self._state
         if service is None:  # unconfigured: no model, nothing to report but that
@@ -457,11 +477,16 @@ class PlannerNode(LifecycleNode):
         )
 
     def _robot_states(self) -> list[RobotState]:
-        """Per robot: what its oldest active goal does (call holding `_lock`)."""
+        """Per robot: what the goal it runs does, else its oldest active goal (call
+        holding `_lock`)."""
         gone = set(self._watch.liveness.not_responding())
+        turns = self._hooks.turns
         jobs: dict[str, list[tuple[str, PlanJob]]] = {}
         for key, job in self._jobs.items():  # insertion order: oldest first
             jobs.setdefault(job.robot_id, []).append((key.hex(), job))
+        for robot_id, held in jobs.items():  # the robot's running goal first
+            running = turns.holder(robot_id) if turns is not None else None
+            held.sort(key=lambda entry: entry[0] != running)
         states = []
         for robot in self.params.robots:
             goal_id, state = "", "idle"
@@ -495,6 +520,20 @@ class PlannerNode(LifecycleNode):
         if journal is not None:
             journal.close()
         super().destroy_node()
+
+
+def _clipped(text: str, limit: int = CLIP_CHARS) -> str:
+    """`text` as far as a log line repeats it (the goal id names it)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _ending(goal_handle: ServerGoalHandle, succeeded: bool) -> str:
+    """How an executed goal ended, for the counters: succeeded, cancelled or aborted."""
+    if succeeded:
+        return "succeeded"
+    if goal_handle.status == GoalStatus.STATUS_CANCELED:
+        return "cancelled"
+    return "aborted"
 
 
 def _close_tools(service: Any) -> None:

@@ -14,6 +14,10 @@ A robot that beats but does not answer a segment's goal request within
 `answer_timeout_s` (its executor never heard the request, or its answer was lost)
 is given up the same way: the goal is cancelled by its id at once, in case it runs
 unconfirmed, and again whenever a late acceptance arrives.
+
+A cancelled segment returns once the robot has ended its goal (it stopped), or
+after `STOP_CONFIRM_S` without that answer: so the task ends after its robot
+stopped, not while it still moves.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from timely_ros.qos import action_client_qos
 
 FeedbackFn = Callable[[ExecuteSkill.Feedback], None]
 LIVENESS_POLL_S = 0.1  # how often a waiting segment looks at the robot's heartbeat
+STOP_CONFIRM_S = 2.0  # how long a cancelled segment waits for the robot to say it stopped
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,13 @@ class SegmentRun:
         if not self.cancelled.is_set():
             done.wait(timeout_s)
         return future.done() and not self.cancelled.is_set()
+
+
+def _settled(future: Future, timeout_s: float) -> bool:
+    """Wait up to `timeout_s` for `future`; whether it is done."""
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    return done.wait(max(timeout_s, 0.0)) or future.done()
 
 
 def _cancel_if_accepted(send: Future) -> None:
@@ -160,6 +172,8 @@ class RobotLink:
             # The robot may confirm the goal after this: it must not then run a segment
             # of a task that has ended here (now, or whenever its answer comes).
             send.add_done_callback(_cancel_if_accepted)
+            if stopped.cancelled:
+                return self._confirm_stop(send, stopped)
             return stopped
         handle = send.result()
         if handle is None or not handle.accepted:  # None: the send itself failed
@@ -169,6 +183,8 @@ class RobotLink:
         stopped = self._wait_for(
             result_future, run, segment.index, f"cancelled; robot {self.robot.id} told to stop"
         )
+        if stopped is not None and stopped.cancelled:
+            return self._confirm_stop(send, stopped, result_future)
         if stopped is not None:
             return stopped
         response = result_future.result()
@@ -178,6 +194,24 @@ class RobotLink:
             )
         result: ExecuteSkill.Result = response.result
         return Outcome(result.success, False, result.message, result.return_value)
+
+    def _confirm_stop(
+        self, send: Future, cancelled: Outcome, result: Future | None = None
+    ) -> Outcome:
+        """After a cancel: wait (at most STOP_CONFIRM_S in all) for the robot to
+        answer the goal and, if it accepted it, to end it; `cancelled` with what it
+        said, or that it did not answer in time."""
+        deadline = time.monotonic() + STOP_CONFIRM_S
+        stopped = False
+        if _settled(send, STOP_CONFIRM_S) and send.exception() is None:
+            handle = send.result()
+            if handle is None or not handle.accepted:
+                stopped = True  # refused or never sent: it never ran
+            else:
+                result = result if result is not None else handle.get_result_async()
+                stopped = _settled(result, deadline - time.monotonic())
+        said = "stopped" if stopped else f"no answer within {STOP_CONFIRM_S:g} s"
+        return Outcome(False, True, f"{cancelled.message} ({said})")
 
     def _wait_for(
         self,

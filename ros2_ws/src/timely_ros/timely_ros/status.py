@@ -18,12 +18,16 @@ def _used(free: int, total: int) -> float:
 
 @dataclass(frozen=True)
 class GoalCounts:
-    """What the node counts itself: goals refused before they reached the service
-    (the service's own rejections, queue full, are added), and goals that succeeded
-    (planned and, when dispatched, executed to the end)."""
+    """Goals as their clients see them, counted by the node: refused at goal time,
+    accepted, and of the accepted ones those that ended succeeded (planned and,
+    when dispatched, executed to the end), aborted or cancelled (accepted = the
+    three + the goals still active)."""
 
     rejected: int
     succeeded: int
+    accepted: int = 0
+    aborted: int = 0
+    cancelled: int = 0
 
 
 def status_msg(
@@ -38,6 +42,9 @@ def status_msg(
     weights: ResidentWeights | None = None,
 ) -> ServiceStatus:
     """`memory` is the engine's MemoryReport (for the host swap pool), or None.
+    The `tasks_*` counters are `goals`' (what clients saw: a plan the service
+    finished counts failed when its robot then failed it); `plans_completed` and
+    `segments_emitted` are the service's.
     `queue_length` counts tasks waiting for their first admission, not generations
     suspended between segments (those are `suspended_generations`). `weights`: the
     engine's ResidentWeights (`PlanningService.resident_weights()`), or None."""
@@ -55,11 +62,11 @@ def status_msg(
         suspended_generations=int(stats.suspended),
         kv_device_used_fraction=float(used),
         kv_host_used_fraction=float(host),
-        tasks_submitted=int(stats.submitted),
+        tasks_submitted=goals.accepted,
         tasks_completed=goals.succeeded,
-        tasks_failed=int(stats.failed),
-        tasks_rejected=int(stats.rejected) + goals.rejected,
-        tasks_cancelled=int(stats.cancelled),
+        tasks_failed=goals.aborted,
+        tasks_rejected=goals.rejected,
+        tasks_cancelled=goals.cancelled,
         segments_emitted=int(stats.segments_emitted),
         incarnation=incarnation,
         plans_completed=int(stats.succeeded),
