@@ -167,6 +167,9 @@ class CopyScan:
     scanned: int
     parity: int  # 1: an odd number of quotes so far
     last_quote: int  # index in `source` of the last id spelling a quote; -1: none
+    # the names the name opened at `held_at` must differ from (worked out once a name)
+    held_at: int = -1
+    held: frozenset[bytes] = frozenset()
 
 
 class CopyBias:
@@ -247,7 +250,7 @@ class CopyBias:
         scan.scanned = len(ids)
         if not scan.parity or not params.copy_names:
             return [], scan
-        return self._continuing(ids, start, scan.last_quote, params), scan
+        return self._continuing(ids, start, scan.last_quote, params, scan), scan
 
     def boosted_values(self, ids: Sequence[int], start: int, params: CopySettings) -> list[int]:
         """The ids that go on writing one of `params.copy_values` after its opener,
@@ -309,7 +312,12 @@ class CopyBias:
         return written
 
     def _continuing(
-        self, ids: Sequence[int], start: int, last_quote: int, params: CopySettings
+        self,
+        ids: Sequence[int],
+        start: int,
+        last_quote: int,
+        params: CopySettings,
+        scan: CopyScan | None = None,
     ) -> list[int]:
         """Inside a quoted text whose opening quote is in `ids[last_quote]`: the ids
         that go on spelling a listed name, or none when the text is not a name."""
@@ -324,14 +332,20 @@ class CopyBias:
                 return []  # a quoted text that is not a name (a message, a value)
         names = params.copy_names
         if params.copy_distinct_openers:
-            before = self._before(ids, start, last_quote, spelled[:cut], MAX_DISTINCT_CHARS)
-            pairs = zip(
-                _encoded(params.copy_distinct_after),
-                _encoded(params.copy_distinct_openers),
-                strict=True,
-            )
-            held = _names_before(before, quote, pairs)
-            names = tuple(n for n in names if n.encode() not in held)
+            if scan is not None and scan.held_at == last_quote:
+                held = scan.held
+            else:
+                before = self._before(ids, start, last_quote, spelled[:cut], MAX_DISTINCT_CHARS)
+                pairs = zip(
+                    _encoded(params.copy_distinct_after),
+                    _encoded(params.copy_distinct_openers),
+                    strict=True,
+                )
+                held = frozenset(_names_before(before, quote, pairs))
+                if scan is not None:
+                    scan.held_at, scan.held = last_quote, held
+            if held:
+                names = tuple(n for n in names if n.encode() not in held)
             if not names:
                 return []
         so_far = spelled[cut + 1 :] + b"".join(self._spelled[t] for t in ids[last_quote + 1 :])

@@ -178,6 +178,20 @@ def test_a_name_differs_only_from_the_one_right_before_its_opener() -> None:
     assert BIAS.boosted(other, DISTINCT) == sorted(ids(b"'", b"');", b"',", b" b"))
 
 
+def test_names_to_differ_from_kept_as_ids_come_give_what_a_full_count_gives() -> None:
+    # worked out once a name and kept in the scan: the same as from scratch each step
+    plan = ids(b"o", b"('", b"cup", b"');", b"ta", b"('", b"c", b"up", b"');", b"o", b"('")
+    plan += ids(b"fork", b"');", b"ta", b"('", b"cup")
+    tokens: list[int] = []  # one list, growing, as a generation's
+    scan = None
+    for token in plan:
+        tokens.append(token)
+        got, scan = BIAS.boosted_scan(tokens, 0, DISTINCT, scan)
+        assert got == BIAS.boosted(list(tokens), DISTINCT), tokens
+    assert scan is not None and scan.held == {b"fork"}
+    assert got == sorted(ids(b"'", b"');", b"',", b" b"))  # after fork: "cup" may end
+
+
 def test_when_every_name_is_the_one_to_differ_from_nothing_is_boosted() -> None:
     only_cup = dataclasses.replace(DISTINCT, copy_names=("cup",))
     assert BIAS.boosted(ids(b"o", b"('", b"cup", b"');", b"ta", b"('"), only_cup) == []
