@@ -45,6 +45,13 @@ def test_status_renders_every_robot() -> None:
     text = console.export_text()
     assert "planner abc123 (torch, timely)" in text
     assert "executing segment 2" in text and "ab" * 16 in text and "idle" in text
+    assert "plan candidates" not in text  # none configured
+    msg.plan_candidates, msg.candidate_plans, msg.candidate_alternatives_kept = 8, 5, 2
+    console = Console(record=True, width=200)
+    console.print(render(msg))
+    text = console.export_text()
+    assert "plan candidates: 8 per plan" in text
+    assert re.search(r"│\s*5\s*│\s*2\s*│\s*0\s*│", text), text  # decided, kept, again
 
 
 @pytest.mark.ros
@@ -67,7 +74,8 @@ def test_status_and_cancel_from_the_command_line(
     calls = [client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))]
     calls.append(client.send(make_goal("arm1", task["instruction"], scene=task["scene"])))
     wait_until(lambda: len(calls[0].segments) >= 1, 60, "the first segment")
-    robot.wait_for_output(r"event=segment_started robot=arm1", 30)
+    # one goal at a time on the arm: the other waits for it
+    running = robot.wait_for_output(r"event=segment_started robot=arm1 task=(\S+) ", 30)
 
     status = timely_cli(tmp_path, "status")
     assert status.returncode == 0, status.stderr
@@ -86,5 +94,4 @@ def test_status_and_cancel_from_the_command_line(
         assert call.done.wait(30)
         assert call.status == GoalStatus.STATUS_CANCELED, call.final_result().error
         assert call.goal_id in cancel.stdout
-    task_id = calls[0].segments[0].task_id
-    robot.wait_for_output(rf"event=segment_cancelled robot=arm1 task={task_id}", 20)
+    robot.wait_for_output(rf"event=segment_cancelled robot=arm1 task={running.group(1)}", 20)

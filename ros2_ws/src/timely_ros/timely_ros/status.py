@@ -81,6 +81,10 @@ def status_msg(
         variant_shares_base_kv=[bool(v.base_kv) for v in variants],
         weight_bytes_total=int(weights.total_bytes) if weights is not None else 0,
         robot_variants=[_variant(params, r.robot_id) for r in robots or []],
+        plan_candidates=params.plan_candidates,
+        candidate_plans=int(getattr(stats, "candidate_plans", 0)),
+        candidate_alternatives_kept=int(getattr(stats, "candidate_alternatives_kept", 0)),
+        candidate_plans_redecoded=int(getattr(stats, "candidate_redecoded", 0)),
     )
 
 

@@ -46,9 +46,25 @@ def render(msg: ServiceStatus) -> Group:
         msg.robot_ids, msg.robot_states, msg.robot_goal_ids, variants, strict=False
     ):
         robots.add_row(robot_id, state, goal or "-", variant or "base")
-    if not msg.weight_bytes_total:  # the engine does not report its weights
-        return Group(planner, robots)
-    return Group(planner, robots, _weights(msg))
+    parts = [planner, robots]
+    if msg.plan_candidates:
+        parts.append(_candidates(msg))
+    if msg.weight_bytes_total:  # the engine reports its weights
+        parts.append(_weights(msg))
+    return Group(*parts)
+
+
+def _candidates(msg: ServiceStatus) -> Table:
+    """Plans decided among `plan_candidates` sampled alternatives and the greedy one."""
+    table = Table(title=f"plan candidates: {msg.plan_candidates} per plan")
+    for column in ("plans decided", "alternative kept", "decoded again"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        str(msg.candidate_plans),
+        str(msg.candidate_alternatives_kept),
+        str(msg.candidate_plans_redecoded),
+    )
+    return table
 
 
 def _weights(msg: ServiceStatus) -> Table:
