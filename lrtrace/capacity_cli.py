@@ -98,7 +98,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from lrtrace.capacity_report import table, to_json, write_json
     from lrtrace.capacity_target import CapacityTarget
     from lrtrace.catalog import load_catalog
+    from lrtrace.commands import network_latency_s
     from lrtrace.fleet_mix import load_mix
+    from lrtrace.outputs import check_file
     from lrtrace.profiles import load
     from lrtrace.replay.targets.common import load_tokenizer_file, planner_tokenizer
 
@@ -118,16 +120,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
             "rule": args.rule,
         },
     )
-    if args.network_latency_ms < 0:
-        raise LrtraceError("--network-latency-ms must be >= 0")
+    latency_s = network_latency_s(args.network_latency_ms)
     settings = settings_from(args)
     catalog = load_catalog()
     mix = load_mix(args.mix, catalog)
     profile = load(args.profile)
     plot_path = args.plot or args.out.with_suffix(".png")
-    for path in (args.out, plot_path):
-        if not path.parent.is_dir():
-            raise LrtraceError(f"cannot write {path}: no directory {path.parent}")
+    check_file(args.out, "capacity results")
+    check_file(plot_path, "figure")
     if args.tokenizer is not None:
         tokenizer, source = load_tokenizer_file(args.tokenizer), str(args.tokenizer)
     else:
@@ -144,9 +144,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             soft_wrap=True,
         )
 
-    planner = CapacityPlanner(
-        mix, catalog, profile, tokenizer, target, search, args.network_latency_ms / 1000, report
-    )
+    planner = CapacityPlanner(mix, catalog, profile, tokenizer, target, search, latency_s, report)
     planner.check(settings)
     progress.print(
         f"[bold yellow]SIMULATION[/]: capacity of mix {mix.name!r} on profile {profile.name!r}, "

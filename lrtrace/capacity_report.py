@@ -11,7 +11,7 @@ from typing import Any
 from rich.table import Table
 
 from lrtrace.capacity import CapacityPlanner, SettingResult, SizePoint
-from lrtrace.errors import LrtraceError
+from lrtrace.outputs import write_atomically
 from lrtrace.report import SIMULATION_NOTE, json_safe
 
 FORMAT = "lrtrace-capacity"
@@ -156,9 +156,5 @@ def to_json(
 
 def write_json(doc: dict[str, Any], path: Path) -> None:
     """Atomically, so an interrupted write leaves no half file."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-        tmp.replace(path)
-    except OSError as err:
-        raise LrtraceError(f"cannot write {path}: {err.strerror}") from None
+    text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    write_atomically(path, text.encode(), "capacity results")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from rich.console import Console
 
 from lrtrace import results_format, trace_format
 from lrtrace.errors import LrtraceError
+from lrtrace.outputs import check_file
 from lrtrace.workload import WorkloadSpec, load_yaml, parse_spec, preset
 
 _FLAG_FIELDS = {
@@ -41,6 +43,10 @@ def _spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
     return parse_spec(base, "workload")
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def compose(args: argparse.Namespace, console: Console) -> int:
     from lrtrace.catalog import load_catalog
     from lrtrace.compose import compose as build
@@ -50,8 +56,9 @@ def compose(args: argparse.Namespace, console: Console) -> int:
     trace_format.write(trace, args.out)
     events = len({t.event for t in trace.tasks})
     console.print(
-        f"{args.out}: {spec.name}, {len(trace.tasks)} tasks in {events} events over "
-        f"{spec.duration_s:g} s on {len(trace.agents)} agents (seed {spec.seed})"
+        f"{args.out}: {spec.name}, {_count(len(trace.tasks), 'task')} in "
+        f"{_count(events, 'event')} over {spec.duration_s:g} s on "
+        f"{_count(len(trace.agents), 'agent')} (seed {spec.seed})"
     )
     return 0
 
@@ -68,6 +75,14 @@ def _policies(text: str) -> list[str]:
     return names
 
 
+def network_latency_s(ms: float) -> float:
+    """`--network-latency-ms` in seconds: a finite number >= 0 (NaN or infinity would
+    put every robot event at an impossible time)."""
+    if not math.isfinite(ms) or ms < 0:
+        raise LrtraceError(f"--network-latency-ms must be a finite number >= 0, got {ms:g}")
+    return ms / 1000
+
+
 def replay(args: argparse.Namespace, console: Console) -> int:
     from lrtrace.cli import _ints
     from lrtrace.replay.runner import replay as run_replay
@@ -75,19 +90,19 @@ def replay(args: argparse.Namespace, console: Console) -> int:
     from lrtrace.replay.targets.common import ReplayServiceOptions
 
     trace = trace_format.read(args.trace)
+    check_file(args.out, "results")  # now, not after the first policy's replay
     policies = _policies(args.policy)
     batches: list[int | None] = list(_ints(args.max_batch)) if args.max_batch else [None]
     if any(b is not None and b < 1 for b in batches):
         raise LrtraceError("--max-batch values must be >= 1")
-    if args.network_latency_ms < 0:
-        raise LrtraceError("--network-latency-ms must be >= 0")
+    latency_s = network_latency_s(args.network_latency_ms)
     target = make_target(
         args.target,
         profile=args.profile,
         model=args.model,
         threads=args.threads,
         tokenizer=args.tokenizer,
-        network_latency_s=args.network_latency_ms / 1000,
+        network_latency_s=latency_s,
         options=ReplayServiceOptions(
             prefix_cache=not args.no_prefix_cache,
             handling_strategy=args.handling_strategy,
@@ -102,7 +117,7 @@ def replay(args: argparse.Namespace, console: Console) -> int:
         args.out,
         console,
         trace_path=str(args.trace),
-        network_latency_s=args.network_latency_ms / 1000,
+        network_latency_s=latency_s,
     )
     from lrtrace.report import print_report
 
@@ -116,13 +131,20 @@ def report(args: argparse.Namespace, console: Console) -> int:
     from lrtrace.report import print_report, write_json
 
     results = results_format.read(args.results)
+    if args.json:
+        check_file(args.json, "statistics")
+    if args.plots and args.plots.exists() and not args.plots.is_dir():
+        raise LrtraceError(f"cannot write figures to {args.plots}: not a directory")
     print_report(results, console, groups=args.groups)
     if args.json:
         write_json(results, args.json)
         console.print(f"statistics: {args.json}")
     if args.plots:
-        for path in all_figures(results, args.plots, prefix=Path(args.results).stem):
+        figures = all_figures(results, args.plots, prefix=Path(args.results).stem)
+        for path in figures:
             console.print(f"figure: {path}")
+        if not figures:
+            console.print(f"no figures: {args.results} has no runs")
     return 0
 
 
@@ -143,7 +165,7 @@ def record(args: argparse.Namespace, console: Console) -> int:
 
     count, skipped = record_reports(args.reports, args.out, args.run)
     note = f" ({skipped} segments skipped: not one skill call)" if skipped else ""
-    console.print(f"{args.out}: {count} executions recorded{note}")
+    console.print(f"{args.out}: {_count(count, 'execution')} recorded{note}")
     return 0
 
 

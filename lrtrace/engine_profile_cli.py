@@ -9,8 +9,9 @@ from pathlib import Path
 from rich.console import Console
 
 from lrtrace.errors import LrtraceError
+from lrtrace.outputs import check_file
 from lrtrace.profile_engine import ProfilePlan, measure, profile_from
-from lrtrace.profiles import save
+from lrtrace.profiles import check_name, path_of, save
 
 
 def kv_bytes_per_token(config: dict[str, int], dtype_bytes: int) -> int:
@@ -51,10 +52,15 @@ def robot_prefix_tokens(model: Path) -> int:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    from lrtrace.replay.targets.service import torch_engine_config
     from robot_models.checkpoints import default_planner_path
-    from timely_core.engine.torch.config import EngineConfig
     from timely_core.engine.torch.engine import TorchEngine
 
+    # everything the flags can get wrong is refused before minutes of measuring
+    check_name(args.name)
+    out = args.out or path_of(args.name)
+    check_file(out, "profile")
+    engine_config = torch_engine_config(args.threads)
     model = args.model or default_planner_path()
     config_path = model / "config.json"
     if not config_path.is_file():
@@ -69,7 +75,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if prefix_tokens < 0:
         raise LrtraceError("--prefix-tokens must be >= 0")
     hf_config = json.loads(config_path.read_text())
-    engine_config = EngineConfig(num_threads=args.threads)
     engine = TorchEngine(model, engine_config)
     per_token = kv_bytes_per_token(hf_config, 4)
     plan = ProfilePlan(repeats=args.repeats, prefix_tokens=prefix_tokens)
@@ -105,7 +110,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 "derivation": f"{profile.derivation}; {describe(overhead, spec)}",
             }
         )
-    path = save(profile, args.out)
+    path = save(profile, out)
     console.print(
         f"{path}: fixed {profile.iteration_s * 1e3:.2f} ms, prefill "
         f"{profile.prefill_token_s * 1e6:.1f} us/token, decode {profile.decode_s * 1e3:.3f} "

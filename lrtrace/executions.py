@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lrtrace import results_format
 from lrtrace.errors import LrtraceError
+from lrtrace.outputs import check_file, write_atomically
 from lrtrace.results_format import ResultsFile
 from lrtrace.trace_format import one_line
 
@@ -35,6 +36,7 @@ EXECUTIONS_FORMAT: Final = "lrtrace-executions"
 EXECUTIONS_VERSION: Final = 1
 
 SkillArg = bool | int | float | str | None
+NOT_REPORTS = "neither executor reports (JSON lines) nor an lrtrace results file"
 
 
 class Execution(BaseModel):
@@ -84,9 +86,17 @@ def parse_reports(lines: Iterable[str], source: str) -> list[Execution]:
 
 def read(path: Path) -> ExecutionsFile:
     try:
-        doc = msgpack.unpackb(path.read_bytes(), raw=False)
+        data = path.read_bytes()
     except OSError as err:
         raise LrtraceError(f"cannot read executions {path}: {err.strerror}") from None
+    if data.lstrip()[:1] in (b"{", b"["):  # executor reports or a results file
+        raise LrtraceError(
+            f"{path}: not an lrtrace executions file but JSON; collect executions from "
+            f"executor reports or a results file with `lrtrace record {path} -o FILE.lrx` "
+            "first"
+        )
+    try:
+        doc = msgpack.unpackb(data, raw=False)
     except (ValueError, TypeError) as err:
         raise LrtraceError(f"{path}: truncated or malformed executions file ({err})") from None
     if not isinstance(doc, dict) or doc.get("format") != EXECUTIONS_FORMAT:
@@ -98,9 +108,8 @@ def read(path: Path) -> ExecutionsFile:
 
 
 def write(doc: ExecutionsFile, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(msgpack.packb(doc.model_dump(mode="json"), use_bin_type=True))
-    tmp.replace(path)
+    data = msgpack.packb(doc.model_dump(mode="json"), use_bin_type=True)
+    write_atomically(path, data, "executions")
 
 
 def executions_from_results(
@@ -170,6 +179,7 @@ def record_reports(reports: Path, out: Path, run_label: str | None = None) -> tu
     """Append the executions of `reports` to `out`: executor reports (a JSON-lines
     file, or stdin for '-') or an lrtrace results file. Returns (executions recorded,
     segments skipped; always 0 for reports)."""
+    check_file(out, "executions")
     skipped = 0
     results = None if str(reports) == "-" else _read_results(reports)
     if results is not None:
@@ -177,12 +187,17 @@ def record_reports(reports: Path, out: Path, run_label: str | None = None) -> tu
     elif run_label is not None:
         raise LrtraceError(f"{reports}: --run applies to a results file only")
     elif str(reports) == "-":
-        new = parse_reports(sys.stdin, "stdin")
+        try:
+            new = parse_reports(sys.stdin, "stdin")
+        except UnicodeDecodeError:
+            raise LrtraceError(f"stdin: {NOT_REPORTS} (not UTF-8 text)") from None
     else:
         try:
             text = reports.read_text(encoding="utf-8")
         except OSError as err:
             raise LrtraceError(f"cannot read reports {reports}: {err.strerror}") from None
+        except UnicodeDecodeError:
+            raise LrtraceError(f"{reports}: {NOT_REPORTS} (not UTF-8 text)") from None
         new = parse_reports(text.splitlines(), str(reports))
     doc = read(out) if out.exists() else ExecutionsFile()
     doc.executions.extend(new)
@@ -201,7 +216,10 @@ def fit_models(paths: list[Path], out_dir: Path) -> list[str]:
             by_type[e.robot_type].append(e)
     if not by_type:
         raise LrtraceError("no executions to fit")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise LrtraceError(f"cannot write models to {out_dir}: {err.strerror}") from None
     lines: list[str] = []
     for robot_type, executions in sorted(by_type.items()):
         model = ExecTimeModel.for_robot(robot_type)
@@ -214,7 +232,10 @@ def fit_models(paths: list[Path], out_dir: Path) -> list[str]:
         before = {r.call.name: model.estimate(r.call) for r in records}
         used = model.refit(records)
         path = out_dir / f"{robot_type}.yaml"
-        model.save(path)
+        try:
+            model.save(path)
+        except OSError as err:
+            raise LrtraceError(f"cannot write model {path}: {err.strerror}") from None
         for name, count in sorted(used.items()):
             call = next(r.call for r in records if r.call.name == name)
             old, new = before[name], model.estimate(call)

@@ -206,6 +206,8 @@ def load_mix(spec: str, catalog: Catalog) -> FleetMix:
             ) from None
         except OSError as err:
             raise LrtraceError(f"cannot read fleet mix {path}: {err.strerror}") from None
+        except UnicodeDecodeError:
+            raise LrtraceError(f"{path}: not a fleet mix YAML file (not UTF-8 text)") from None
     try:
         data: Any = yaml.safe_load(text)
     except yaml.YAMLError as err:

@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from lrtrace.errors import LrtraceError
 from lrtrace.metrics import run_stats
 from lrtrace.results_format import ResultsFile, RunRecord, TaskRecord
 
@@ -147,7 +148,14 @@ def fig8(results: ResultsFile, path: Path) -> Path:
 
 
 def all_figures(results: ResultsFile, out_dir: Path, prefix: str = "lrtrace") -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """The figures, written into `out_dir` (created if missing); none for a results
+    file without runs, which has nothing to draw."""
+    if not results.runs:
+        return []
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise LrtraceError(f"cannot write figures to {out_dir}: {err.strerror}") from None
     paths = [
         fig5(results, out_dir / f"{prefix}_fig5.png"),
         fig6(results, out_dir / f"{prefix}_fig6.png"),
@@ -159,7 +167,11 @@ def all_figures(results: ResultsFile, out_dir: Path, prefix: str = "lrtrace") ->
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+    except OSError as err:
+        raise LrtraceError(f"cannot write figure {path}: {err.strerror}") from None
+    finally:
+        plt.close(fig)
     return path

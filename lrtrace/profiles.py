@@ -13,19 +13,22 @@ definition in `timely_core.engine.sim.latency`.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from pydantic import Field, ValidationError
 
 from lrtrace.errors import LrtraceError
+from lrtrace.outputs import check_file, write_atomically
 from lrtrace.trace_format import one_line
 from timely_core.engine.sim.latency import LatencyModel
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"  # also a file name in PROFILE_DIR
 
 
 class LatencyProfile(LatencyModel):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+    name: str = Field(pattern=NAME_PATTERN)
     description: str
     source: str  # "paper" or "measured"
     kv_capacity_tokens: int = Field(gt=0, description="device KV capacity of the setting")
@@ -71,12 +74,20 @@ def load(name_or_path: str) -> LatencyProfile:
         raise LrtraceError(f"{path}: invalid profile: {one_line(err)}") from None
 
 
+def check_name(name: str) -> None:
+    """Refuse a name a profile cannot have (before measuring one under it)."""
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise LrtraceError(
+            f"--name {name!r}: a profile name is 1-64 lowercase letters, digits, '.', '_' "
+            "or '-', starting with a letter or digit"
+        )
+
+
 def save(profile: LatencyProfile, path: Path | None = None) -> Path:
+    """Write atomically; the directory must exist (a mistyped one is refused, not made)."""
     path = path or path_of(profile.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(profile.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    check_file(path, "profile")
+    write_atomically(path, (profile.model_dump_json(indent=2) + "\n").encode(), "profile")
     return path
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from lrtrace.errors import LrtraceError
 from lrtrace.metrics import GroupStats, Summary, run_stats
 from lrtrace.results_format import ResultsFile, RunRecord
 
@@ -92,6 +93,23 @@ def batch_caps(results: ResultsFile) -> str | None:
     return "max batch: " + ", ".join(parts) if parts else None
 
 
+def kv_settings(results: ResultsFile) -> str | None:
+    """Each run's KV handling strategy and prefetch, when the runs differ in them or
+    any run is not on the service's defaults (auto, prefetch on); None otherwise, and
+    when no run knows them (ros, or files written before they were recorded)."""
+    known = [
+        (r.label, r.handling_strategy.value, r.kv_prefetch)
+        for r in results.runs
+        if r.handling_strategy is not None
+    ]
+    if not known or {(s, p) for _, s, p in known} == {("auto", True)}:
+        return None
+    prefetch = {True: "on", False: "off", None: "?"}
+    return "KV handling: " + "; ".join(
+        f"{label} {s}, prefetch {prefetch[p]}" for label, s, p in known
+    )
+
+
 def json_safe(x: Any) -> Any:
     """`x` for strict JSON: NaN (a group with no completed task) and infinities (a
     ratio over a baseline at 0) become null, in nested dicts, lists and tuples."""
@@ -121,6 +139,8 @@ def stats_json(results: ResultsFile) -> dict[str, Any]:
                     "profile": r.profile,
                     "max_batch": r.max_batch,
                     "batch_cap": r.batch_cap,
+                    "handling_strategy": r.handling_strategy and r.handling_strategy.value,
+                    "kv_prefetch": r.kv_prefetch,
                     "interrupted": r.interrupted,
                     "wall_s": r.wall_s,
                     "engine_busy_s": r.engine_busy_s,
@@ -134,12 +154,15 @@ def stats_json(results: ResultsFile) -> dict[str, Any]:
 
 
 def write_json(results: ResultsFile, path: Path) -> None:
-    path.write_text(json.dumps(stats_json(results), indent=1) + "\n", encoding="utf-8")
+    try:
+        path.write_text(json.dumps(stats_json(results), indent=1) + "\n", encoding="utf-8")
+    except OSError as err:
+        raise LrtraceError(f"cannot write statistics {path}: {err.strerror}") from None
 
 
 def print_report(results: ResultsFile, console: Console, groups: str = "all") -> None:
     console.print(table(results, groups))
-    for line in (engine_busy(results), batch_caps(results)):
+    for line in (engine_busy(results), batch_caps(results), kv_settings(results)):
         if line is not None:
             console.print(line)
     if results.simulated:

@@ -16,8 +16,10 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lrtrace.errors import LrtraceError
+from lrtrace.outputs import write_atomically
 from lrtrace.trace_format import one_line
 from lrtrace.workload import WorkloadSpec
+from timely_core.engine.protocol import HandlingStrategy
 from timely_core.scheduling.tuf import Tuf
 
 RESULTS_FORMAT: Final = "lrtrace-results"
@@ -69,6 +71,11 @@ class RunRecord(BaseModel):
     # the cap the run used, the default included; None where the target cannot tell
     # (ros) and in files written before it
     batch_cap: int | None = None
+    # the service's KV handling strategy for suspended generations (the policy's own
+    # for lamps, infercept, vllm-like) and whether it prefetched swapped KV; None where
+    # the target cannot tell (ros: the planner's config) and in files written before
+    handling_strategy: HandlingStrategy | None = None
+    kv_prefetch: bool | None = None
     network_latency_s: float = 0.008
     wall_s: float = 0.0
     # seconds the engine spent in iterations (replay clock: virtual for the simulator);
@@ -94,12 +101,7 @@ class ResultsFile(BaseModel):
 
 def write(results: ResultsFile, path: Path) -> None:
     """Atomic write (a Ctrl-C during the write leaves the previous file intact)."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(results.model_dump_json(indent=1), encoding="utf-8")
-        tmp.replace(path)
-    except OSError as err:
-        raise LrtraceError(f"cannot write results {path}: {err.strerror}") from None
+    write_atomically(path, results.model_dump_json(indent=1).encode(), "results")
 
 
 def read(path: Path) -> ResultsFile:

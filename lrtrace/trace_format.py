@@ -14,6 +14,7 @@ import msgpack
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lrtrace.errors import LrtraceError
+from lrtrace.outputs import write_atomically
 from lrtrace.workload import WorkloadSpec
 from timely_core.scheduling.tuf import Tuf
 
@@ -92,25 +93,30 @@ def dumps(trace: TraceFile) -> bytes:
 
 def write(trace: TraceFile, path: Path) -> None:
     """Write atomically, so an interrupted write never leaves a half trace behind."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_bytes(dumps(trace))
-        tmp.replace(path)
-    except OSError as err:
-        raise LrtraceError(f"cannot write trace {path}: {err.strerror}") from None
+    write_atomically(path, dumps(trace), "trace")
 
 
 def loads(data: bytes, source: str = "trace") -> TraceFile:
+    if data.lstrip()[:1] in (b"{", b"["):
+        raise LrtraceError(
+            f"{source}: not an lrtrace trace: it looks like JSON (a trace is msgpack, "
+            "written by `lrtrace compose`)"
+        )
     try:
         doc = msgpack.unpackb(data, raw=False, strict_map_key=True)
-    except msgpack.ExtraData:
+    except msgpack.ExtraData as extra:
+        # the first value decoded; text or another file may start with a number
+        if not _is_trace(getattr(extra, "unpacked", None)):  # (not in msgpack's stubs)
+            raise LrtraceError(
+                f"{source}: not an lrtrace trace (a trace is msgpack, written by `lrtrace compose`)"
+            ) from None
         raise LrtraceError(
             f"{source}: malformed trace file (trailing bytes after the document)"
         ) from None
     except (ValueError, TypeError) as err:  # msgpack: "Unpack failed: incomplete input", ...
         why = str(err) or type(err).__name__
         raise LrtraceError(f"{source}: truncated or malformed trace file ({why})") from None
-    if not isinstance(doc, dict) or doc.get("format") != TRACE_FORMAT:
+    if not _is_trace(doc):
         raise LrtraceError(f"{source}: not an lrtrace trace (no 'format: {TRACE_FORMAT}' header)")
     if doc.get("version") != TRACE_VERSION:
         raise LrtraceError(
@@ -121,6 +127,10 @@ def loads(data: bytes, source: str = "trace") -> TraceFile:
         return TraceFile.model_validate(doc)
     except ValidationError as err:
         raise LrtraceError(f"{source}: invalid trace: {one_line(err)}") from None
+
+
+def _is_trace(doc: object) -> bool:
+    return isinstance(doc, dict) and doc.get("format") == TRACE_FORMAT
 
 
 def read(path: Path) -> TraceFile:

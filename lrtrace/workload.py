@@ -83,6 +83,8 @@ def load_yaml(path: Path) -> WorkloadSpec:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as err:
         raise LrtraceError(f"cannot read workload {path}: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise LrtraceError(f"{path}: not a workload YAML file (not UTF-8 text)") from None
     except yaml.YAMLError as err:
         raise LrtraceError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
     if isinstance(data, dict) and "wid" in data:

@@ -5,12 +5,20 @@ loop lets the service run until the next event (`run_until` on the virtual clock
 a condition-variable wait while the service thread works on the real one), then
 submits the arrival or reports the segment's end with `segment_done`. Segment
 callbacks come from the service and only push events, so they stay short.
+
+In virtual time the loop steps at most `VIRTUAL_STEP_S` at a time, because a segment
+emitted during a step schedules its robot's end, which must be reported about when
+it happens. While no task that has arrived is still open, nothing can be emitted
+before the next arrival (or robot event), so the clock skips the empty steps to just
+before it (`VirtualPacer`): a sparse or late trace replays in time proportional to
+its work, not to its idle time.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import random
 import threading
 from collections.abc import Callable
@@ -23,9 +31,16 @@ from lrtrace.trace_format import TraceFile, TraceTask
 from timely_core.errors import ServiceError
 from timely_core.events import Segment, TaskResult
 from timely_core.request import TaskRequest
+from timely_core.serving.kv_handling import REFRESH_ITERATIONS
 
 VIRTUAL_STEP_S = 0.02  # longest a robot's end can wait to be reported in virtual time
 DRAIN_LIMIT_S = 3600.0  # after the last arrival; a task still open then is reported failed
+# Every step is one pass of the service loop, and its KV handling counts passes: it
+# re-decides every REFRESH_ITERATIONS passes and counts memory as short for
+# 2 * REFRESH_ITERATIONS passes after an admission fell short. Quiet steps are skipped
+# only once that window has passed and in whole periods, so every decision, and every
+# result, is the same as stepping through them.
+QUIET_STEPS_BEFORE_SKIP = 2 * REFRESH_ITERATIONS + 1
 
 
 class Pacer(Protocol):
@@ -33,21 +48,43 @@ class Pacer(Protocol):
 
     def now(self) -> float: ...
 
-    def advance_to(self, t_s: float, wake: threading.Condition) -> None:
-        """Return at `t_s`, or earlier if `wake` is notified (real clock only)."""
+    def advance_to(
+        self, t_s: float, wake: threading.Condition, quiet_until: float | None = None
+    ) -> None:
+        """Let time pass towards `t_s` and return by then at the latest: at it, when
+        `wake` is notified (real clock), or after one step (virtual clock).
+        `quiet_until`: nothing can happen before then (no arrived task is open);
+        None when something may."""
 
 
 class VirtualPacer:
     def __init__(self, service: Any) -> None:
         self._service = service
+        self._quiet_steps = 0  # consecutive steps with nothing to do
 
     def now(self) -> float:
         return float(self._service.clock.now())
 
-    def advance_to(self, t_s: float, wake: threading.Condition) -> None:
-        target = min(t_s, self.now() + VIRTUAL_STEP_S)
+    def advance_to(
+        self, t_s: float, wake: threading.Condition, quiet_until: float | None = None
+    ) -> None:
+        now = self.now()
+        self._quiet_steps = 0 if quiet_until is None else self._quiet_steps + 1
+        if quiet_until is not None and self._quiet_steps > QUIET_STEPS_BEFORE_SKIP:
+            skipped = quiet_steps(now, quiet_until)
+            if skipped:  # the clock lands where stepping would have, a few steps short
+                self._service.clock.sleep_until(now + skipped * VIRTUAL_STEP_S)
+                return
+        target = min(t_s, now + VIRTUAL_STEP_S)
         self._service.run_until(target)
         self._service.clock.sleep_until(target)  # an idle service may not move the clock
+
+
+def quiet_steps(now_s: float, until_s: float) -> int:
+    """How many whole steps from `now_s` may be skipped, in whole KV refresh periods,
+    leaving at least one step before `until_s` to be stepped as usual."""
+    whole = math.floor((until_s - now_s) / VIRTUAL_STEP_S) - 2
+    return max(0, whole - whole % REFRESH_ITERATIONS)
 
 
 class RealPacer:
@@ -57,7 +94,9 @@ class RealPacer:
     def now(self) -> float:
         return float(self._service.clock.now())
 
-    def advance_to(self, t_s: float, wake: threading.Condition) -> None:
+    def advance_to(
+        self, t_s: float, wake: threading.Condition, quiet_until: float | None = None
+    ) -> None:
         delay = t_s - self.now()
         if delay > 0:
             wake.wait(timeout=min(delay, 0.5))
@@ -160,7 +199,20 @@ class ServiceDriver:
                 if not self._open:
                     break
                 nxt = self._heap[0].at_s if self._heap else now + 1.0
-                self._pacer.advance_to(nxt, self._wake)
+                self._pacer.advance_to(nxt, self._wake, self._quiet_until(now))
+
+    def _quiet_until(self, now: float) -> float | None:
+        """When something can next happen, if no task that has arrived is open (the
+        service then has nothing to do before the next arrival, and no robot event
+        is due before the heap's first); None otherwise. Only presubmitted arrivals
+        (virtual time) are known to the service ahead."""
+        if not self._presubmit or not self._open:
+            return None
+        first = next(iter(self._open.values()))  # trace order: the earliest arrival
+        arrival = self._t0 + first.task.arrival_s
+        if arrival <= now:
+            return None
+        return min(arrival, self._heap[0].at_s) if self._heap else arrival
 
     def _close(self) -> None:
         """Cancel what is still open (frees its KV; matters when the engine is reused)."""

@@ -35,6 +35,7 @@ def replay(
     network_latency_s: float = 0.008,
 ) -> tuple[ResultsFile, bool]:
     """Returns (results, interrupted). Results are written after every run."""
+    target.check(trace)
     results = ResultsFile(workload=trace.workload, trace_path=trace_path)
     interrupted = False
     if target.simulated:
@@ -55,6 +56,7 @@ def replay(
             for max_batch in max_batches:
                 label = label_of(policy, max_batch)
                 bar = progress.add_task(label, total=len(trace.tasks))
+                strategy, prefetch = target.kv_settings(policy)
                 run = RunRecord(
                     label=label,
                     policy=policy,
@@ -64,6 +66,8 @@ def replay(
                     profile=target.profile,
                     max_batch=max_batch,
                     batch_cap=target.batch_cap(max_batch),
+                    handling_strategy=strategy,
+                    kv_prefetch=prefetch,
                     network_latency_s=network_latency_s,
                 )
                 records: list[TaskRecord] = []

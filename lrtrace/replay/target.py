@@ -8,6 +8,7 @@ from typing import Protocol
 
 from lrtrace.results_format import Target, TaskRecord
 from lrtrace.trace_format import TraceFile
+from timely_core.engine.protocol import HandlingStrategy
 from timely_core.scheduling.policies.registry import POLICY_NAMES
 
 POLICIES: tuple[str, ...] = POLICY_NAMES  # the service's own names, so they never drift
@@ -22,6 +23,14 @@ class ReplayTarget(Protocol):
     def batch_cap(self, max_batch: int | None) -> int | None:
         """The cap on generations per iteration a run given `max_batch` uses (the
         target's default when None); None where the target cannot tell."""
+
+    def check(self, trace: TraceFile) -> None:
+        """Raise LrtraceError, naming the tasks, for a trace this target cannot replay
+        (before any run starts)."""
+
+    def kv_settings(self, policy: str) -> tuple[HandlingStrategy | None, bool | None]:
+        """(the KV handling strategy, KV prefetch) a run of `policy` uses; None where
+        the target cannot tell."""
 
     def run(
         self,

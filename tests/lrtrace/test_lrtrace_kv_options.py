@@ -9,14 +9,17 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from lrtrace import trace_format
+from lrtrace import results_format, trace_format
 from lrtrace.cli import main
 from lrtrace.errors import LrtraceError
 from lrtrace.replay.runner import replay
+from lrtrace.replay.target import ReplayTarget
 from lrtrace.replay.targets import make_target
 from lrtrace.replay.targets.common import ReplayServiceOptions
 from lrtrace.replay.targets.sim import SimTarget
 from timely_core.engine.protocol import HandlingStrategy
+
+PAPER = "paper-llama3-8b-rtx4090"
 
 
 def _replay_sim(
@@ -49,6 +52,8 @@ def test_the_strategy_reaches_the_service_and_the_engine(
         assert target._config.handling_strategy is HandlingStrategy(strategy)
         assert target.last_engine is not None
         recomputed[strategy] = target.last_engine.stats.recomputed_tokens
+        (run,) = results_format.read(tmp_path / f"{strategy}.json").runs
+        assert (run.handling_strategy, run.kv_prefetch) == (strategy, True)  # recorded
     assert recomputed["preserve"] == 0 < recomputed["discard"]
 
 
@@ -63,7 +68,19 @@ def test_kv_prefetch_reaches_the_service(tmp_path: Path, tokenizer_path: Path) -
         assert target._config.kv_prefetch is on
         assert target.last_engine is not None
         prefetches[on] = target.last_engine.stats.prefetches
+        (run,) = results_format.read(tmp_path / f"prefetch-{on}.json").runs
+        assert (run.handling_strategy, run.kv_prefetch) == ("swap", on)  # recorded
     assert prefetches[False] == 0 < prefetches[True]
+
+
+def test_a_policy_with_its_own_strategy_records_its_own(tokenizer_path: Path) -> None:
+    def sim(options: ReplayServiceOptions) -> ReplayTarget:
+        return make_target("sim", PAPER, None, None, 0.008, tokenizer_path, options)
+
+    asked = sim(ReplayServiceOptions(handling_strategy="ttl", kv_prefetch=False))
+    assert asked.kv_settings("timely") == ("ttl", False)
+    assert asked.kv_settings("vllm-like") == ("discard", False)  # vLLM drops KV
+    assert sim(ReplayServiceOptions()).kv_settings("fcfs") == ("auto", True)
 
 
 def test_bad_options_and_the_ros_target_are_refused(

@@ -81,3 +81,16 @@ def test_service_overhead_is_measured_per_policy(llama_for_tokenizer: Path, toke
         assert s.loop_busy_s >= s.engine_busy_s  # the loop waits for the engine, then more
         assert s.per_iteration_s > 0
     assert "fcfs" in describe(samples, spec) and "4 events/s" in describe(samples, spec)
+
+
+def test_the_recorded_batch_cap_is_what_the_engine_runs(
+    llama_for_tokenizer: Path, tokenizer: Any
+) -> None:
+    from timely_core.engine.torch.config import EngineConfig
+    from timely_core.engine.torch.engine import TorchEngine
+
+    engine = TorchEngine(llama_for_tokenizer, EngineConfig(num_threads=1, max_generations=4))
+    target = ServiceTarget(engine, tokenizer, ExecTimeSampler(), "torch:tiny")
+    assert target.batch_cap(16) == 4  # the service clamps a cap to max_generations
+    assert target.batch_cap(None) == 4  # its default (32) too
+    assert target.batch_cap(2) == 2

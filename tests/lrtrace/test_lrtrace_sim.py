@@ -11,13 +11,14 @@ import pytest
 
 from lrtrace.catalog import load_catalog
 from lrtrace.compose import compose
+from lrtrace.errors import LrtraceError
 from lrtrace.metrics import run_stats, task_metrics
 from lrtrace.profiles import PAPER_PROFILE
 from lrtrace.replay.exec_sampler import ExecTimeSampler
 from lrtrace.replay.targets.sim import SimTarget
 from lrtrace.results_format import RunRecord, TaskRecord
 from lrtrace.workload import preset
-from timely_core.engine.sim.engine import SimulatedEngine
+from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
 from timely_core.service_config import ServiceConfig
 
 CATALOG = load_catalog()
@@ -139,3 +140,23 @@ def test_paper_profile_runs_at_most_its_engines_8_sequences(
     target = SimTarget(uncapped, tokenizer, ExecTimeSampler(), CATALOG)
     assert target.batch_cap(None) == ServiceConfig().max_batch_size
     assert max(step_sizes(monkeypatch, target, None)) > 8
+
+
+def test_a_cap_beyond_the_engine_is_recorded_as_the_engine_runs_it(tokenizer: Any) -> None:
+    target = SimTarget(PAPER_PROFILE, tokenizer, ExecTimeSampler(), CATALOG)
+    most = SimulatedEngineConfig(eos_token_id=0).max_generations
+    assert target.batch_cap(most + 1) == most  # the service clamps it so
+    assert target.batch_cap(most) == most and target.batch_cap(None) == 8
+
+
+def test_tasks_the_simulator_has_no_plan_for_are_refused_up_front(tokenizer: Any) -> None:
+    odd = [t.model_copy(update={"instruction": "Dance."}) for t in TRACE.tasks[1:6]]
+    target = SimTarget(PAPER_PROFILE, tokenizer, ExecTimeSampler(), CATALOG)
+    one = TRACE.model_copy(update={"tasks": (TRACE.tasks[0], odd[0])})
+    with pytest.raises(LrtraceError, match=f"no plan for task {odd[0].task_id}: its instruction"):
+        target.check(one)
+    many = TRACE.model_copy(update={"tasks": (TRACE.tasks[0], *odd)})
+    ids = ", ".join(t.task_id for t in odd[:3])
+    with pytest.raises(LrtraceError, match=f"no plan for tasks {ids} \\(\\+2 more\\): their"):
+        target.check(many)
+    target.check(TRACE)  # the catalog's tasks are all known

@@ -14,7 +14,10 @@ from lrtrace.replay.drive import Pacer, RealPacer, ServiceDriver, VirtualPacer
 from lrtrace.replay.fleet import ExecutionSampler
 from lrtrace.results_format import TaskRecord
 from lrtrace.trace_format import TraceFile
+from timely_core.engine.protocol import HandlingStrategy
 from timely_core.language.plan_language import PlanLanguage
+from timely_core.scheduling.policies.base import CallPolicy
+from timely_core.scheduling.policies.registry import make_policy
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
 from timely_core.stats import ServiceStats
@@ -139,8 +142,26 @@ class InProcessTarget:
     def _default_batch_cap(self) -> int:
         return self._config.max_batch_size
 
+    def _max_generations(self) -> int:
+        """Generations the engine runs per iteration (the service clamps its cap to it)."""
+        raise NotImplementedError
+
     def batch_cap(self, max_batch: int | None) -> int:
-        return self._default_batch_cap() if max_batch is None else max_batch
+        """The cap a run asked for `max_batch` uses: as the service takes it, within
+        what the engine runs per iteration (`timely_core.serving.state.batch_cap`)."""
+        asked = self._default_batch_cap() if max_batch is None else max_batch
+        return min(asked, self._max_generations())
+
+    def check(self, trace: TraceFile) -> None:
+        return None  # a real engine answers any request
+
+    def kv_settings(self, policy: str) -> tuple[HandlingStrategy | None, bool | None]:
+        """The service config's, except the strategy of a policy that brings its own
+        (lamps, infercept, vllm-like: `CallPolicy`)."""
+        own = make_policy(policy)
+        if isinstance(own, CallPolicy):
+            return HandlingStrategy(own.handling_strategy), self._config.kv_prefetch
+        return HandlingStrategy(self._config.handling_strategy), self._config.kv_prefetch
 
     def run(
         self,

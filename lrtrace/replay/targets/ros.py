@@ -20,6 +20,7 @@ from lrtrace.errors import LrtraceError
 from lrtrace.replay.fleet import NETWORK_LATENCY_S
 from lrtrace.results_format import Target, TaskRecord
 from lrtrace.trace_format import TraceFile
+from timely_core.engine.protocol import HandlingStrategy
 
 
 class RosTarget:
@@ -47,6 +48,12 @@ class RosTarget:
 
     def batch_cap(self, max_batch: int | None) -> int | None:
         return None  # the planner node's own configuration, not visible from here
+
+    def kv_settings(self, policy: str) -> tuple[HandlingStrategy | None, bool | None]:
+        return None, None  # likewise
+
+    def check(self, trace: TraceFile) -> None:
+        return None  # the planner answers any request
 
     def run(
         self,

@@ -6,7 +6,9 @@ every policy of the run."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
 
 from lrtrace.errors import LrtraceError
 from lrtrace.replay.fleet import NETWORK_LATENCY_S, ExecutionSampler
@@ -22,6 +24,21 @@ from timely_core.clock import MonotonicClock
 from timely_core.engine.protocol import Engine
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
+
+if TYPE_CHECKING:  # torch is imported only when the engine is built
+    from timely_core.engine.torch.config import EngineConfig
+
+
+def torch_engine_config(threads: int | None, prefix_cache: bool = True) -> EngineConfig:
+    """The TorchEngine's config for `--threads` (None: torch's setting), or one line
+    naming the flag when it is not a thread count."""
+    from timely_core.engine.torch.config import EngineConfig
+
+    try:
+        return EngineConfig(num_threads=threads, enable_prefix_caching=prefix_cache)
+    except ValidationError as err:
+        msg = str(err.errors()[0]["msg"])
+        raise LrtraceError(f"--threads {threads}: {msg}") from None
 
 
 class ServiceTarget(InProcessTarget):
@@ -57,15 +74,13 @@ class ServiceTarget(InProcessTarget):
         options = options or ReplayServiceOptions()
         from lrtrace.replay.exec_sampler import ExecTimeSampler
         from robot_models.checkpoints import default_planner_path
-        from timely_core.engine.torch.config import EngineConfig
         from timely_core.engine.torch.engine import TorchEngine
 
         path = model or default_planner_path()
+        config = torch_engine_config(threads, prefix_cache=options.prefix_cache)
         if not (path / "config.json").is_file():
             raise LrtraceError(f"no checkpoint at {path} (config.json missing)")
-        engine = TorchEngine(
-            path, EngineConfig(num_threads=threads, enable_prefix_caching=options.prefix_cache)
-        )
+        engine = TorchEngine(path, config)
         return cls(
             engine,
             load_tokenizer(path),
@@ -74,6 +89,9 @@ class ServiceTarget(InProcessTarget):
             network_latency_s,
             options.service_config(),
         )
+
+    def _max_generations(self) -> int:
+        return self._engine.max_generations
 
     def _new_service(self, trace: TraceFile, policy: str, config: ServiceConfig) -> PlanningService:
         return PlanningService(

@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from lrtrace.catalog import Catalog, load_catalog
+from lrtrace.errors import LrtraceError
 from lrtrace.profiles import LatencyProfile, load
 from lrtrace.replay.fleet import NETWORK_LATENCY_S, ExecutionSampler
 from lrtrace.replay.targets.common import (
     InProcessTarget,
     ReplayServiceOptions,
+    languages_for,
     load_tokenizer_file,
     no_prefix_cache_tag,
     planner_tokenizer,
@@ -65,6 +67,10 @@ class PlanScript:
             plan = list(tokenizer.encode(task.golden_plan, add_special_tokens=False).ids)
             self._plans[tuple(request)] = plan
         self._lengths = sorted({len(k) for k in self._plans}, reverse=True)
+
+    def knows(self, request_ids: Sequence[int]) -> bool:
+        """Whether a request part (its encoded scene and instruction) is a task's."""
+        return tuple(request_ids) in self._plans
 
     def __call__(self, prompt_ids: Sequence[int]) -> Sequence[int]:
         for n in self._lengths:
@@ -120,6 +126,33 @@ class SimTarget(InProcessTarget):
         target.tokenizer_source = source
         return target
 
+    def check(self, trace: TraceFile) -> None:
+        """Refuse a trace with tasks the simulator has no plan for (an instruction or
+        scene that is not an LRTrace task's): up front, naming them, rather than each
+        failing in the engine."""
+        self._languages = languages_for(trace, self._languages)
+        script = PlanScript(self._tokenizer, self._catalog, self._languages)
+        known: dict[tuple[str, str, str], bool] = {}  # a trace repeats few requests
+        unplanned = []
+        for task in trace.tasks:
+            key = (task.robot_type, task.scene, task.instruction)
+            if key not in known:
+                text = self._languages[task.robot_type].format_request(*key[1:])
+                known[key] = script.knows(encode_request(self._tokenizer, text))
+            if not known[key]:
+                unplanned.append(task.task_id)
+        if not unplanned:
+            return
+        if len(unplanned) == 1:
+            which = f"task {unplanned[0]}: its instruction and scene are"
+        else:
+            more = f" (+{len(unplanned) - 3} more)" if len(unplanned) > 3 else ""
+            which = f"tasks {', '.join(unplanned[:3])}{more}: their instructions and scenes are"
+        raise LrtraceError(
+            f"the simulator has no plan for {which} not an LRTrace task's (the sim target "
+            "replays the catalog's golden plans)"
+        )
+
     def _default_batch_cap(self) -> int:
         # the profiled setting's own cap (the paper's engine ran at most 8 sequences),
         # unless the service config given to the target sets one
@@ -127,6 +160,9 @@ class SimTarget(InProcessTarget):
         if cap is None or "max_batch_size" in self._config.model_fields_set:
             return self._config.max_batch_size
         return cap
+
+    def _max_generations(self) -> int:
+        return engine_config(self.profile_model, 0).max_generations
 
     def _config_update(self, trace: TraceFile) -> dict[str, object]:
         # every arrival is handed over up front (submit_at), so the bound on waiting

@@ -1,0 +1,78 @@
+"""`lrtrace report`: what it says about how each run was set up, and a results file
+with nothing to draw."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from lrtrace import results_format
+from lrtrace.cli import main
+from lrtrace.report import kv_settings, print_report, stats_json
+from lrtrace.results_format import ResultsFile, RunRecord
+from lrtrace.workload import preset
+from timely_core.engine.protocol import HandlingStrategy
+
+
+def results(*runs: tuple[str, str | None, bool | None]) -> ResultsFile:
+    return ResultsFile(
+        workload=preset(1),
+        runs=[
+            RunRecord(
+                label=label,
+                policy=label,
+                target="sim",
+                engine="simulated:p",
+                simulated=True,
+                handling_strategy=None if strategy is None else HandlingStrategy(strategy),
+                kv_prefetch=prefetch,
+            )
+            for label, strategy, prefetch in runs
+        ],
+    )
+
+
+def printed(res: ResultsFile) -> str:
+    console = Console(record=True, width=200)
+    print_report(res, console)
+    return console.export_text()
+
+
+def test_kv_settings_are_shown_where_they_are_not_the_defaults_or_differ() -> None:
+    differ = results(("timely", "ttl", False), ("vllm-like", "discard", False))
+    line = "KV handling: timely ttl, prefetch off; vllm-like discard, prefetch off"
+    assert kv_settings(differ) == line and line in printed(differ)
+    assert kv_settings(results(("timely", "swap", True))) == "KV handling: timely swap, prefetch on"
+    defaults = results(("timely", "auto", True), ("fcfs", "auto", True))
+    assert kv_settings(defaults) is None and "KV handling" not in printed(defaults)
+    runs = stats_json(differ)["runs"]
+    assert [(r["handling_strategy"], r["kv_prefetch"]) for r in runs] == [
+        ("ttl", False),
+        ("discard", False),
+    ]
+
+
+def test_results_written_before_kv_settings_were_recorded_still_read(tmp_path: Path) -> None:
+    doc = json.loads(results(("timely", None, None)).model_dump_json())
+    for run in doc["runs"]:
+        del run["handling_strategy"], run["kv_prefetch"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    old = results_format.read(path)
+    assert old.runs[0].handling_strategy is None and old.runs[0].kv_prefetch is None
+    assert kv_settings(old) is None
+
+
+def test_a_file_without_runs_draws_no_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "none.json"
+    results_format.write(ResultsFile(workload=preset(1)), path)
+    figs, stats = tmp_path / "figs", tmp_path / "s.json"
+    assert main(["report", str(path), "--plots", str(figs), "--json", str(stats)]) == 0
+    assert f"no figures: {path} has no runs" in capsys.readouterr().out
+    assert not figs.exists()
+    assert json.loads(stats.read_text())["runs"] == []
