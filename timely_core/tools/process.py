@@ -139,8 +139,9 @@ class PluginProcess:
             try:
                 running.proc.wait(timeout=2.0)
             except subprocess.TimeoutExpired:
-                running.proc.kill()
+                _kill(running.proc)
                 running.proc.wait()
+            _kill(running.proc)  # whatever the plugin started and left behind
         if threading.current_thread() is not self._reader:
             self._reader.join(timeout=5.0)  # it sees the end of the channel
         if running is not None:
@@ -163,6 +164,7 @@ class PluginProcess:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=env,
+            start_new_session=True,  # its own process group: what it starts ends with it
         )
         child.close()
         assert proc.stderr is not None
@@ -187,7 +189,7 @@ class PluginProcess:
                 proc.wait(timeout=5.0)
         if hello is None or hello.get("op") != "ready":
             ended = proc.poll()
-            proc.kill()
+            _kill(proc)
             proc.wait()
             channel.close()
             if hello is not None:
@@ -260,12 +262,13 @@ class PluginProcess:
             over = time.monotonic() - running.busy_since_s > self.spec.wall_s
         if busy and over and not running.killed_for:
             running.killed_for = f"wall-time limit ({self.spec.wall_s:g} s per call) exceeded"
-            running.proc.kill()
+            _kill(running.proc)
 
     def _recover(self, running: _Running) -> bool:
         """The process ended: fail the call it was on, start a new one, resend the
         rest. False when closed or the new process cannot start."""
         code = running.proc.wait()
+        _kill(running.proc)  # whatever the plugin started and left behind
         running.channel.close()
         reason = self._reason(running, code)
         with self._lock:
@@ -302,14 +305,24 @@ class PluginProcess:
         spec = self.spec
         if running.killed_for:
             return running.killed_for
-        if running.fatal or code == EXIT_MEMORY:
+        if running.fatal:  # the worker said so before it exited
             return f"memory limit ({spec.memory_mb} MiB) exceeded"
         if code == -signal.SIGXCPU:
             return f"CPU-time limit ({spec.cpu_s:g} s per call) exceeded"
         crashed = f"the tool's process crashed ({_exit_status(code)})"
+        if code == EXIT_MEMORY:  # unsaid: out of memory before it could say so, or its own exit
+            crashed += f", the code it exits with past its memory limit ({spec.memory_mb} MiB)"
         if last_words := running.stderr.text():
             crashed += f"; its stderr ended: {last_words}"
         return crashed
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the tool's process group: the worker and anything its plugin started."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
 
 
 def _exit_status(code: int) -> str:

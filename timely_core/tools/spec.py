@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+import msgpack
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DEFAULT_MEMORY_MB = 1024
 DEFAULT_CPU_S = 2.0
@@ -42,3 +43,16 @@ class ToolSpec(BaseModel):
     # statistics (answer_times.py) until its first reply is measured. None: no
     # prediction before then.
     expected_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
+
+    @field_validator("options")
+    @classmethod
+    def _options_travel(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """The options go to the tool's process as msgpack: refused here, not there."""
+        try:
+            msgpack.packb(options, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot be sent to the tool's process (msgpack: {exc}); use str, int, "
+                "float, bool, None, lists and maps of them"
+            ) from None
+        return options

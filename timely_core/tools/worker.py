@@ -105,7 +105,7 @@ def serve(channel: Channel) -> None:
         if op == "stop":
             return
         if op == "end":
-            plugin.on_task_end(str(message["task"]))
+            end_task(plugin, str(message["task"]))
             continue
         request_id = int(message["id"])
         renew_cpu_budget(cpu_s)
@@ -114,7 +114,26 @@ def serve(channel: Channel) -> None:
         except MemoryError:
             channel.send({"op": "fatal", "id": request_id, "reason": "memory limit exceeded"})
             os._exit(EXIT_MEMORY)
-        channel.send(reply_to_wire(request_id, reply))
+        try:
+            channel.send(reply_to_wire(request_id, reply))
+        except (TypeError, ValueError, OverflowError) as exc:  # a value msgpack cannot carry
+            value = type(reply.value).__name__
+            refused = ToolReply.error(
+                f"the tool returned a value of type {value}, which cannot be sent ({exc})"
+            )
+            channel.send(reply_to_wire(request_id, refused))
+
+
+def end_task(plugin: ToolPlugin, task_id: str) -> None:
+    """The plugin's `on_task_end`; what it raises is the plugin's own trouble (on its
+    stderr), never a call's: no call is waiting on it, and the process goes on."""
+    try:
+        plugin.on_task_end(task_id)
+    except MemoryError:
+        os._exit(EXIT_MEMORY)
+    except Exception:
+        print(f"on_task_end({task_id!r}) raised:", file=sys.stderr)
+        traceback.print_exc(limit=-1, file=sys.stderr)
 
 
 def main() -> None:

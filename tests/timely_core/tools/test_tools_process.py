@@ -1,7 +1,9 @@
 """Plugin processes, for real: each fault (crash, signal, hang, CPU, memory, a
 raising plugin) ends only the call it happened on, with an error saying which;
 the process is restarted and the calls queued behind it are answered by the new
-one. A plugin that did not declare network has none."""
+one. A plugin that did not declare network has none. What a plugin started dies
+with its process; a reply that cannot be sent, or an `on_task_end` that raises,
+costs no process and no other call."""
 
 from __future__ import annotations
 
@@ -98,6 +100,67 @@ def test_a_fault_ends_its_call_and_the_next_calls_go_to_a_new_process(
     after = replies.wait("queued")
     assert after.kind == "value" and after.value != first_pid
     assert process.restarts == 1 and process.pid == after.value
+
+
+def test_an_exit_of_the_plugins_own_is_no_memory_breach(
+    faulty: tuple[PluginProcess, Replies],
+) -> None:
+    process, replies = faulty
+    process.submit(call("bad", "exit 3"))
+    reason = replies.wait("bad").message
+    assert reason.startswith("the tool's process crashed (exit code 3)"), reason
+    assert "exceeded" not in reason
+
+
+def test_a_reply_that_cannot_be_sent_is_an_error_and_costs_no_process(
+    faulty: tuple[PluginProcess, Replies],
+) -> None:
+    process, replies = faulty
+    process.submit(call("odd", "unsendable"))
+    process.submit(call("next", "ok"))
+    reply = replies.wait("odd")
+    assert (
+        reply.kind == "error"
+        and "returned a value of type object, which cannot be sent" in reply.message
+    )
+    assert replies.wait("next").kind == "value" and process.restarts == 0
+
+
+def test_an_on_task_end_that_raises_costs_no_process_and_no_other_call() -> None:
+    replies = Replies()
+    spec = ToolSpec(name="ender", plugin="tools_fault_plugins:RaisesAtEnd", wall_s=60.0)
+    process = PluginProcess(spec, replies)
+    try:
+        process.submit(call("first", "ok"))
+        pid = replies.wait("first").value
+        process.end_task("first")
+        process.submit(call("other", "ok"))  # another task's call, right behind it
+        assert replies.wait("other") == ToolReply.returns(pid)
+        assert process.restarts == 0
+    finally:
+        process.close()
+
+
+def test_what_a_plugin_started_dies_with_its_process(
+    impatient: tuple[PluginProcess, Replies], tmp_path: Path
+) -> None:
+    process, replies = impatient
+    pid_file = tmp_path / "child.pid"
+    process.submit(call("spawner", "spawn", str(pid_file)))
+    assert replies.wait("spawner") == ToolReply.error("wall-time limit (5 s per call) exceeded")
+    child = int(pid_file.read_text())
+
+    def gone() -> bool:
+        try:
+            state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        return state == "Z"  # killed, not yet reaped by whoever adopted it
+
+    deadline = time.monotonic() + 10
+    while not gone() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone(), f"the plugin's child {child} outlived its process"
 
 
 def test_cpu_time_limit() -> None:
@@ -212,6 +275,8 @@ def test_a_process_that_dies_says_why() -> None:
 def test_spec_validation() -> None:
     with pytest.raises(ValidationError, match="plugin"):
         ToolSpec(name="x", plugin="not a path")
+    with pytest.raises(ValidationError, match=r"options\n.*cannot be sent to the tool's process"):
+        ToolSpec(name="x", plugin="m:C", options={"known": {"cup"}})  # a set: no msgpack
     with pytest.raises(ValidationError, match="wall_s"):
         ToolSpec(name="x", plugin="m:C", wall_s=0)
     with pytest.raises(ValidationError, match="extra"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import time
 
@@ -51,6 +52,15 @@ class Faulty(ToolPlugin):
         if mode == "last words":
             print("cannot reach the gripper's controller", file=sys.stderr, flush=True)
             os._exit(4)
+        if mode == "exit 3":  # the plugin's own exit, with the code a memory breach uses
+            sys.exit(3)
+        if mode == "unsendable":
+            return ToolReply.returns(object())
+        if mode == "spawn":  # starts a process of its own, writes its pid, then hangs
+            child = subprocess.Popen(["sleep", "300"])
+            with open(str(call.args[1]), "w") as out:
+                out.write(str(child.pid))
+            time.sleep(3600)
         if mode == "net":
             try:
                 socket.create_connection(("127.0.0.1", 9), timeout=1.0).close()
@@ -58,6 +68,13 @@ class Faulty(ToolPlugin):
                 return ToolReply.observes(f"{type(exc).__name__} errno={exc.errno}")
             return ToolReply.observes("connected")
         return ToolReply.returns(os.getpid())
+
+
+class RaisesAtEnd(Faulty):
+    """Its `on_task_end` raises (a bug of the plugin's own, no call's)."""
+
+    def on_task_end(self, task_id: str) -> None:
+        raise RuntimeError(f"cleanup of {task_id} failed")
 
 
 class NotAPlugin:
