@@ -20,6 +20,7 @@ See docs/service-api.md for the contract.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +28,7 @@ from timely_core.clock import Clock, MonotonicClock
 from timely_core.engine.plan_candidates import CandidateEngine
 from timely_core.engine.protocol import Engine, EngineError
 from timely_core.engine.variants import ResidentWeights
-from timely_core.errors import TaskFinished, UnknownRobot, UnknownTask
+from timely_core.errors import TaskFinished, UnknownPolicy, UnknownRobot, UnknownTask
 from timely_core.events import Rollback
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.language.statement_guard import GuardFactory
@@ -61,6 +62,7 @@ from timely_core.tools.spec import ToolSpec
 __all__ = ["CANCELLED", "PlanningService", "ServiceStats", "TaskHandle"]
 
 CANCELLED = "cancelled"
+REPORT_LEAD_S = 3600.0  # how far past now a report may be (a simulated robot's end, reported ahead)
 
 
 class PlanningService:
@@ -82,6 +84,10 @@ class PlanningService:
             ServiceConfig.model_validate(config.model_dump())
         if isinstance(policy, str):
             policy = make_policy(policy, config.min_slack_s)
+        elif not callable(getattr(policy, "order", None)):
+            raise UnknownPolicy(
+                f"policy must be a policy name or a Policy object, got {type(policy).__name__}"
+            )
         if config.plan_candidates > 0:
             engine = with_plan_candidates(engine, tokenizer, config)
         self.config = config
@@ -119,7 +125,7 @@ class PlanningService:
         validate_robot_id(robot_id)
         check_variant(self._state.engine, robot_id, variant)
         language = resolve_language(robot_id, language, robot_type, self._languages)
-        limit = max_segment_tokens or self.config.max_segment_tokens
+        limit = self.config.max_segment_tokens if max_segment_tokens is None else max_segment_tokens
         if limit < 1:
             raise ValueError(f"max_segment_tokens must be >= 1, got {limit}")
         text = language.prompt_prefix() if prompt_prefix is None else prompt_prefix
@@ -257,9 +263,7 @@ class PlanningService:
         with state.lock:
             generation, record = self._dispatched(task_id, index)
             first_report = record.finished_at_s is None
-            record.finished_at_s = (
-                state.clock.now() if finished_at_s is None else float(finished_at_s)
-            )
+            record.finished_at_s = self._report_time(finished_at_s, generation, "finished_at_s")
             if generation.gen_id in state.scheduler:
                 state.scheduler.set_ref(generation.gen_id, generation.segment_ref_s())
             if first_report:
@@ -299,7 +303,10 @@ class PlanningService:
         state = self._state
         if element is not None:  # a streamed segment's (failure_recovery.py)
             with state.engine_gate.caller(), state.lock:
-                at_s = state.clock.now() if failed_at_s is None else float(failed_at_s)
+                streamed = state.generations.get(task_id)  # its segment may be decoding
+                if streamed is None:
+                    raise UnknownTask(f"unknown task id {task_id!r}")
+                at_s = self._report_time(failed_at_s, streamed, "failed_at_s")
                 rollback = self._recovery.on_element_failure(task_id, index, element, error, at_s)
             state.run_deliveries()
             return rollback
@@ -318,7 +325,7 @@ class PlanningService:
                     f"task {task_id!r}: segment(s) {reported} already reported, so segment "
                     f"{index} cannot have failed now"
                 )
-            at_s = state.clock.now() if failed_at_s is None else float(failed_at_s)
+            at_s = self._report_time(failed_at_s, generation, "failed_at_s")
             rollback = self._recovery.on_failure(generation, index, error, at_s)
         state.run_deliveries()
         return rollback
@@ -331,14 +338,37 @@ class PlanningService:
         state = self._state
         with state.lock:
             generation, record = self._dispatched(task_id, index)
-            at_s = state.clock.now() if started_at_s is None else float(started_at_s)
+            at_s = self._report_time(started_at_s, generation, "started_at_s")
             record.dispatch_s = max(record.dispatch_s, at_s)
             if generation.gen_id in state.scheduler:
                 state.scheduler.set_ref(generation.gen_id, generation.segment_ref_s())
 
+    def _report_time(self, at_s: float | None, generation: Generation, what: str) -> float:
+        """A robot's report time on the service clock (now if None). A time that is not
+        a finite number, before the task arrived, or more than REPORT_LEAD_S after now
+        (another clock's, such as `time.time()`) is refused: it would skew this task's
+        timing and every later estimate of the robot's execution times."""
+        now = self._state.clock.now()
+        if at_s is None:
+            return now
+        if isinstance(at_s, bool) or not isinstance(at_s, int | float):
+            raise TypeError(f"{what} must be a number, got {type(at_s).__name__}")
+        t = float(at_s)
+        if not math.isfinite(t):
+            raise ValueError(f"{what} must be a finite time on the service clock, got {t}")
+        if t > now + REPORT_LEAD_S or t < generation.arrival_s:
+            raise ValueError(
+                f"{what}={t:.6g} is outside task {generation.task_id!r}'s time on the service "
+                f"clock (it arrived at {generation.arrival_s:.6g}, now is {now:.6g}); report "
+                "times from the service's clock (service.clock.now())"
+            )
+        return t
+
     def _dispatched(self, task_id: str, index: int) -> tuple[Generation, SegmentRecord]:
         """The task's generation and its dispatched segment `index` (call holding the
-        lock). Raises UnknownTask or ValueError naming what is missing."""
+        lock). Raises UnknownTask, TypeError or ValueError naming what is missing."""
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"segment index must be an int, got {type(index).__name__}")
         generation = self._state.generations.get(task_id)
         if generation is None:
             raise UnknownTask(f"unknown task id {task_id!r}")

@@ -135,6 +135,44 @@ def test_a_request_is_checked_without_being_submitted() -> None:
     assert_good_task_unharmed(service, good)
 
 
+def test_report_times_off_the_service_clock_are_refused_naming_them() -> None:
+    service, clock, _, good = service_with_good_task()
+    handle = service.submit(TaskRequest(robot_id="d2", instruction="look for the cat"))
+    service.run_until(0.5)
+    assert handle.segments(), "a segment to report on"
+    now = clock.now()
+    for bad, message in [
+        (float("nan"), "finished_at_s must be a finite time"),
+        (float("inf"), "finished_at_s must be a finite time"),
+        (now + 1.7e9, "outside task .* time on the service clock"),  # time.time()'s
+        (-1e6, "outside task .* time on the service clock"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            handle.segment_done(0, finished_at_s=bad)
+    with pytest.raises(TypeError, match="finished_at_s must be a number, got str"):
+        service.segment_done(handle.task_id, 0, finished_at_s="1.0")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="segment index must be an int, got str"):
+        service.segment_done(handle.task_id, "0")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="started_at_s must be a finite time"):
+        service.segment_started(handle.task_id, 0, started_at_s=float("nan"))
+    handle.segment_done(0, finished_at_s=now)  # a time on the service clock is taken
+    assert_good_task_unharmed(service, good)
+
+
+def test_a_policy_that_is_no_policy_is_refused() -> None:
+    _, _, engine = make_service(PLANS, robots=())
+    for policy in (None, 3):
+        with pytest.raises(UnknownPolicy, match="policy must be a policy name or a Policy"):
+            PlanningService(engine, None, policy=policy)  # type: ignore[arg-type]
+
+
+def test_a_segment_limit_of_zero_is_refused_not_taken_as_the_default() -> None:
+    service, _, _, good = service_with_good_task()
+    with pytest.raises(ValueError, match="max_segment_tokens must be >= 1, got 0"):
+        service.register_robot("d3", TinyLanguage(), max_segment_tokens=0)
+    assert_good_task_unharmed(service, good)
+
+
 def test_plan_without_a_statement_within_the_segment_limit_fails_alone() -> None:
     service, _, _, good = service_with_good_task(config=ServiceConfig(max_segment_tokens=8))
     bad = service.submit(TaskRequest(robot_id="d2", instruction="ramble"))

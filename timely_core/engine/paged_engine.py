@@ -65,6 +65,9 @@ class PagedEngine:
         self.block_size = block_size
         self.bytes_per_block = bytes_per_block
         self.max_generations = max_generations
+        # tokens a generation may hold, prompt included (the model's context); None:
+        # no limit. A generation that reaches it finishes, as at `max_tokens`.
+        self.max_model_len: int | None = None
         self.blocks = BlockManager(
             block_size, num_device_blocks, num_host_blocks, copier, prefix_caching
         )
@@ -192,6 +195,11 @@ class PagedEngine:
         if gen_id in self._gens:
             raise EngineError(f"generation {gen_id} is already live")
         self._check_tokens(prompt_token_ids, f"prompt of generation {gen_id}")
+        if self.max_model_len is not None and len(prompt_token_ids) >= self.max_model_len:
+            raise ValueError(
+                f"prompt of generation {gen_id} has {len(prompt_token_ids)} tokens; the "
+                f"model's context is {self.max_model_len} positions"
+            )
         self._check_variant(variant, f"generation {gen_id}")
         generator = self._generator(params)
         prefix = None
@@ -323,6 +331,11 @@ class PagedEngine:
             self._check_tokens(list(append_ids), f"ids appended to generation {gen_id}")
         kept = state.prompt_len + keep_generated
         token_ids = state.token_ids[:kept] + list(append_ids)
+        if self.max_model_len is not None and len(token_ids) >= self.max_model_len:
+            raise EngineError(
+                f"generation {gen_id} would hold {len(token_ids)} tokens after the rewrite; "
+                f"the model's context is {self.max_model_len} positions"
+            )
         self._rewritten(state, token_ids, len(append_ids))
         if state.kv is not KvLocation.NONE:
             with self._copies():
@@ -372,6 +385,7 @@ class PagedEngine:
             token in self._eos
             or token in state.params.stop_token_ids
             or state.num_generated >= state.params.max_tokens
+            or (self.max_model_len is not None and len(state.token_ids) >= self.max_model_len)
         )
         if finished:
             self.blocks.free(state)

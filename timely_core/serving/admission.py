@@ -122,6 +122,15 @@ def _prompt(state: ServiceState, request: TaskRequest) -> tuple[Robot, list[int]
             f"than max_prompt_tokens={state.config.max_prompt_tokens}; shorten the "
             "scene or instruction"
         )
+    context = getattr(state.engine, "max_model_len", None)
+    needed = min(state.config.max_tokens, robot.max_segment_tokens)  # a first segment
+    if isinstance(context, int) and context - len(prompt_ids) < needed:
+        raise PromptTooLong(
+            f"prompt of robot {request.robot_id!r} has {len(prompt_ids)} tokens; the "
+            f"model's context is {context} positions, which leaves "
+            f"{max(context - len(prompt_ids), 0)} for the plan (at least {needed} needed); "
+            "shorten the scene or instruction"
+        )
     header = robot.prefix.header_ids
     if tuple(request_ids[: len(header)]) != header:
         # Not opened like the probes (a language whose header depends on the input):

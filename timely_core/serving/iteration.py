@@ -24,7 +24,7 @@ import heapq
 import logging
 import time
 
-from timely_core.engine.protocol import OutOfKvMemory, StepOutput
+from timely_core.engine.protocol import OutOfKvMemory, SamplingParams, StepOutput
 from timely_core.scheduling.batch_control import RunningBudget
 from timely_core.scheduling.policies.base import SlotOrder
 from timely_core.serving.generation import GenerationState
@@ -144,6 +144,7 @@ class ServiceIteration:
                         # rollback, it goes on as decoded
                         params = dataclasses.replace(params, candidates=0)
                     prompt = generation.engine_prompt_ids()
+                    params = within_context(params, len(prompt), state.engine)
                     variant = generation.variant
                     add_generation(state.engine, gen_id, prompt, params, prefix_id, variant)
                     generation.engine_base = len(generation.written_ids)
@@ -194,3 +195,13 @@ class ServiceIteration:
             generation,
             f"prompt of {len(generation.prompt_ids)} tokens does not fit in KV memory",
         )
+
+
+def within_context(params: SamplingParams, prompt_len: int, engine: object) -> SamplingParams:
+    """`params` with `max_tokens` cut to what the engine's context leaves after the
+    prompt (`max_model_len`, where it has one), so the plan closes within it rather
+    than being cut off there."""
+    context = getattr(engine, "max_model_len", None)
+    if not isinstance(context, int) or params.max_tokens <= context - prompt_len:
+        return params
+    return dataclasses.replace(params, max_tokens=max(context - prompt_len, 1))

@@ -101,6 +101,7 @@ class TorchEngine(PagedEngine):
             prefix_caching=self.config.enable_prefix_caching,
             eos_ids=_eos_ids(path, mc.eos_token_ids),
         )
+        self.max_model_len = mc.max_position_embeddings
         self.adapters: dict[str, LoraAdapter] = {}  # LoRA variants, batched with the base
         self.block_variants: dict[str, BlockVariant] = {}  # full fine-tunes, as shared blocks
         self._variant_order: list[str] = []  # every variant's name, in load order

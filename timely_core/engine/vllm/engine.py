@@ -116,6 +116,11 @@ class VllmEngine:
         return min(self._eos)
 
     @property
+    def max_model_len(self) -> int:
+        """Tokens a generation may hold, prompt included (vLLM's `max_model_len`)."""
+        return self.config.max_model_len
+
+    @property
     def max_generations(self) -> int:
         """Generations one step may list: vLLM runs up to `max_num_seqs` of them and
         queues the rest by its `scheduling_policy` (`max_requests`)."""

@@ -55,6 +55,9 @@ class ModelConfig(BaseModel):
     mlp_bias: bool = False
     hidden_act: str = "silu"
     eos_token_ids: tuple[int, ...] = ()
+    # positions the model was trained for (None: the checkpoint does not say); past
+    # them rotary positions are ones it never saw and its output is noise
+    max_position_embeddings: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelConfig:
@@ -111,4 +114,5 @@ class ModelConfig(BaseModel):
             mlp_bias=bool(raw.get("mlp_bias", False)),
             hidden_act=raw.get("hidden_act", "silu"),
             eos_token_ids=eos_ids,
+            max_position_embeddings=raw.get("max_position_embeddings"),
         )
