@@ -21,7 +21,10 @@ class ServiceConfig(BaseModel):
     admit_per_step: int = Field(default=1, ge=1)  # §4.4: "a lag for one generation"
     segment_generation_s: float = Field(default=DEFAULT_SEGMENT_GENERATION_S, gt=0)  # G
     min_slack_s: float = Field(default=DEFAULT_MIN_SLACK_S, gt=0)  # floor of L
-    dispatch_latency_s: float = Field(default=0.0, ge=0)  # network, per segment (paper 8 ms)
+    dispatch_latency_s: float = Field(default=0.0, ge=0, le=60, allow_inf_nan=False)  # network
+    # finished tasks the service keeps (their late segment reports, `handle(task_id)`),
+    # the oldest forgotten past it: a service running for days holds no more
+    finished_tasks_kept: int = Field(default=1000, ge=0)
     # a suspended generation's KV: auto (least predicted waste, LAMPS), ttl
     # (Continuum), or fixed: preserve, swap, discard (docs/service-api.md)
     handling_strategy: HandlingStrategy = HandlingStrategy.AUTO

@@ -159,6 +159,21 @@ def test_report_times_off_the_service_clock_are_refused_naming_them() -> None:
     assert_good_task_unharmed(service, good)
 
 
+def test_only_the_latest_finished_tasks_are_kept() -> None:
+    service, _, _ = make_service(PLANS, robots=("d1",), config=ServiceConfig(finished_tasks_kept=2))
+    handles = [
+        service.submit(TaskRequest(robot_id="d1", instruction="look for the cat")) for _ in range(4)
+    ]
+    service.run_until_idle()
+    assert all(h.result(timeout_s=0).success for h in handles)  # callers keep theirs
+    with pytest.raises(UnknownTask, match=repr(handles[0].task_id)):
+        service.handle(handles[0].task_id)
+    with pytest.raises(UnknownTask):
+        handles[1].segment_done(0)  # a report that comes far too late
+    assert service.handle(handles[3].task_id) is handles[3]
+    handles[3].segment_done(0)  # a late report of a kept task is still taken
+
+
 def test_a_policy_that_is_no_policy_is_refused() -> None:
     _, _, engine = make_service(PLANS, robots=())
     for policy in (None, 3):

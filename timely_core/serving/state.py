@@ -16,6 +16,7 @@ import heapq
 import logging
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -106,7 +107,9 @@ class ServiceState:
         self.prefixes: dict[str, StoredPrefix] = {}
         self.block_size = engine.memory().block_size
         self.scenes = SceneBook(config.scene_debounce_s, scene_budget_blocks(config, engine))
-        self.generations: dict[str, Generation] = {}  # by task id, finished ones too
+        # by task id, with the latest `finished_tasks_kept` finished ones (`finished`)
+        self.generations: dict[str, Generation] = {}
+        self.finished: deque[str] = deque()
         self.handles: dict[str, TaskHandle] = {}
         self.by_gen_id: dict[int, Generation] = {}  # live only
         self.running: dict[int, Generation] = {}
@@ -294,6 +297,11 @@ class ServiceState:
         result = generation.result(error, self.clock.now())
         handle = self.handles[generation.task_id]
         self.deliveries.append(lambda: handle.deliver_result(result))
+        self.finished.append(generation.task_id)
+        while len(self.finished) > self.config.finished_tasks_kept:
+            oldest = self.finished.popleft()  # its caller keeps its handle, if it wants it
+            self.generations.pop(oldest, None)
+            self.handles.pop(oldest, None)
 
     def fail(self, generation: Generation, error: str) -> None:
         """End the generation with `error`, counted as failed."""
