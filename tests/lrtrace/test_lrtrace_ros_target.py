@@ -48,3 +48,24 @@ def test_planner_errors_become_lrtrace_errors() -> None:
     assert calls and calls[0]["policy"] == "timely" and calls[0]["trace"] is trace
     with pytest.raises(LrtraceError, match="--max-batch is not supported"):
         target.run(trace, "timely", 4, records, lambda r: None, threading.Event())
+
+
+def test_a_goal_that_ended_without_a_result_is_a_failed_record() -> None:
+    """The planner went away or restarted: the call settles with no result (two
+    planners on one domain made the replay crash on it)."""
+    from timely_interfaces.action import PlanTask
+    from timely_ros.plan_client import PlanCall
+    from timely_ros.replay_target import _finish, _Open
+
+    from lrtrace.results_format import TaskRecord
+    from timely_core.scheduling.tuf import Tuf
+
+    record = TaskRecord(
+        task_id="t00001", trace_id=1, agent_id="drone1", robot_type="drone",
+        urgency="normal", tuf=Tuf.preset("normal"), arrival_s=0.0,
+    )  # fmt: skip
+    call = PlanCall(goal=PlanTask.Goal(robot_id="drone1"), accepted=True)
+    call.client_error = "goal for drone1 ended without a result: the planner restarted"
+    _finish(_Open(record, call), lambda _robot, _text: 1)
+    assert record.finished and not record.success
+    assert record.error == call.client_error

@@ -66,6 +66,18 @@ def test_planner_parameters_round_trip_through_ros_names() -> None:
         ),
         ({"some_node": {"ros__parameters": {}}}, "unknown node 'some_node'"),
         ({"timely_planner": {"params": {}}}, "ros__parameters"),
+        ({"timely_planner": {"ros__parameters": ["a", "b"]}}, "must be a mapping .* got a list"),
+        # values of the wrong type are not coerced (a queue of `true` is no queue of 1)
+        (_planner(max_queue=True), "max_queue: expected a number, got True"),
+        (_planner(kv_budget_mb="64"), "kv_budget_mb: expected a number, got '64'"),
+        (
+            {
+                "timely_planner": {
+                    "ros__parameters": {"robots": ["d1"], "d1": {"type": "drone", "dispatch": "no"}}
+                }
+            },
+            "dispatch: expected true or false, got 'no'",
+        ),
     ],
 )
 def test_bad_config_names_what_is_wrong(doc: dict[str, object], message: str) -> None:
@@ -84,6 +96,17 @@ def test_unreadable_and_invalid_yaml(tmp_path: Path) -> None:
     dup.write_text(yaml.safe_dump(_planner(robots=["drone1", "drone1"])))
     with pytest.raises(ConfigError, match="unique"):
         load_bringup(dup)
+    twice = tmp_path / "twice.yaml"  # a robot's settings given twice: the last won silently
+    twice.write_text(
+        "timely_planner:\n  ros__parameters:\n    robots: [d1]\n"
+        "    d1: {type: drone}\n    d1: {type: arm}\n"
+    )
+    with pytest.raises(ConfigError, match="key 'd1' is given twice"):
+        load_bringup(twice)
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("timely_planner: {}  # caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        load_bringup(latin)
 
 
 def test_goal_checks_name_the_field() -> None:

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from timely_ros.goal_journal import GoalJournal
+from timely_ros.goal_journal import GoalJournal, JournalInUse
 
 from tests.timely_ros.ros_support import (
     RosClient,
@@ -56,6 +56,27 @@ def test_ended_goals_are_kept_bounded_and_a_closed_journal_ignores_writes(
 
 
 @pytest.mark.ros
+def test_a_second_running_planner_of_the_same_name_is_refused_the_journal(
+    tmp_path: Path,
+) -> None:
+    import os
+
+    path = tmp_path / "goals.sqlite"
+    first = GoalJournal(path, "/timely/timely_planner", "inc1")
+    first.accepted("g1", "drone1", "find the cat")
+    with pytest.raises(
+        JournalInUse, match=rf"already runs with journal .* \(process {os.getpid()}\)"
+    ):
+        GoalJournal(path, "/timely/timely_planner", "inc2")
+    other = GoalJournal(path, "/site_b/timely_planner", "inc3")  # another planner: its own rows
+    other.close()
+    assert [g.goal_id for g in first.interrupted()] == []  # nothing settled behind its back
+    first.close()
+    again = GoalJournal(path, "/timely/timely_planner", "inc4")  # the first one stopped
+    assert [g.goal_id for g in again.interrupted()] == ["g1"]
+    again.close()
+
+
 def test_a_restarted_planner_reports_the_goals_it_lost(
     node_processes: StartNodes, ros_client: RosClient, tmp_path: Path
 ) -> None:

@@ -30,6 +30,27 @@ def test_goal_ids_are_parsed_strictly() -> None:
             parse_goal_id(bad)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status", "--wait", "nan"],
+        ["cancel", "--all", "--wait", "-1"],
+        ["plan", "--robot", "d1", "--timeout", "0", "go"],
+        ["demo", "--duration", "0"],
+        ["demo", "--duration", "inf"],
+    ],
+)
+def test_times_that_are_no_times_are_refused_before_anything_starts(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from timely_ros.cli import main
+
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    assert ended.value.code == 2
+    assert "expected" in capsys.readouterr().err
+
+
 def test_status_renders_every_robot() -> None:
     from rich.console import Console
     from timely_interfaces.msg import ServiceStatus
@@ -95,3 +116,8 @@ def test_status_and_cancel_from_the_command_line(
         assert call.status == GoalStatus.STATUS_CANCELED, call.final_result().error
         assert call.goal_id in cancel.stdout
     robot.wait_for_output(rf"event=segment_cancelled robot=arm1 task={running.group(1)}", 20)
+    # nothing left to cancel on arm1, and a robot the planner does not serve
+    idle = timely_cli(tmp_path, "cancel", "--robot", "drone1")
+    assert idle.returncode == 1 and "drone1: no goal to cancel" in idle.stdout, idle.stdout
+    stranger = timely_cli(tmp_path, "cancel", "--robot", "drone9")
+    assert stranger.returncode == 2 and "robot 'drone9' is not served" in stranger.stderr

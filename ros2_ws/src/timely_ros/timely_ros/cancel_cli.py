@@ -62,7 +62,15 @@ def _robot_goals(node: Node, names: PlannerNames, robot: str, wait_s: float) -> 
     if not latest:
         return None
     msg = latest[-1]
+    if robot not in msg.robot_ids:
+        raise UnknownRobotId(
+            f"robot {robot!r} is not served by this planner (robots: {', '.join(msg.robot_ids)})"
+        )
     return [g for r, g in zip(msg.robot_ids, msg.robot_goal_ids, strict=False) if r == robot and g]
+
+
+class UnknownRobotId(ValueError):
+    """`--robot` names a robot the planner does not serve."""
 
 
 def run_cancel(
@@ -92,12 +100,19 @@ def run_cancel(
             targets.append(bytes(16))
         failed = False
         if robot:  # one goal at a time: the status names each robot's oldest
-            for _ in range(1000):
-                goals = _robot_goals(node, names, robot, wait_s)
+            for attempt in range(1000):
+                try:
+                    goals = _robot_goals(node, names, robot, wait_s)
+                except UnknownRobotId as err:
+                    print(f"timely cancel: {err}", file=sys.stderr)
+                    return 2
                 if goals is None:
                     print("timely cancel: no planner status", file=sys.stderr)
                     return 1
                 if not goals:
+                    if attempt == 0:
+                        print(f"{robot}: no goal to cancel")
+                        failed = not targets  # as --all with nothing running
                     break
                 ok, text = _cancel(node, client, parse_goal_id(goals[0]), wait_s)
                 print(f"{robot}: cancelled {text}" if ok else f"{robot}: {text}")

@@ -14,6 +14,7 @@ timely demo [--config CONFIG.yaml] [--duration S] [--seed S]
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 
@@ -39,8 +40,10 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--urgent", action="store_true", help="urgent TUF preset")
     plan.add_argument("--scene", default="", help="what the robot perceives")
     plan.add_argument("--no-dispatch", action="store_true", help="plan only, do not execute")
-    plan.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
-    plan.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the result")
+    plan.add_argument("--wait", type=_seconds, default=5.0, help="seconds to wait for the planner")
+    plan.add_argument(
+        "--timeout", type=_positive_seconds, default=300.0, help="seconds to wait for the result"
+    )
     plan.add_argument(
         "--resubmit",
         type=int,
@@ -52,17 +55,21 @@ def _parser() -> argparse.ArgumentParser:
     scene.add_argument("scene", help="the scene text; empty withdraws the robot's scene")
     scene.add_argument("--robot", required=True, help="robot id, e.g. drone1")
     scene.add_argument("--topic", default="", help="scene topic (default /<robot>/scene)")
-    scene.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
+    scene.add_argument("--wait", type=_seconds, default=5.0, help="seconds to wait for the planner")
 
     status = sub.add_parser("status", help="the planner's queue, memory and robots")
     status.add_argument("--watch", action="store_true", help="keep the table live (Ctrl-C ends)")
-    status.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
+    status.add_argument(
+        "--wait", type=_seconds, default=5.0, help="seconds to wait for the planner"
+    )
 
     cancel = sub.add_parser("cancel", help="cancel PlanTask goals")
     cancel.add_argument("goal_ids", nargs="*", help="goal ids (hex, as timely plan/status print)")
     cancel.add_argument("--robot", default="", help="cancel every goal of this robot")
     cancel.add_argument("--all", action="store_true", help="cancel every goal")
-    cancel.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
+    cancel.add_argument(
+        "--wait", type=_seconds, default=5.0, help="seconds to wait for the planner"
+    )
 
     approve = sub.add_parser(
         "approve", help="approve or deny a segment waiting for an operator; --list them"
@@ -72,19 +79,42 @@ def _parser() -> argparse.ArgumentParser:
     approve.add_argument("--deny", action="store_true", help="deny: the goal ends, nothing sent")
     approve.add_argument("--reason", default="", help="why (shown in the goal's error)")
     approve.add_argument("--list", action="store_true", help="list the waiting segments")
-    approve.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the planner")
+    approve.add_argument(
+        "--wait", type=_seconds, default=5.0, help="seconds to wait for the planner"
+    )
 
     lifecycle = sub.add_parser(
         "lifecycle", help="the planner's lifecycle state (get), or a transition to take"
     )
     lifecycle.add_argument("transition", choices=LIFECYCLE_COMMANDS)
-    lifecycle.add_argument("--wait", type=float, default=5.0, help="seconds to wait for it")
+    lifecycle.add_argument("--wait", type=_seconds, default=5.0, help="seconds to wait for it")
 
     demo = sub.add_parser("demo", help="planner + simulated fleet + a short WID 1-style replay")
     demo.add_argument("--config", default=None, help="bring-up YAML (default: config/demo.yaml)")
-    demo.add_argument("--duration", type=float, default=20.0, help="seconds of task arrivals")
+    demo.add_argument(
+        "--duration", type=_positive_seconds, default=20.0, help="seconds of task arrivals"
+    )
     demo.add_argument("--seed", type=int, default=7)
     return parser
+
+
+def _seconds(text: str) -> float:
+    """A time to wait: a number >= 0 (inf: for ever)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if math.isnan(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    """A duration: a finite number > 0."""
+    value = _seconds(text)
+    if value == 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

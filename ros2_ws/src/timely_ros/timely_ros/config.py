@@ -18,6 +18,8 @@ these models from them, so a bad value fails with an error that names it.
 from __future__ import annotations
 
 import re
+import types
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -85,7 +87,37 @@ _NO_VARIANTS = {
 }
 
 
-class RobotSpec(BaseModel):
+class _TypedValues(BaseModel):
+    """A config model that takes numbers and flags as their own types only: pydantic's
+    lax mode would read `max_queue: true` as a queue of 1 and `dispatch: "no"` as
+    false, where the node's own parameter path refuses them."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_lax_values(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for name, field in cls.model_fields.items():
+            value = data.get(name)
+            if value is None:
+                continue
+            kinds = _plain_kinds(field.annotation)
+            if bool in kinds and not isinstance(value, bool) and kinds <= {bool, type(None)}:
+                raise ValueError(f"{name}: expected true or false, got {value!r}")
+            if kinds & {int, float} and bool not in kinds and isinstance(value, bool | str):
+                raise ValueError(f"{name}: expected a number, got {value!r}")
+        return data
+
+
+def _plain_kinds(annotation: Any) -> set[Any]:
+    """The plain types an annotation allows (`int | None` -> {int, NoneType})."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return set(args)
+    return {annotation}
+
+
+class RobotSpec(_TypedValues):
     """A robot the planner serves."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -149,7 +181,7 @@ class RobotSpec(BaseModel):
         return self.heartbeat_topic or f"/{self.id}/heartbeat"
 
 
-class PlannerParams(BaseModel):
+class PlannerParams(_TypedValues):
     """Parameters of the `timely_planner` node."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -404,7 +436,7 @@ class PlannerParams(BaseModel):
 Backend = Literal["sim-drone", "sim-arm", "tello"]
 
 
-class ExecutorParams(BaseModel):
+class ExecutorParams(_TypedValues):
     """Parameters of one `timely_skill_executor` node (one robot)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -541,6 +573,11 @@ def parse_bringup(doc: Any, source: str = "config") -> BringupConfig:
         if not isinstance(body, dict) or set(body) != {"ros__parameters"}:
             raise ConfigError(f"{source}: node {key!r} must hold exactly 'ros__parameters'")
         params = body["ros__parameters"] or {}
+        if not isinstance(params, dict):
+            raise ConfigError(
+                f"{source}: node {key!r}: ros__parameters must be a mapping of parameter "
+                f"names to values, got a {type(params).__name__}"
+            )
         if str(key) in PLANNER_KEYS:
             planner = planner_params(params)
             continue
@@ -563,12 +600,32 @@ def load_bringup(path: str | Path) -> BringupConfig:
     """Read and validate a bring-up YAML file."""
     path = Path(path)
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except OSError as err:
         raise ConfigError(f"cannot read config {path}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"{path} is not UTF-8 text (byte {err.start}): save it as UTF-8"
+        ) from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path} is not valid YAML: {err}") from None
     return parse_bringup(doc, str(path))
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping: its last value
+    would win silently (a robot's settings, a second executor for one robot)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def planner_to_parameters(params: PlannerParams) -> dict[str, Any]:

@@ -4,11 +4,17 @@ with what it was doing, instead of forgetting it.
 
 One file may serve several planners (rows carry the planner's name); a planner only
 ever settles rows of its own name left by an earlier incarnation. Ended rows are
-kept for inspection, the newest `keep` per planner.
+kept for inspection, the newest `keep` per planner. While a planner runs it holds a
+lock on the file for its name (`<file>.<name>.lock`): a second planner of the same
+name with the same journal (the same config started twice) would settle the live
+one's goals as interrupted, so it is refused (`JournalInUse`).
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+import re
 import sqlite3
 import threading
 import time
@@ -40,13 +46,20 @@ class Interrupted:
     reason: str
 
 
+class JournalInUse(RuntimeError):
+    """Another running planner of the same name holds the journal."""
+
+
 class GoalJournal:
     def __init__(self, path: str | Path, planner: str, incarnation: str, keep: int = 10_000):
+        """OSError or sqlite3.Error when the file cannot be opened; JournalInUse when a
+        running planner of this name holds it."""
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._planner, self._incarnation, self._keep = planner, incarnation, keep
         self._lock = threading.Lock()
         self._closed = False
+        self._held = _hold(self.path, planner)
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across a process crash
@@ -125,3 +138,25 @@ class GoalJournal:
         with self._lock:
             self._closed = True
             self._db.close()
+            os.close(self._held)  # the lock goes with it
+
+
+def _hold(path: Path, planner: str) -> int:
+    """Lock `path` for `planner` for this process's life (the descriptor, kept open);
+    JournalInUse naming the process that holds it."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", planner.strip("/")) or "planner"
+    lock = path.with_name(f"{path.name}.{name}.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise JournalInUse(
+            f"planner {planner} already runs with journal {path} (process {holder}); a "
+            "second one would take its goals for interrupted: stop it, or give this one "
+            "another namespace or journal_path"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd

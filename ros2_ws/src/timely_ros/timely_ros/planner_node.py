@@ -20,6 +20,7 @@ another goal, the cancel callback, or the status timer (its own group).
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 import threading
 import time
@@ -53,7 +54,7 @@ from timely_ros.config import (
     planner_params,
 )
 from timely_ros.diagnostics import diagnostics, unconfigured_diagnostics
-from timely_ros.goal_journal import GoalJournal
+from timely_ros.goal_journal import GoalJournal, JournalInUse
 from timely_ros.goals import CheckedGoal, GoalError, check_goal
 from timely_ros.identified_action_server import IdentifiedActionServer
 from timely_ros.liveness import new_incarnation, publish_heartbeats
@@ -170,7 +171,11 @@ class PlannerNode(LifecycleNode):
             if self.trigger_configure() != SUCCESS:
                 error = self._configure_error or RuntimeError("the planner failed to configure")
                 self.destroy_node()
-                raise error
+                if isinstance(error, ConfigError):
+                    raise error
+                raise ConfigError(  # a setting it cannot run with (a KV budget below a block)
+                    f"the planner failed to configure: {type(error).__name__}: {error}"
+                ) from error
             self.trigger_activate()
         else:
             self.get_logger().info(
@@ -290,8 +295,15 @@ class PlannerNode(LifecycleNode):
         reported on /timely/interrupted (kept for late subscribers) and logged."""
         if not self.params.journal_path:
             return None
-        journal = GoalJournal(self.params.journal_path, self.get_fully_qualified_name(),
-                              self.incarnation)  # fmt: skip
+        try:
+            journal = GoalJournal(self.params.journal_path, self.get_fully_qualified_name(),
+                                  self.incarnation)  # fmt: skip
+        except JournalInUse as err:
+            raise ConfigError(str(err)) from None
+        except (OSError, sqlite3.Error) as err:
+            raise ConfigError(
+                f"journal_path {self.params.journal_path!r}: cannot open it ({err})"
+            ) from None
         publisher = self.create_publisher(String, names.interrupted, REPORTS)
         for goal in journal.interrupted():
             publisher.publish(String(data=json.dumps(asdict(goal))))

@@ -136,7 +136,10 @@ def _finish(item: _Open, count_statements: Callable[[str, str], int]) -> None:
         record.success = False
         record.error = "goal rejected by the planner"
         return
-    assert result is not None
+    if result is None:  # the planner went away or restarted: no result will come
+        record.success = False
+        record.error = call.client_error or "the goal ended without a result"
+        return
     record.plan_text = result.plan
     record.success = bool(result.success)
     record.error = result.error
