@@ -21,6 +21,7 @@ from timely_core.errors import (
     UnknownRobot,
     UnknownRobotType,
     UnknownTask,
+    VariantUnavailable,
 )
 from timely_core.events import Rollback, Segment, StreamedElement, TaskResult
 from timely_core.language.plan_language import PlanLanguage
@@ -60,5 +61,6 @@ __all__ = [
     "UnknownRobot",
     "UnknownRobotType",
     "UnknownTask",
+    "VariantUnavailable",
     "VirtualClock",
 ]

@@ -3,6 +3,15 @@ decoded, each in its own sandboxed process. See README.md in timely_core and
 docs/service-api.md ("Tool plugins")."""
 
 from timely_core.tools.plugin import ArgValue, ToolCall, ToolPlugin, ToolReply, Unresolved
+from timely_core.tools.process import ToolStartError
 from timely_core.tools.spec import ToolSpec
 
-__all__ = ["ArgValue", "ToolCall", "ToolPlugin", "ToolReply", "ToolSpec", "Unresolved"]
+__all__ = [
+    "ArgValue",
+    "ToolCall",
+    "ToolPlugin",
+    "ToolReply",
+    "ToolSpec",
+    "ToolStartError",
+    "Unresolved",
+]

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from timely_core.errors import ServiceError
 from timely_core.tools.channel import Channel, ChannelClosed, call_to_wire, reply_from_wire
 from timely_core.tools.plugin import ToolCall, ToolReply
 from timely_core.tools.sandbox import EXIT_MEMORY
@@ -39,7 +40,7 @@ START_TIMEOUT_S = 60.0  # importing the plugin on a loaded machine
 TICK_S = 0.02  # how often the reader looks at the wall time of the call in progress
 
 
-class ToolStartError(RuntimeError):
+class ToolStartError(ServiceError, RuntimeError):
     """The plugin's process could not be started (bad import path, plugin error)."""
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from timely_core import tools
+from timely_core.errors import ServiceError
 from timely_core.tools.plugin import ToolCall, ToolReply
 from timely_core.tools.process import PendingCall, PluginProcess, ToolStartError
 from timely_core.tools.spec import ToolSpec
@@ -230,6 +232,8 @@ def test_a_plugin_that_cannot_start_is_named() -> None:
         PluginProcess(ToolSpec(name="bad", plugin="tools_fault_plugins:NotAPlugin"), Replies())
     with pytest.raises(ToolStartError, match="ModuleNotFoundError"):
         PluginProcess(ToolSpec(name="bad", plugin="no_such_module:X"), Replies())
+    # one of the service's errors, exported where tool authors import from
+    assert issubclass(ToolStartError, ServiceError) and tools.ToolStartError is ToolStartError
 
 
 def test_a_memory_limit_below_what_the_process_maps_is_named() -> None:
