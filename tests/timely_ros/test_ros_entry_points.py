@@ -116,3 +116,39 @@ def test_timely_up_reports_a_bad_config(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "robot 'x' is listed but has no settings" in done.stderr
+
+
+def test_a_node_entry_point_reports_bad_parameters_in_one_line(tmp_path: Path) -> None:
+    params = tmp_path / "planner.yaml"
+    params.write_text(yaml.safe_dump(planner_entry({"drone1": "drone"}, kv_budget_mb=-3.0)))
+    done = subprocess.run(
+        [PYTHON, "-m", "timely_ros.planner_node", "--ros-args", "--params-file", str(params)],
+        cwd=REPO,
+        env=ros_env(tmp_path / "ros_log"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "kv_budget_mb: Input should be greater than 0" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--topic", "bad topic!", "a cat"], "--topic 'bad topic!' is not a valid topic name"),
+        (["a \u202e cat"], "scene: Value error, invisible format character U+202E"),
+    ],
+)
+def test_timely_scene_refuses_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    done = subprocess.run(
+        [PYTHON, "-m", "timely_ros.cli", "scene", "--robot", "drone1", *args],
+        cwd=REPO,
+        env=ros_env(tmp_path / "ros_log"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

@@ -11,6 +11,7 @@ import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
+from timely_ros.config import ConfigError
 from timely_ros.executor import TimelyExecutor
 
 N = TypeVar("N", bound=Node)
@@ -28,6 +29,9 @@ def run_node(
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except ConfigError as err:  # bad parameters: one line, not a traceback
+        print(f"{sys.argv[0]}: {err}", file=sys.stderr)
+        return 2
     finally:
         if node is not None:
             node.destroy_node()

@@ -84,10 +84,10 @@ class PlannerNode(LifecycleNode):
         names = PlannerNames(self.get_namespace())  # relative names resolve under it
         self._lock = threading.Lock()
         self._jobs: dict[bytes, PlanJob] = {}
+        self.service: Any = None  # built by configure
         declare_planner_parameters(self)
         self.params: PlannerParams = planner_params(node_parameters(self))
         self._given_service = service
-        self.service: Any = None  # built by configure
         self._state = "unconfigured"  # this node's lifecycle state, for reports
         self._configure_error: Exception | None = None
         self._pending_scenes: dict[str, str] = {}  # published before configure

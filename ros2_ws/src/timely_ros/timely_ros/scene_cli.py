@@ -10,7 +10,9 @@ import sys
 import time
 
 import rclpy
+from pydantic import ValidationError
 from rclpy.duration import Duration
+from rclpy.exceptions import InvalidTopicNameException
 from rclpy.node import Node
 from std_msgs.msg import String
 
@@ -25,14 +27,22 @@ def run_scene(robot: str, scene: str, topic: str, wait_s: float) -> int:
         return 2
     try:
         SceneUpdate(robot_id=robot, scene=scene)
-    except ValueError as err:
-        print(f"timely scene: {err}", file=sys.stderr)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        print(f"timely scene: {problems}", file=sys.stderr)
         return 2
     topic = topic or f"/{robot}/scene"
     rclpy.init()
     node = Node("timely_scene_cli")
     try:
-        publisher = node.create_publisher(String, topic, LATEST)
+        try:
+            publisher = node.create_publisher(String, topic, LATEST)
+        except InvalidTopicNameException as err:
+            print(
+                f"timely scene: --topic {topic!r} is not a valid topic name ({err})",
+                file=sys.stderr,
+            )
+            return 2
         deadline = time.monotonic() + wait_s
         while publisher.get_subscription_count() == 0:  # volatile: nobody would hear it
             if time.monotonic() > deadline:

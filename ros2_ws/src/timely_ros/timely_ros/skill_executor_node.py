@@ -61,10 +61,10 @@ class SkillExecutorNode(Node):
         raw = node_parameters(self)
         robot_id = str(raw.pop("robot_id", "") or self.get_namespace().strip("/"))
         self.params: ExecutorParams = executor_params(robot_id, raw)
+        self._active: dict[bytes, threading.Event] = {}
         self.backend = backend or make_backend(self.params)
         self._runner = SegmentRunner(self.backend, self.params.robot_type)
         self._run_lock = threading.Lock()
-        self._active: dict[bytes, threading.Event] = {}
         self._stop_reasons: dict[bytes, str] = {}  # segments stopped without a cancel
         self.incarnation = new_incarnation()
         publish_heartbeats(self, "heartbeat", self.params.robot_id, self.incarnation)
@@ -243,11 +243,12 @@ class SkillExecutorNode(Node):
     def destroy_node(self) -> None:
         """Shutting down stops the robot: running segments end at once (Tello: hover),
         so the process exits promptly instead of finishing the segment first."""
-        for stop in list(self._active.values()):
-            stop.set()
-        if self._active:
-            self.backend.halt()
-        self.backend.close()
+        if hasattr(self, "backend"):  # not when its parameters were refused
+            for stop in list(self._active.values()):
+                stop.set()
+            if self._active:
+                self.backend.halt()
+            self.backend.close()
         super().destroy_node()
 
 
