@@ -36,15 +36,20 @@ def _start(args: list[str], tmp: Path, name: str) -> tuple[subprocess.Popen[byte
     return proc, log
 
 
-def _plan(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _run(tmp: Path, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    """`python ARGS` in the repository, with the tests' ROS environment."""
     return subprocess.run(
-        [PYTHON, "-m", "timely_ros.cli", "plan", "--wait", "60", *args],
+        [PYTHON, *args],
         cwd=REPO,
         env=ros_env(tmp / "ros_log"),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout_s,
     )
+
+
+def _plan(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return _run(tmp, "-m", "timely_ros.cli", "plan", "--wait", "60", *args, timeout_s=120)
 
 
 def test_params_file_entry_points_and_plan_cli(tmp_path: Path) -> None:
@@ -106,14 +111,7 @@ def test_timely_up_stops_cleanly_on_ctrl_c(node_processes: StartNodes) -> None:
 def test_timely_up_reports_a_bad_config(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"timely_planner": {"ros__parameters": {"robots": ["x"]}}}))
-    done = subprocess.run(
-        [PYTHON, "-m", "timely_ros.cli", "up", str(bad)],
-        cwd=REPO,
-        env=ros_env(tmp_path / "ros_log"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _run(tmp_path, "-m", "timely_ros.cli", "up", str(bad))
     assert done.returncode == 2
     assert "robot 'x' is listed but has no settings" in done.stderr
 
@@ -121,13 +119,8 @@ def test_timely_up_reports_a_bad_config(tmp_path: Path) -> None:
 def test_a_node_entry_point_reports_bad_parameters_in_one_line(tmp_path: Path) -> None:
     params = tmp_path / "planner.yaml"
     params.write_text(yaml.safe_dump(planner_entry({"drone1": "drone"}, kv_budget_mb=-3.0)))
-    done = subprocess.run(
-        [PYTHON, "-m", "timely_ros.planner_node", "--ros-args", "--params-file", str(params)],
-        cwd=REPO,
-        env=ros_env(tmp_path / "ros_log"),
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = _run(
+        tmp_path, "-m", "timely_ros.planner_node", "--ros-args", "--params-file", str(params)
     )
     assert done.returncode == 2, done.stderr
     assert "kv_budget_mb: Input should be greater than 0" in done.stderr
@@ -142,13 +135,6 @@ def test_a_node_entry_point_reports_bad_parameters_in_one_line(tmp_path: Path) -
     ],
 )
 def test_timely_scene_refuses_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
-    done = subprocess.run(
-        [PYTHON, "-m", "timely_ros.cli", "scene", "--robot", "drone1", *args],
-        cwd=REPO,
-        env=ros_env(tmp_path / "ros_log"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _run(tmp_path, "-m", "timely_ros.cli", "scene", "--robot", "drone1", *args)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
