@@ -67,6 +67,13 @@ def test_planner_parameters_round_trip_through_ros_names() -> None:
         ({"some_node": {"ros__parameters": {}}}, "unknown node 'some_node'"),
         ({"timely_planner": {"params": {}}}, "ros__parameters"),
         ({"timely_planner": {"ros__parameters": ["a", "b"]}}, "must be a mapping .* got a list"),
+        (
+            {
+                **_planner(),
+                "/drone1/timely_skill_executor": {"ros__parameters": {"backend": "sim-arm"}},
+            },
+            "robot 'drone1' is planned as type 'drone', but its executor's backend 'sim-arm'",
+        ),
         # values of the wrong type are not coerced (a queue of `true` is no queue of 1)
         (_planner(max_queue=True), "max_queue: expected a number, got True"),
         (_planner(kv_budget_mb="64"), "kv_budget_mb: expected a number, got '64'"),

@@ -114,6 +114,10 @@ def test_timely_up_reports_a_bad_config(tmp_path: Path) -> None:
     done = _run(tmp_path, "-m", "timely_ros.cli", "up", str(bad))
     assert done.returncode == 2
     assert "robot 'x' is listed but has no settings" in done.stderr
+    robots_only = tmp_path / "robots.yaml"  # --only planner would serve nothing, for ever
+    robots_only.write_text(yaml.safe_dump(executor_entry("arm1", "sim-arm")))
+    done = _run(tmp_path, "-m", "timely_ros.cli", "up", str(robots_only), "--only", "planner")
+    assert done.returncode == 2 and "--only planner: the config has no planner node" in done.stderr
 
 
 def test_a_node_entry_point_reports_bad_parameters_in_one_line(tmp_path: Path) -> None:

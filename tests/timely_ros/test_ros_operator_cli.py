@@ -51,6 +51,22 @@ def test_times_that_are_no_times_are_refused_before_anything_starts(
     assert "expected" in capsys.readouterr().err
 
 
+def test_approve_lists_how_long_a_segment_has_waited_not_how_long_when_published() -> None:
+    import time
+
+    from timely_ros.approval_desk import ApprovalDesk
+    from timely_ros.approve_cli import _describe
+
+    published: list[list[dict[str, object]]] = []
+    desk = ApprovalDesk(published.append)
+    request = desk.open("arm1", "ab" * 16, "task-1", 2, "pk('knife');", ("near a person",))
+    (summary,) = published[-1]
+    assert summary["waiting_s"] == pytest.approx(0.0, abs=1.0)
+    summary["opened_at"] = time.time() - 12.4  # the latched message, read 12 s later
+    line = _describe(summary)
+    assert f"{request.request_id}  robot arm1  segment 2" in line and "waiting for 12 s" in line
+
+
 def test_status_renders_every_robot() -> None:
     from rich.console import Console
     from timely_interfaces.msg import ServiceStatus

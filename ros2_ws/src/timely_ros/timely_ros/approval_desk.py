@@ -31,6 +31,7 @@ class ApprovalRequest:
     text: str
     reasons: tuple[str, ...]
     opened_mono: float
+    opened_at: float = field(default_factory=time.time)  # wall clock, for other processes
     decided: threading.Event = field(default_factory=threading.Event)
     outcome: Outcome | None = None
     reason: str = ""  # the operator's words on a denial
@@ -44,7 +45,8 @@ class ApprovalRequest:
             "segment": self.segment,
             "text": self.text,
             "reasons": list(self.reasons),
-            "waiting_s": round(time.monotonic() - self.opened_mono, 3),
+            "waiting_s": round(time.monotonic() - self.opened_mono, 3),  # when published
+            "opened_at": self.opened_at,  # the latched message is not republished as time goes
         }
 
 

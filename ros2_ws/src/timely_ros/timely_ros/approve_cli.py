@@ -41,9 +41,11 @@ def _spin_until(node: Node, done: Any, wait_s: float) -> bool:
 
 def _describe(request: dict[str, Any]) -> str:
     reasons = "; ".join(request.get("reasons", []))
+    opened = request.get("opened_at")  # a planner before it sent waiting_s only
+    waiting = time.time() - float(opened) if opened else float(request["waiting_s"])
     return (
         f"{request['request_id']}  robot {request['robot_id']}  segment {request['segment']}  "
-        f"{str(request['text']).strip()!r}  waiting since {request['waiting_s']:g} s  ({reasons})"
+        f"{str(request['text']).strip()!r}  waiting for {max(waiting, 0.0):.0f} s  ({reasons})"
     )
 
 

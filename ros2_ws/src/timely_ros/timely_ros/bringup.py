@@ -14,6 +14,7 @@ from rclpy.parameter import Parameter
 
 from timely_ros.config import (
     BringupConfig,
+    ConfigError,
     ExecutorParams,
     PlannerParams,
     executor_to_parameters,
@@ -81,7 +82,12 @@ def spin(nodes: list[Node], until: Callable[[], bool] | None = None) -> None:
 
 
 def up(config: BringupConfig, which: Which = "all") -> int:
-    """`timely up`: init ROS, start the nodes, serve until stopped."""
+    """`timely up`: init ROS, start the nodes, serve until stopped. ConfigError when
+    `which` selects nothing in `config` (it would serve nothing until stopped)."""
+    if which == "planner" and config.planner is None:
+        raise ConfigError("--only planner: the config has no planner node")
+    if which == "executors" and not config.executors:
+        raise ConfigError("--only executors: the config has no skill executor")
     rclpy.init()
     try:
         nodes = make_nodes(config, which)

@@ -593,6 +593,13 @@ def parse_bringup(doc: Any, source: str = "config") -> BringupConfig:
     ids = [e.robot_id for e in executors]
     if len(set(ids)) != len(ids):
         raise ConfigError(f"{source}: a robot has two skill executors")
+    for executor in executors:  # a drone planned for an arm fails every goal at run time
+        robot = planner.robot(executor.robot_id) if planner is not None else None
+        if robot is not None and robot.type != executor.robot_type:
+            raise ConfigError(
+                f"{source}: robot {robot.id!r} is planned as type {robot.type!r}, but its "
+                f"executor's backend {executor.backend!r} runs type {executor.robot_type!r}"
+            )
     return BringupConfig(planner=planner, executors=executors)
 
 
