@@ -10,6 +10,7 @@ plan goes on from the failure."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
 import threading
@@ -292,3 +293,26 @@ def test_a_failed_leg_is_replanned_and_no_later_leg_of_its_path_is_sent(
     assert rolled[0]["error"].startswith(
         "element 1: robot drone1, fly_path: injected failure of fp"
     ), rolled
+
+
+def test_a_path_that_waits_for_its_drone_runs_after_the_goal_before_it(
+    node_processes: StartNodes, ros_client: RosClient, planner_for: Any
+) -> None:
+    """Two path goals for one drone: the second's legs come while the first runs, so
+    it waits for the drone (one goal at a time), then flies all of its own."""
+    from action_msgs.msg import GoalStatus
+    from timely_ros.plan_client import PlanClient, make_goal
+
+    drone = _drone(node_processes, time_scale=0.1)
+    planner_for(0.05)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
+    assert client.wait_for_server(60)
+    calls = [client.send(make_goal("drone1", INSTRUCTION, scene="visible: wall")) for _ in "ab"]
+    for call in calls:
+        assert call.done.wait(120), drone.output()[-3000:]
+        assert call.status == GoalStatus.STATUS_SUCCEEDED, call.final_result().error
+    started = re.findall(r"event=segment_started robot=drone1 task=(\S+) ", drone.output())
+    first, second = (call.segments[0].task_id for call in calls)
+    assert started.count(first) == started.count(second) == 6  # tk, 4 legs, ld each
+    tasks = [t for t in started if t in (first, second)]
+    assert sum(a != b for a, b in itertools.pairwise(tasks)) == 1, tasks

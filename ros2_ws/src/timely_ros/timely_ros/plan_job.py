@@ -374,7 +374,9 @@ class PlanJob:
         if not turns.take(self.robot_id, self.goal_id, self._run.cancelled, on_wait):
             return "cancelled by the client"
         if waited:
-            with contextlib.suppress(ServiceError):  # the robot gets it only now
+            # the robot gets it only now; a streamed segment's element comes before its
+            # segment is dispatched (ValueError): its timing starts with the segment
+            with contextlib.suppress(ServiceError, ValueError):
                 handle.segment_started(index, self._service.clock.now())
         return None
 
