@@ -43,6 +43,17 @@ class MachineRecord:
             "load_after": os.getloadavg()[0],
         }
 
+    def done_with_platform(self) -> dict[str, Any]:
+        """`done()` under the keys the natural-set benches write (`platform`, `cpus`)."""
+        return {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "matmul_gflops": self.matmul_gflops,
+            "load_before": self.load_before,
+            "load_after": os.getloadavg()[0],
+        }
+
     @staticmethod
     def line(machine: dict[str, Any]) -> str:
         return (

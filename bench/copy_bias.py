@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -29,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_machine import matmul_gflops
+from bench_machine import MachineRecord
 from natural_eval import cases_of, score, serve
 
 from robot_models.checkpoints import default_planner_path
@@ -66,8 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if not biases or biases[0] != 0.0 or any(b < 0 for b in biases):
         parser.error("--biases: non-negative numbers, 0 among them (the unbiased baseline)")
     torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()[0]
-    gflops = matmul_gflops()
+    machine = MachineRecord()  # load average, then the matmul peak
     started = time.perf_counter()
     cases = cases_of()
     close_within = ServiceConfig().grammar_close_within
@@ -91,14 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         "chosen": pick,
         "service_default": ServiceConfig().copy_bias,
         "rows": rows,
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "torch_threads": args.threads,
-            "matmul_gflops": gflops,
-            "load_before": load_before,
-            "load_after": os.getloadavg()[0],
-        },
+        "machine": machine.done_with_platform(),
         "seconds": time.perf_counter() - started,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -34,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_machine import matmul_gflops
+from bench_machine import MachineRecord
 from natural_eval import Case, cases_of, score, serve
 
 from robot_models.checkpoints import default_planner_path
@@ -80,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(n < 1 for n in counts):
         parser.error("--candidates: at least 1 alternative per row")
     torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()[0]
-    gflops = matmul_gflops()
+    machine = MachineRecord()  # load average, then the matmul peak
     started = time.perf_counter()
     cases = cases_of()
 
@@ -105,14 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         "baseline": baseline,
         "sweep": sweep,
         "others": others,
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "torch_threads": args.threads,
-            "matmul_gflops": gflops,
-            "load_before": load_before,
-            "load_after": os.getloadavg()[0],
-        },
+        "machine": machine.done_with_platform(),
         "seconds": time.perf_counter() - started,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
