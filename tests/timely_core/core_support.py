@@ -23,6 +23,7 @@ from timely_core.engine.sim.latency import PAPER_LLAMA3_8B_RTX4090, LatencyModel
 from timely_core.language.plan_language import PlanStatement
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
+from timely_core.task_handle import TaskHandle
 
 EOS = "<eos>"
 _STATEMENT = re.compile(r"\s*([a-z_]+)\(([^();]*)\);")
@@ -164,3 +165,14 @@ def make_service(
     for robot in robots:
         service.register_robot(robot, TinyLanguage())
     return service, clock, engine
+
+
+def run_reporting_segments(service: PlanningService, handle: TaskHandle) -> None:
+    """Run the service until the task ends, its robot reporting each segment done
+    as soon as it is dispatched (the service's clock, now)."""
+    generation = service._state.generations[handle.task_id]
+    while not handle.done():
+        service.run_until_idle()
+        for record in generation.records:
+            if record.finished_at_s is None:
+                handle.segment_done(record.segment.index)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.timely_core.core_support import make_tokenizer
+from tests.timely_core.core_support import make_tokenizer, run_reporting_segments
 from tests.timely_core.test_core_torch_service import (  # noqa: F401 (a fixture)
     MAX_TOKENS,
     WordLanguage,
@@ -64,11 +64,7 @@ def test_a_rollback_frees_the_kv_and_goes_on_greedily_from_the_observation(
         seen["free_after"] = memory.device_blocks_free
 
     handle.on_segment(fail_segment_0)
-    while not handle.done():
-        service.run_until_idle()
-        for record in gen.records:
-            if record.finished_at_s is None:
-                handle.segment_done(record.segment.index)
+    run_reporting_segments(service, handle)
     rollback = seen["rollback"]
     assert isinstance(rollback, Rollback)
     assert rollback.tokens_dropped == seen["ahead"] and rollback.tokens_dropped >= 2

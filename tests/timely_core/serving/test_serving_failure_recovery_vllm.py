@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.timely_core.core_support import eos_id, make_tokenizer
+from tests.timely_core.core_support import eos_id, make_tokenizer, run_reporting_segments
 from tests.timely_core.test_core_torch_service import MAX_TOKENS, WordLanguage
 from timely_core.clock import VirtualClock
 from timely_core.engine.protocol import RewritableEngine, SamplingParams
@@ -103,11 +103,7 @@ def test_a_failed_segment_is_rolled_back_and_planning_goes_on(vllm_engine: VllmE
 
     handle.on_segment(fail_segment_0)
     handle.on_rollback(log.append)
-    while not handle.done():
-        service.run_until_idle()
-        for record in gen.records:
-            if record.finished_at_s is None:
-                handle.segment_done(record.segment.index)
+    run_reporting_segments(service, handle)
     rollback = seen["rollback"]
     assert isinstance(rollback, Rollback)
     assert rollback.tokens_dropped == seen["ahead"] and rollback.tokens_dropped >= 2

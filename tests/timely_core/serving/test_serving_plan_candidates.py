@@ -21,7 +21,7 @@ from robot_models.dataset import build_dataset
 from robot_models.dataset.example import Example
 from robot_models.language import load_language
 from robot_models.plan_check import check_plan
-from tests.timely_core.core_support import make_tokenizer
+from tests.timely_core.core_support import make_tokenizer, run_reporting_segments
 from tests.timely_core.serving.test_serving_failure_recovery_torch import greedy
 from tests.timely_core.test_core_torch_service import (  # noqa: F401 (a fixture)
     MAX_TOKENS,
@@ -120,11 +120,7 @@ def test_a_chosen_plan_whose_segment_fails_is_admitted_again_and_recovers(
 
     handle.on_segment(fail_segment_0)
     gen = service._state.generations[handle.task_id]
-    while not handle.done():
-        service.run_until_idle()
-        for record in gen.records:
-            if record.finished_at_s is None:
-                handle.segment_done(record.segment.index)
+    run_reporting_segments(service, handle)
     rollback = seen["rollback"]
     assert isinstance(rollback, Rollback)
     result = handle.result(timeout_s=0)
