@@ -4,15 +4,21 @@ processes), plus the status rendering and goal-id parsing on their own."""
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.timely_ros.ros_support import (
+    CLI_WAIT_S,
+    PYTHON,
+    REPO,
     TEST_PLANNER_TIMEOUT_S,
     RosClient,
     StartNodes,
     lrtrace_goal_fields,
+    ros_env,
     start_arm_and_planner,
     timely_cli,
     wait_until,
@@ -137,3 +143,47 @@ def test_status_and_cancel_from_the_command_line(
     assert idle.returncode == 1 and "drone1: no goal to cancel" in idle.stdout, idle.stdout
     stranger = timely_cli(tmp_path, "cancel", "--robot", "drone9")
     assert stranger.returncode == 2 and "robot 'drone9' is not served" in stranger.stderr
+
+
+@pytest.mark.parametrize("detach", [False, True], ids=["cancel", "detach"])
+def test_ctrl_c_on_plan_cancels_its_goal_and_waits_for_the_robot_to_stop(
+    node_processes: StartNodes, tmp_path: Path, detach: bool
+) -> None:
+    robot, planner_proc = start_arm_and_planner(
+        node_processes,
+        tmp_path,
+        time_scale=10.0,  # slow: the arm is mid-segment at Ctrl-C
+    )
+    task = lrtrace_goal_fields(10)
+    args = ["plan", "--robot", "arm1", "--wait", CLI_WAIT_S, "--scene", task["scene"]]
+    plan = subprocess.Popen(
+        [PYTHON, "-m", "timely_ros.cli", *args, *(["--detach"] if detach else []),
+         task["instruction"]],
+        cwd=REPO,
+        env=ros_env(tmp_path / "ros_log"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        running = robot.wait_for_output(r"event=segment_started robot=arm1 task=(\S+) ", 90)
+        plan.send_signal(signal.SIGINT)
+        out, err = plan.communicate(timeout=60)
+    finally:
+        if plan.poll() is None:
+            plan.kill()
+    assert plan.returncode == 130, out + err
+    cancelled = f"event=segment_cancelled robot=arm1 task={running.group(1)}"
+    if detach:  # the goal runs on: its robot is not stopped
+        assert "keeps running" in err, err
+        status = timely_cli(tmp_path, "status")
+        assert re.search(r"arm1\W+executing", status.stdout), status.stdout
+        assert cancelled not in robot.output()
+        return
+    assert "interrupted; cancelling goal" in err and "cancelled" in err.splitlines()[-1], err
+    # the robot stopped before the command returned, and the planner holds no goal for it
+    assert cancelled in robot.output()
+    status = timely_cli(tmp_path, "status")
+    assert status.returncode == 0, status.stderr
+    assert re.search(r"arm1\W+idle", status.stdout), status.stdout
+    assert planner_proc.proc.poll() is None

@@ -2,7 +2,8 @@
 the demo.
 
 timely up CONFIG.yaml [--only planner|executors]
-timely plan --robot drone1 [--urgent] [--scene TEXT] [--no-dispatch] [--resubmit N] "find the cat"
+timely plan --robot drone1 [--urgent] [--scene TEXT] [--no-dispatch] [--resubmit N] [--detach]
+    "find the cat"
 timely scene --robot drone1 [--topic /drone1/scene] "a sofa, a cat under the table"
 timely status [--watch]
 timely cancel [GOAL_ID ...] [--robot drone1] [--all]
@@ -49,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="times to resend a goal lost because the planner stopped responding or restarted",
+    )
+    plan.add_argument(
+        "--detach",
+        action="store_true",
+        help="on Ctrl-C leave the goal running (by default Ctrl-C cancels it)",
     )
 
     scene = sub.add_parser("scene", help="publish what a robot perceives (its scene topic)")
@@ -138,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 timeout_s=args.timeout,
                 resubmit=args.resubmit,
                 namespace=args.namespace,
+                detach=args.detach,
             )
         if args.command == "scene":
             from timely_ros.scene_cli import run_scene

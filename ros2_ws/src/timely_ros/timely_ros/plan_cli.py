@@ -9,15 +9,50 @@ import threading
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 from timely_interfaces.msg import Segment as SegmentMsg
 
 from timely_ros.plan_client import PlanCall, PlanClient, make_goal
+
+# a cancelled goal ends once its robot has stopped (robot_link.STOP_CONFIRM_S at most)
+CANCEL_WAIT_S = 10.0
 
 
 def _print_segment(call: PlanCall, segment: SegmentMsg) -> None:
     skills = ", ".join(s.raw_text for s in segment.skills) or segment.text
     tail = " (final)" if segment.final else ""
     print(f"segment {segment.index}{tail}: {skills}", flush=True)
+
+
+def _cancel_and_wait(client: PlanClient, call: PlanCall) -> None:
+    """Cancel the goal and wait for its end, so its robot has stopped when the
+    command returns."""
+    client.cancel(call)
+    try:
+        ended = call.done.wait(CANCEL_WAIT_S)
+    except KeyboardInterrupt:  # a second Ctrl-C: stop waiting, the cancel is sent
+        ended = False
+    if not ended:
+        print(
+            f"timely plan: no answer to the cancel of goal {call.goal_id} after "
+            f"{CANCEL_WAIT_S:g} s; check with timely status",
+            file=sys.stderr,
+        )
+
+
+def _interrupted(client: PlanClient, call: PlanCall, detach: bool) -> None:
+    """Ctrl-C while the goal runs: cancel it, or leave it running when asked to."""
+    if detach:
+        print(
+            f"timely plan: interrupted; goal {call.goal_id} keeps running "
+            f"(timely cancel {call.goal_id})",
+            file=sys.stderr,
+        )
+        return
+    print(f"timely plan: interrupted; cancelling goal {call.goal_id}", file=sys.stderr)
+    _cancel_and_wait(client, call)
+    if call.done.is_set():
+        print(f"timely plan: goal {call.goal_id} cancelled", file=sys.stderr)
 
 
 def run_plan(
@@ -30,11 +65,14 @@ def run_plan(
     timeout_s: float,
     resubmit: int = 0,
     namespace: str = "timely",
+    detach: bool = False,
 ) -> int:
-    """Exit status 0 on success, 1 on failure or a lost planner, 2 on rejection.
-    `resubmit`: how many times a goal lost with its planner (it stopped responding
-    or restarted) is sent again once a planner is up."""
-    rclpy.init()
+    """Exit status 0 on success, 1 on failure or a lost planner, 2 on rejection, 130
+    on Ctrl-C. `resubmit`: how many times a goal lost with its planner (it stopped
+    responding or restarted) is sent again once a planner is up. Ctrl-C cancels the
+    goal (as `ros2 action send_goal` does) unless `detach`: then it keeps running."""
+    # rclpy's own SIGINT handler would shut the context down before the cancel is sent
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     node = Node("timely_plan_cli")
     executor = SingleThreadedExecutor()
     executor.add_node(node)
@@ -44,6 +82,8 @@ def run_plan(
             executor.spin()
 
     spinner = threading.Thread(target=spin, daemon=True)
+    client: PlanClient | None = None
+    call: PlanCall | None = None
     try:
         client = PlanClient(node, namespace)
         spinner.start()
@@ -61,8 +101,8 @@ def run_plan(
         print(f"goal {call.goal_id} sent (timely cancel {call.goal_id})", file=sys.stderr)
         while True:
             if not call.done.wait(timeout_s):
-                client.cancel(call)
-                print(f"timely plan: no result after {timeout_s:g} s; cancelled", file=sys.stderr)
+                print(f"timely plan: no result after {timeout_s:g} s; cancelling", file=sys.stderr)
+                _cancel_and_wait(client, call)
                 return 1
             if not call.client_error:
                 break
@@ -93,7 +133,11 @@ def run_plan(
             flush=True,
         )
         return 0
-    except (KeyboardInterrupt, ExternalShutdownException):
+    except KeyboardInterrupt:
+        if client is not None and call is not None and not call.done.is_set():
+            _interrupted(client, call, detach)
+        return 130
+    except ExternalShutdownException:
         return 130
     finally:
         rclpy.try_shutdown()
