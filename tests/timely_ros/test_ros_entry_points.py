@@ -1,5 +1,6 @@
-"""The nodes' own entry points with `--params-file` (what the launch files run), the
-`timely plan` client, and `timely up` stopping cleanly on Ctrl-C."""
+"""The nodes' own entry points with `--params-file` (what the launch files run; the
+planner's stops once shut down), the `timely plan` client, and `timely up` stopping
+cleanly on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -95,6 +96,11 @@ def test_params_file_entry_points_and_plan_cli(tmp_path: Path) -> None:
         assert rejected.returncode == 2
         assert "rejected: robot_id 'drone7' is not served" in rejected.stderr
         assert "event=segment_executed robot=drone1" in robot_log.read_text()
+        # a lifecycle shutdown ends the planner's process: it would serve nothing more
+        shutdown = _run(tmp_path, "-m", "timely_ros.cli", "lifecycle", "shutdown", "--wait", "60")
+        assert shutdown.stdout.strip().endswith("active -> finalized"), shutdown.stderr
+        assert planner.wait(timeout=30) == 0, planner_log.read_text()
+        assert "the planner was shut down (lifecycle); stopping" in planner_log.read_text()
     finally:
         for proc in (planner, robot):
             proc.send_signal(signal.SIGINT)

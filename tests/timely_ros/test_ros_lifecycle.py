@@ -70,6 +70,10 @@ def test_lifecycle_configure_activate_drain_cleanup(
 
     got = _timely(tmp_path, "lifecycle", "get", "--wait", "30")
     assert got.returncode == 0 and got.stdout.strip() == f"{PLANNER}: unconfigured", got
+    status = _timely(tmp_path, "status")
+    assert status.returncode == 0, status.stderr
+    assert ": unconfigured (no model loaded" in status.stdout, status.stdout
+    assert "arm1" in status.stdout, status.stdout
 
     client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), proc.output()
@@ -113,9 +117,15 @@ def test_lifecycle_configure_activate_drain_cleanup(
 
     cleanup = _timely(tmp_path, "lifecycle", "cleanup", "--wait", "30")
     assert cleanup.stdout.strip() == f"{PLANNER}: inactive -> unconfigured", cleanup.stderr
-    # an impossible transition fails and says where the planner stays
+    # an impossible transition is refused, naming those the planner can take
     refused = _timely(tmp_path, "lifecycle", "activate", "--wait", "30")
-    assert refused.returncode == 1 and "stays unconfigured" in refused.stderr
+    assert refused.returncode == 1, refused.stdout
+    assert (
+        "is unconfigured: activate is not possible from there (possible: configure, "
+        "shutdown)" in refused.stderr
+    ), refused.stderr
+    ok, reason = _set_policy(ros_client, "timely")  # unconfigured again: parameters settable
+    assert ok, reason
 
     # and it comes back: configure + activate serve goals again
     assert _timely(tmp_path, "lifecycle", "configure").returncode == 0
@@ -123,6 +133,14 @@ def test_lifecycle_configure_activate_drain_cleanup(
     again = client.send(goal)
     assert again.done.wait(120)
     assert again.status == GoalStatus.STATUS_SUCCEEDED, again.final_result().error
+    status = _timely(tmp_path, "status")
+    assert "(simulated, timely): active" in status.stdout, status.stdout
+
+    # shutdown: the planner serves nothing any more, so `timely up` stops
+    shutdown = _timely(tmp_path, "lifecycle", "shutdown", "--wait", "30")
+    assert shutdown.stdout.strip() == f"{PLANNER}: active -> finalized", shutdown.stderr
+    assert proc.proc.wait(timeout=30) == 0, proc.output()
+    assert "the planner was shut down (lifecycle); stopping" in proc.output()
 
 
 @pytest.mark.ros

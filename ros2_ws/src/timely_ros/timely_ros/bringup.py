@@ -4,6 +4,7 @@ or SIGTERM stops them cleanly."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -23,6 +24,8 @@ from timely_ros.config import (
 from timely_ros.executor import TimelyExecutor
 
 Which = Literal["all", "planner", "executors"]
+
+SHUTDOWN_GRACE_S = 1.0
 
 
 def _overrides(flat: dict[str, Any]) -> list[Parameter]:
@@ -81,6 +84,21 @@ def spin(nodes: list[Node], until: Callable[[], bool] | None = None) -> None:
             node.destroy_node()
 
 
+def until_shut_down(nodes: list[Node], who: str) -> Callable[[], bool]:
+    """True a moment after a planner of `nodes` was shut down (lifecycle `shutdown`):
+    it serves nothing any more, so its process stops rather than keep a dead planner
+    up. The moment lets it answer the client that asked for the shutdown."""
+    seen: list[float] = []
+
+    def stop() -> bool:
+        if not seen and any(getattr(node, "finalized", False) for node in nodes):
+            print(f"{who}: the planner was shut down (lifecycle); stopping", flush=True)
+            seen.append(time.monotonic())
+        return bool(seen) and time.monotonic() - seen[0] > SHUTDOWN_GRACE_S
+
+    return stop
+
+
 def up(config: BringupConfig, which: Which = "all") -> int:
     """`timely up`: init ROS, start the nodes, serve until stopped. ConfigError when
     `which` selects nothing in `config` (it would serve nothing until stopped)."""
@@ -94,7 +112,7 @@ def up(config: BringupConfig, which: Which = "all") -> int:
         for node in nodes:
             node.get_logger().info("up")
         print(f"timely up: {len(nodes)} node(s) running; Ctrl-C stops", flush=True)
-        spin(nodes)
+        spin(nodes, until=until_shut_down(nodes, "timely up"))
     finally:
         rclpy.try_shutdown()
     return 0

@@ -9,7 +9,7 @@ from typing import Any
 
 import rclpy
 from lifecycle_msgs.msg import Transition
-from lifecycle_msgs.srv import ChangeState, GetState
+from lifecycle_msgs.srv import ChangeState, GetAvailableTransitions, GetState
 from rclpy.node import Node
 
 from timely_ros.config import PLANNER_NODE, planner_names
@@ -21,6 +21,25 @@ def _call(node: Node, client: Any, request: Any, wait_s: float) -> Any:
     future = client.call_async(request)
     rclpy.spin_until_future_complete(node, future, timeout_sec=wait_s)
     return future.result() if future.done() else None
+
+
+def _possible(node: Node, planner: str, wait_s: float) -> list[str] | None:
+    """The transitions the planner can take now, or None when it does not say."""
+    client: Any = node.create_client(
+        GetAvailableTransitions, f"{planner}/get_available_transitions"
+    )
+    if not client.wait_for_service(timeout_sec=wait_s):
+        return None
+    answer = _call(node, client, GetAvailableTransitions.Request(), wait_s)
+    if answer is None:
+        return None
+    return [t.transition.label for t in answer.available_transitions]
+
+
+def _listed(possible: list[str]) -> str:
+    if not possible:
+        return "it takes no transition any more: restart the planner"
+    return "possible: " + ", ".join(dict.fromkeys(possible))
 
 
 def run_lifecycle(transition: str, wait_s: float, namespace: str) -> int:
@@ -47,6 +66,14 @@ def run_lifecycle(transition: str, wait_s: float, namespace: str) -> int:
         if transition == "get":
             print(f"{planner}: {before.current_state.label}")
             return 0
+        possible = _possible(node, planner, wait_s)
+        if possible is not None and transition not in possible:
+            print(
+                f"timely lifecycle: {planner} is {before.current_state.label}: {transition} "
+                f"is not possible from there ({_listed(possible)})",
+                file=sys.stderr,
+            )
+            return 1
         change: Any = node.create_client(ChangeState, f"{planner}/change_state")
         change.wait_for_service(timeout_sec=wait_s)
         request = ChangeState.Request(transition=Transition(label=transition))
@@ -54,6 +81,8 @@ def run_lifecycle(transition: str, wait_s: float, namespace: str) -> int:
         answer = _call(node, change, request, max(wait_s, 600.0))
         after = _call(node, get, GetState.Request(), wait_s)
         state = after.current_state.label if after is not None else "unknown"
+        if after is None and transition == "shutdown" and answer is not None and answer.success:
+            state = "finalized"  # `timely up` stops once its planner is shut down
         if answer is None or not answer.success:
             print(
                 f"timely lifecycle: {transition} failed: {planner} stays {state} "

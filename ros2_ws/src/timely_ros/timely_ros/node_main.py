@@ -11,6 +11,7 @@ import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
+from timely_ros.bringup import until_shut_down
 from timely_ros.config import ConfigError
 from timely_ros.executor import TimelyExecutor
 
@@ -26,7 +27,9 @@ def run_node(
         node = make_node()
         executor = TimelyExecutor(num_threads=threads(node))
         executor.add_node(node)
-        executor.spin()
+        stop = until_shut_down([node], sys.argv[0])
+        while rclpy.ok() and not stop():
+            executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except ConfigError as err:  # bad parameters: one line, not a traceback

@@ -66,7 +66,7 @@ from timely_ros.qos import DEEP, LATCHED, LATEST, REPORTS, TOPIC, action_server_
 from timely_ros.robot_link import RobotLink
 from timely_ros.robot_turns import RobotTurns
 from timely_ros.robot_watch import RobotWatch
-from timely_ros.status import GoalCounts, RobotState, status_msg
+from timely_ros.status import GoalCounts, RobotState, status_msg, unconfigured_status
 
 SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
@@ -263,7 +263,14 @@ class PlannerNode(LifecycleNode):
         self._stop_everything()
         with self._lock:
             self._state = "finalized"
+        self.get_logger().info(f"planner {self.get_fully_qualified_name()} shut down")
         return SUCCESS
+
+    @property
+    def finalized(self) -> bool:
+        """Shut down (lifecycle): it serves nothing any more, `timely up` stops."""
+        with self._lock:
+            return self._state == "finalized"
 
     def _wait_for_goals(self, timeout_s: float) -> bool:
         """Whether every accepted goal ended within `timeout_s`."""
@@ -287,7 +294,7 @@ class PlannerNode(LifecycleNode):
         return SetParametersResult(
             successful=False,
             reason=f"{names}: the planner reads its parameters at configure and is {state}; "
-            "deactivate and clean it up (timely lifecycle), set them, then configure",
+            + _RECONFIGURE_HINTS.get(state, ""),
         )
 
     def _open_journal(self, names: PlannerNames) -> GoalJournal | None:
@@ -330,7 +337,7 @@ class PlannerNode(LifecycleNode):
             if state != "active":
                 raise GoalError(
                     f"planner {self.get_fully_qualified_name()} is {state}: it accepts goals "
-                    "only when active (timely lifecycle activate)"
+                    f"only when active ({_ACTIVATE_HINTS.get(state, '')})"
                 )
             checked = check_goal(goal, self.params)
             silent = self._watch.why_not_responding(checked.robot.id)
@@ -466,8 +473,12 @@ class PlannerNode(LifecycleNode):
             robots = self._robot_states()
             service, state = self.service, self._state
         if service is None:  # unconfigured: no model, nothing to report but that
+            stamp = self._stamp()
+            self._status_pub.publish(
+                unconfigured_status(self.params, goals, stamp, self.incarnation, robots, state)
+            )
             self._diagnostics_pub.publish(
-                unconfigured_diagnostics(self.get_fully_qualified_name(), self._stamp(), state)
+                unconfigured_diagnostics(self.get_fully_qualified_name(), stamp, state)
             )
             return
         memory = getattr(service.engine, "memory", None)
@@ -482,6 +493,7 @@ class PlannerNode(LifecycleNode):
             self._watch.liveness.not_responding(),
             robots,
             weights() if weights is not None else None,
+            lifecycle_state=state,
         )
         self._status_pub.publish(status)
         self._diagnostics_pub.publish(
@@ -532,6 +544,19 @@ class PlannerNode(LifecycleNode):
         if journal is not None:
             journal.close()
         super().destroy_node()
+
+
+# what an operator does from each lifecycle state: to serve goals, and to set parameters
+_ACTIVATE_HINTS = {
+    "unconfigured": "timely lifecycle configure, then activate",
+    "inactive": "timely lifecycle activate",
+    "finalized": "it was shut down: restart it",
+}
+_RECONFIGURE_HINTS = {
+    "active": "deactivate and clean it up (timely lifecycle), set them, then configure",
+    "inactive": "clean it up (timely lifecycle cleanup), set them, then configure",
+    "finalized": "it was shut down: restart it with them",
+}
 
 
 def _clipped(text: str, limit: int = CLIP_CHARS) -> str:

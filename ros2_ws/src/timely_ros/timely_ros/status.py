@@ -40,6 +40,7 @@ def status_msg(
     not_responding: list[str] | None = None,
     robots: list[RobotState] | None = None,
     weights: ResidentWeights | None = None,
+    lifecycle_state: str = "active",
 ) -> ServiceStatus:
     """`memory` is the engine's MemoryReport (for the host swap pool), or None.
     The `tasks_*` counters are `goals`' (what clients saw: a plan the service
@@ -85,6 +86,36 @@ def status_msg(
         candidate_plans=int(getattr(stats, "candidate_plans", 0)),
         candidate_alternatives_kept=int(getattr(stats, "candidate_alternatives_kept", 0)),
         candidate_plans_redecoded=int(getattr(stats, "candidate_redecoded", 0)),
+        lifecycle_state=lifecycle_state,
+    )
+
+
+def unconfigured_status(
+    params: PlannerParams,
+    goals: GoalCounts,
+    stamp: Time,
+    incarnation: str,
+    robots: list[RobotState],
+    lifecycle_state: str,
+) -> ServiceStatus:
+    """The planner with no model loaded (before configure, after cleanup): its state,
+    the goals counted so far and its robots; no queue, generations or memory."""
+    return ServiceStatus(
+        stamp=stamp,
+        policy=params.policy,
+        engine=params.engine,
+        tasks_submitted=goals.accepted,
+        tasks_completed=goals.succeeded,
+        tasks_failed=goals.aborted,
+        tasks_rejected=goals.rejected,
+        tasks_cancelled=goals.cancelled,
+        incarnation=incarnation,
+        robot_ids=[r.robot_id for r in robots],
+        robot_states=[r.state for r in robots],
+        robot_goal_ids=[r.goal_id for r in robots],
+        robot_variants=[_variant(params, r.robot_id) for r in robots],
+        plan_candidates=params.plan_candidates,
+        lifecycle_state=lifecycle_state,
     )
 
 

@@ -16,10 +16,22 @@ from timely_interfaces.msg import ServiceStatus
 from timely_ros.config import planner_names
 from timely_ros.qos import TOPIC
 
+# what a planner not serving goals needs, by lifecycle state
+_STATE_HINTS = {
+    "unconfigured": "no model loaded, goals are rejected: timely lifecycle configure",
+    "inactive": "goals are rejected: timely lifecycle activate",
+    "finalized": "shut down: restart it",
+}
+
 
 def render(msg: ServiceStatus) -> Group:
     """The planner table (queue, generations, KV, counters) and the robots table."""
-    planner = Table(title=f"planner {msg.incarnation or '?'} ({msg.engine}, {msg.policy})")
+    state = msg.lifecycle_state or "active"  # a planner from before the field: active
+    hint = _STATE_HINTS.get(state, "")
+    planner = Table(
+        title=f"planner {msg.incarnation or '?'} ({msg.engine}, {msg.policy}): {state}"
+        + (f" ({hint})" if hint else "")
+    )
     for column in (
         "queue", "running", "suspended", "KV device", "KV host",
         "goals done", "plans done", "failed", "cancelled", "rejected", "segments",
