@@ -33,18 +33,21 @@ def diagnostics(
     node_name: str,
     stamp: Time,
     lifecycle_state: str = "active",
+    twin: str | None = None,
 ) -> DiagnosticArray:
     """One status for the planner (OK; WARN when it is not active, or the queue or the
-    device KV is nearly full) and one per robot (OK; ERROR when it stopped responding)."""
-    warnings = []
+    device KV is nearly full; ERROR with `twin`, why another planner of its name
+    stops it serving) and one per robot (OK; ERROR when it stopped responding)."""
+    warnings = [twin] if twin else []
     if lifecycle_state != "active":
         warnings.append(f"{lifecycle_state}: goals are rejected")
     if status.queue_length >= QUEUE_WARN_FRACTION * params.max_queue:
         warnings.append(f"queue {status.queue_length} of {params.max_queue}")
     if status.kv_device_used_fraction >= KV_WARN_FRACTION:
         warnings.append(f"device KV {status.kv_device_used_fraction:.0%} used")
+    level = DiagnosticStatus.WARN if warnings else DiagnosticStatus.OK
     planner = _status(
-        DiagnosticStatus.WARN if warnings else DiagnosticStatus.OK,
+        DiagnosticStatus.ERROR if twin else level,
         f"{node_name}: planner",
         "; ".join(warnings) or "serving",
         node_name,

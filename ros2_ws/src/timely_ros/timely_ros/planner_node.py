@@ -57,7 +57,7 @@ from timely_ros.diagnostics import diagnostics, unconfigured_diagnostics
 from timely_ros.goal_journal import GoalJournal, JournalInUse
 from timely_ros.goals import CheckedGoal, GoalError, check_goal
 from timely_ros.identified_action_server import IdentifiedActionServer
-from timely_ros.liveness import new_incarnation, publish_heartbeats
+from timely_ros.liveness import Beat, new_incarnation, publish_heartbeats, watch_heartbeats
 from timely_ros.node_main import run_node
 from timely_ros.node_params import node_parameters
 from timely_ros.param_descriptors import declare_planner_parameters
@@ -67,6 +67,7 @@ from timely_ros.robot_link import RobotLink
 from timely_ros.robot_turns import RobotTurns
 from timely_ros.robot_watch import RobotWatch
 from timely_ros.status import GoalCounts, RobotState, status_msg, unconfigured_status
+from timely_ros.twin_planner import TwinWatch
 
 SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
@@ -114,6 +115,8 @@ class PlannerNode(LifecycleNode):
             if r.dispatch
         }
         publish_heartbeats(self, names.heartbeat, self.get_fully_qualified_name(), self.incarnation)
+        self._twins = TwinWatch(self.get_fully_qualified_name(), self.incarnation)
+        watch_heartbeats(self, names.heartbeat, self._on_own_beat, MutuallyExclusiveCallbackGroup())
         self._segments_pub = self.create_publisher(SegmentMsg, names.segments, TOPIC)
         self._status_pub = self.create_publisher(ServiceStatus, names.status, TOPIC)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", TOPIC)
@@ -283,6 +286,10 @@ class PlannerNode(LifecycleNode):
         with self._lock:
             return not self._jobs and not self._checked
 
+    def _on_own_beat(self, beat: Beat) -> None:
+        if self._twins.beat(beat):
+            self.get_logger().error(f"goals refused: {self._twins.why()}")
+
     def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
         """Parameters are read at configure: changing them while configured would
         not take effect, so it is refused (clean up first)."""
@@ -339,6 +346,9 @@ class PlannerNode(LifecycleNode):
                     f"planner {self.get_fully_qualified_name()} is {state}: it accepts goals "
                     f"only when active ({_ACTIVATE_HINTS.get(state, '')})"
                 )
+            twin = self._twins.why()
+            if twin is not None:
+                raise GoalError(twin)
             checked = check_goal(goal, self.params)
             silent = self._watch.why_not_responding(checked.robot.id)
             if checked.dispatch and silent is not None:
@@ -497,7 +507,14 @@ class PlannerNode(LifecycleNode):
         )
         self._status_pub.publish(status)
         self._diagnostics_pub.publish(
-            diagnostics(status, self.params, self.get_fully_qualified_name(), status.stamp, state)
+            diagnostics(
+                status,
+                self.params,
+                self.get_fully_qualified_name(),
+                status.stamp,
+                state,
+                twin=self._twins.why(),
+            )
         )
 
     def _robot_states(self) -> list[RobotState]:
