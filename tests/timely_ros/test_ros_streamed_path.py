@@ -39,9 +39,10 @@ INSTRUCTION = "Fly a square at 1.5 m"
 RECOVERY = "fp(0,-50,0,50,0,0);ld();"  # written after a failure observation
 
 
-def _service(decode_s: float) -> Any:
+def _service(decode_s: float, plans: dict[str, str] | None = None) -> Any:
     """A planning service whose engine writes PLAN for any request (RECOVERY after a
-    failure observation), `decode_s` of wall time per token, with drone1's streamed
+    failure observation; `plans[word]` for a request whose prompt holds `word`),
+    `decode_s` of wall time per token, with drone1's streamed
     skill and its StreamedPath tool."""
     from timely_ros.config import RobotSpec
     from timely_ros.paced_engine import PacedSimulatedEngine
@@ -61,9 +62,14 @@ def _service(decode_s: float) -> Any:
     eos = tokenizer.token_to_id("<eos>")
     assert eos is not None
 
+    others = {w: list(tokenizer.encode(p, add_special_tokens=False).ids)
+              for w, p in (plans or {}).items()}  # fmt: skip
+
     def script(prompt_ids: Sequence[int]) -> list[int]:
-        failed = tokenizer.decode(list(prompt_ids)).endswith("')\n")  # an observation
-        return recovery if failed else plan
+        prompt = tokenizer.decode(list(prompt_ids))
+        if prompt.endswith("')\n"):  # a failure observation
+            return recovery
+        return next((ids for word, ids in others.items() if word in prompt), plan)
 
     engine = PacedSimulatedEngine(
         LatencyModel(decode_s=decode_s, prefill_token_s=1e-5),
@@ -137,8 +143,10 @@ def _drone(node_processes: StartNodes, time_scale: float, **params: Any) -> Node
 def planner_for(ros_client: RosClient) -> Iterator[Any]:
     started: list[_Planner] = []
 
-    def start(decode_s: float, replan_on_failure: bool = False) -> Any:
-        started.append(_Planner(ros_client, _service(decode_s), replan_on_failure))
+    def start(
+        decode_s: float, replan_on_failure: bool = False, plans: dict[str, str] | None = None
+    ) -> Any:
+        started.append(_Planner(ros_client, _service(decode_s, plans), replan_on_failure))
         return started[-1].service
 
     yield start
@@ -316,3 +324,28 @@ def test_a_path_that_waits_for_its_drone_runs_after_the_goal_before_it(
     assert started.count(first) == started.count(second) == 6  # tk, 4 legs, ld each
     tasks = [t for t in started if t in (first, second)]
     assert sum(a != b for a, b in itertools.pairwise(tasks)) == 1, tasks
+
+
+def test_a_path_whose_first_leg_waits_for_its_drone_flies_once_the_drone_is_free(
+    node_processes: StartNodes, ros_client: RosClient, planner_for: Any
+) -> None:
+    """A hover holds the drone while a long path starting with a leg is decoded:
+    the path's first leg waits for the drone and gets it while the rest of its path is
+    still being decoded (its segment not dispatched yet); it flies every leg."""
+    from action_msgs.msg import GoalStatus
+    from timely_ros.plan_client import PlanClient, make_goal
+
+    legs = ",".join(["100,0,0", "-100,0,0"] * 3)  # a segment holds at most 64 tokens
+    drone = _drone(node_processes, time_scale=0.1)
+    planner_for(0.15, plans={"Hop": "dl(30);dl(20);ld();", "Tour": f"fp({legs});ld();"})
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
+    assert client.wait_for_server(60)
+    hop = client.send(make_goal("drone1", "Hop over the wall", scene="visible: wall"))
+    wait_until(lambda: len(hop.segments) >= 1, 60, "the hop's first leg")
+    tour = client.send(make_goal("drone1", "Tour the room", scene="visible: wall"))
+    for call in (hop, tour):
+        assert call.done.wait(120), drone.output()[-3000:]
+        assert call.status == GoalStatus.STATUS_SUCCEEDED, call.final_result().error
+    assert tour.final_result().plan == f"fp({legs});ld();"
+    started = re.findall(r"event=segment_started robot=drone1 task=(\S+) ", drone.output())
+    assert started.count(tour.segments[0].task_id) == 7  # 6 legs and the landing
