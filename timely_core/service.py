@@ -44,7 +44,9 @@ from timely_core.serving.loop import ServiceLoop
 from timely_core.serving.robots import (
     Robot,
     StoredPrefix,
+    check_room,
     encode_prefix,
+    encode_request,
     prefix_key,
     request_header_ids,
     resolve_language,
@@ -131,16 +133,20 @@ class PlanningService:
         text = language.prompt_prefix() if prompt_prefix is None else prompt_prefix
         state = self._state
         header = request_header_ids(state.tokenizer, language) if text else []
+        empty = len(encode_request(state.tokenizer, language.format_request("", "")))
         key = prefix_key(language.robot_type, text, header, variant)
         with state.engine_gate.caller(), state.lock:
             prefix = state.prefixes.get(key)
             if prefix is None:
                 ids = encode_prefix(state.tokenizer, text)
+                check_room(robot_id, len(ids), empty, limit, state)
                 cached = bool(ids) and state.config.prefix_cache
                 prefix = StoredPrefix(key if cached else None, tuple(ids), tuple(header), variant)
                 if cached:
                     register_variant_prefix(state.engine, key, list(prefix.shared_ids), variant)
                 state.prefixes[key] = prefix
+            else:
+                check_room(robot_id, len(prefix.token_ids), empty, limit, state)
             previous = state.robots.get(robot_id)
             state.robots[robot_id] = Robot(robot_id, language, prefix, limit, guard, variant)
             if previous is not None and previous.prefix is not prefix:

@@ -126,8 +126,9 @@ def _prompt(state: ServiceState, request: TaskRequest) -> tuple[Robot, list[int]
     needed = min(state.config.max_tokens, robot.max_segment_tokens)  # a first segment
     if isinstance(context, int) and context - len(prompt_ids) < needed:
         raise PromptTooLong(
-            f"prompt of robot {request.robot_id!r} has {len(prompt_ids)} tokens; the "
-            f"model's context is {context} positions, which leaves "
+            f"prompt of robot {request.robot_id!r} has {len(prompt_ids)} tokens (the "
+            f"robot's fixed prompt {len(robot.prefix.token_ids)}, the scene and instruction "
+            f"{len(request_ids)}); the model's context is {context} positions, which leaves "
             f"{max(context - len(prompt_ids), 0)} for the plan (at least {needed} needed); "
             "shorten the scene or instruction"
         )

@@ -77,6 +77,27 @@ def encode_request(encoder: Any, request_text: str) -> list[int]:
     return list(encoder.encode(request_text, add_special_tokens=False).ids)
 
 
+def check_room(
+    robot_id: str, prefix_tokens: int, empty_request_tokens: int, segment_limit: int, state: Any
+) -> None:
+    """ValueError when the model's context (`state.engine.max_model_len`, if the engine
+    has one) cannot hold the robot's prompt prefix, an empty request and a first
+    segment: every task of the robot would be refused (PromptTooLong)."""
+    context = getattr(state.engine, "max_model_len", None)
+    if not isinstance(context, int):
+        return
+    needed = min(state.config.max_tokens, segment_limit)
+    room = context - prefix_tokens - empty_request_tokens
+    if room < needed:
+        raise ValueError(
+            f"robot {robot_id!r}: its prompt prefix takes {prefix_tokens} of the model's "
+            f"{context} positions, which leaves {max(room, 0)} for the scene, instruction "
+            f"and plan, less than a first segment ({needed} tokens, max_segment_tokens "
+            f"{segment_limit}): every task would be refused; use a shorter prompt, a "
+            "smaller max_segment_tokens or a model with a longer context"
+        )
+
+
 # Unlike scenes and instructions (letters, digits, punctuation, spaces, empty): what
 # the request parts of all of them start with is the language's fixed header.
 _HEADER_PROBES = (("a", "b"), ("Z z", "9"), ("1, (x)", "'q'"), ("", ""), ("Ω!", "-"))

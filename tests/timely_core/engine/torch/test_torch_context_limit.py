@@ -90,3 +90,24 @@ def test_the_service_refuses_a_prompt_that_leaves_no_room_for_a_plan(
         assert handle.result(timeout_s=120).success
     finally:
         service.stop()
+
+
+def test_a_robot_whose_prompt_prefix_leaves_no_room_for_a_segment_is_refused_at_registration(
+    engine: TorchEngine,
+) -> None:
+    tokenizer = Tokenizer.from_file(str(PLANNER / "tokenizer.json"))
+    service = PlanningService(
+        engine, tokenizer, policy="timely", clock=MonotonicClock(), config=ServiceConfig()
+    )
+    # a streamed drone's prompt (its `fp` path skill, statements of up to 160 tokens)
+    # is most of the 2048 positions: every task of it would be refused
+    streamed = load_language("drone", streamed_skills=True)
+    with pytest.raises(ValueError, match=r"robot 'drone2': its prompt prefix takes \d+ of the "
+                       r"model's 2048 positions, which leaves \d+ .* less than a first segment "
+                       r"\(160 tokens"):  # fmt: skip
+        service.register_robot("drone2", streamed, max_segment_tokens=160)
+    with pytest.raises(ValueError, match="robot 'drone1'"):  # a prefix too long on its own
+        service.register_robot("drone1", load_language("drone"), prompt_prefix="x " * 2100)
+    service.register_robot("drone1", load_language("drone"))  # the plain drone fits
+    with pytest.raises(ValueError, match="robot 'drone1'"):  # and so does re-registering
+        service.register_robot("drone1", load_language("drone"), max_segment_tokens=400)
