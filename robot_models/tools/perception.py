@@ -10,15 +10,18 @@ from typing import Any
 
 from robot_models.executors import SimulatedWorld
 from robot_models.skills import SkillSet
-from robot_models.tools.scene_text import scene_names
+from robot_models.tools.scene_text import scene_has
 from timely_core.tools.plugin import ToolCall, ToolPlugin, ToolReply
 
 
 class ScenePerception(ToolPlugin):
-    """Options: `robot_type`; `seed` for the simulated object positions."""
+    """Options: `robot_type`; `seed` for the simulated object positions; `validates`
+    (default false): the statement waits for the answer before it is sent, which
+    `append_observations` needs to show the answer to the planner."""
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
+        self.validates = bool(options.get("validates", False))  # type: ignore[misc]
         skill_set = SkillSet.load(str(options.get("robot_type", "")))
         perception = [
             s for s in skill_set.skills if s.returns in ("bool", "float") and len(s.args) == 1
@@ -32,7 +35,9 @@ class ScenePerception(ToolPlugin):
         obj = call.args[0] if call.args else None
         if not isinstance(obj, str):
             return ToolReply.ok()  # a variable: known only when the robot runs the plan
-        world = self._worlds.setdefault(call.task_id, SimulatedWorld(set(scene_names(call.scene))))
+        world = self._worlds.setdefault(call.task_id, SimulatedWorld(set()))
+        if scene_has(call.scene, obj):
+            world.present.add(obj)
         value = world.observe(self._names[call.skill], obj, self._rng)
         shown = f"{value:.2f}" if isinstance(value, float) else str(value)
         return ToolReply.observes(f"{call.text}->{shown}")

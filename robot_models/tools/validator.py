@@ -12,7 +12,7 @@ from typing import Any
 
 from robot_models.errors import SkillValidationError
 from robot_models.skills import SkillSet
-from robot_models.tools.scene_text import scene_names
+from robot_models.tools.scene_text import scene_has, scene_names
 from timely_core.tools.plugin import ToolCall, ToolPlugin, ToolReply, Unresolved
 
 # Arguments that name something the robot acts on, by robot type and skill (full name).
@@ -40,7 +40,7 @@ class SkillCallValidator(ToolPlugin):
         self._skills = SkillSet.load(robot_type)
         self._object_args = OBJECT_ARGS[robot_type]
         known_map = options.get("map")
-        self._map = None if known_map is None else scene_names(str(known_map))
+        self._map = None if known_map is None else str(known_map)
         self.skills = frozenset(  # type: ignore[misc]
             name for s in self._skills.skills for name in (s.name, s.short)
         )
@@ -71,9 +71,9 @@ class SkillCallValidator(ToolPlugin):
         except SkillValidationError as exc:
             return ToolReply.error(str(exc), argument=index)
         if spec.name in self._object_args.get(skill.name, ()):
-            known = scene_names(call.scene) if self._map is None else self._map
-            if value not in known:
-                listed = ", ".join(sorted(known)) or "nothing"
+            known = call.scene if self._map is None else self._map
+            if not isinstance(value, str) or not scene_has(known, value):
+                listed = ", ".join(sorted(scene_names(known))) or "nothing"
                 return ToolReply.error(
                     f"{skill.name} {spec.name} {value!r} is not in the scene (it names: {listed})",
                     argument=index,

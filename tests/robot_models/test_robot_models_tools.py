@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from robot_models.dataset.lrtrace_tasks import LRTRACE_TASKS
-from robot_models.tools.scene_text import scene_names, scene_parts
+from robot_models.tools.scene_text import scene_has, scene_names, scene_parts
 from robot_models.tools.validator import SkillCallValidator
 from tests.timely_core.robot_support import languages, tokenizer
 from timely_core.clock import VirtualClock
@@ -68,6 +68,25 @@ def test_scene_text() -> None:
     assert scene_names("") == frozenset()
 
 
+@pytest.mark.parametrize(
+    ("scene", "name", "named"),
+    [
+        ("on table: cup, pen; places: tray", "cup", True),
+        ("a cup, a tray", "cup", True),  # free text: articles are no part of a name
+        ("a cup, a tray", "the tray", True),
+        ("a sofa, a cat under the table", "cat", True),
+        ("a sofa, a cat under the table", "table", True),
+        ("There is a Red Cup on the shelf", "red cup", True),
+        ("a cupboard, a tray", "cup", False),  # whole words only
+        ("a red box, a cup", "box cup", False),  # within one item
+        ("a cup", "a", False),
+        ("", "cup", False),
+    ],
+)
+def test_whether_a_scene_names_an_object(scene: str, name: str, named: bool) -> None:
+    assert scene_has(scene, name) is named
+
+
 def test_the_validator_passes_every_golden_plan_in_its_scene(service: PlanningService) -> None:
     register(service, "arm", "arm", VALIDATOR)
     register(service, "drone", "drone", VALIDATOR)
@@ -122,6 +141,8 @@ def test_the_validator_checks_limits_argument_by_argument() -> None:
     assert arm.on_partial(call("so", "cup", "fruit bin")).argument == 1  # no bins here
     assert arm.on_partial(call("pk", Unresolved("_x"))) == ToolReply.ok()  # known when run
     assert arm.on_partial(call("mt", 100)).message.startswith("skill 'move_to', argument 'x'")
+    free = ToolCall("t", "r", 0, "pk", ("cup",), False, "pk('cup'", scene="a cup, a tray")
+    assert arm.on_partial(free) == ToolReply.ok()  # a scene written as people write it
     mapped = SkillCallValidator({"robot_type": "arm", "map": "on table: pen; bins: bin"})
     assert mapped.on_partial(call("pk", "pen")) == ToolReply.ok()  # the map, not the scene
     assert mapped.on_partial(call("pk", "cup")).message.endswith("(it names: bin, pen)")
@@ -146,6 +167,30 @@ def test_perception_answers_from_the_scene(service: PlanningService) -> None:
         "lk('plate')->True",
     ]
     assert {o.kind for o in service.tool_outcomes("desk")} == {"observation"}
+
+
+def test_perception_reads_a_scene_written_freely_and_can_gate_its_statement() -> None:
+    from robot_models.tools.perception import ScenePerception
+
+    drone = ScenePerception({"robot_type": "drone"})
+    assert not drone.validates  # by default the plan does not wait for its answers
+    scene = "a sofa, a cat under the table"
+    for obj, seen in (("cat", True), ("sofa", True), ("dog", False)):
+        look = ToolCall("t", "r", 0, "iv", (obj,), True, f"iv('{obj}')", scene=scene)
+        assert drone.on_call(look) == ToolReply.observes(f"iv('{obj}')->{seen}")
+    assert ScenePerception({"robot_type": "drone", "validates": True}).validates
+
+
+def test_perception_that_gates_its_statement_can_show_its_answers_to_the_planner(
+    service: PlanningService,
+) -> None:
+    service.register_robot("drone", robot_type="drone")
+    info = service.register_tool(
+        "drone",
+        {"name": "look", "plugin": PERCEPTION, "append_observations": True,
+         "options": {"robot_type": "drone", "validates": True}},
+    )  # fmt: skip
+    assert info.validates
 
 
 def wait_for(service: PlanningService, task_id: str, count: int) -> None:
