@@ -50,3 +50,14 @@ class DuplicateTask(ServiceError):
 class VariantUnavailable(ServiceError):
     """A robot named a fleet variant (LoRA adapter) the engine has not loaded, or the
     engine serves no variants at all."""
+
+
+MESSAGE_CHARS = 500  # of text from outside (a robot's or a tool's) quoted in an error
+
+
+def one_line(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """`text` on one line (whitespace runs as one space) and at most `limit`
+    characters, marked when cut: errors quote robots, tools and engines, whose text
+    can be long or span lines, and a task's error must stay a readable line."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else f"{flat[: limit - 3]}..."

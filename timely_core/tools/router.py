@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from timely_core.engine.protocol import Engine, EngineError, HandlingStrategy, RewritableEngine
+from timely_core.errors import one_line
 from timely_core.language.segmenter import SegmentationError
 from timely_core.tools.answer_times import AnswerStats, AnswerTimes
 from timely_core.tools.call_stream import CallEvent, CallStream
@@ -336,8 +337,8 @@ class ToolRouter:
             generation.written_ids.extend(ids)
         except (EngineError, ValueError) as exc:
             raise ToolRejected(
-                f"robot {generation.robot_id}: the observation {text.strip()!r} could not "
-                f"be appended to the plan: {exc}"
+                f"robot {generation.robot_id}: the observation {one_line(text, 200)!r} "
+                f"could not be appended to the plan: {one_line(str(exc), 300)}"
             ) from exc
 
     def take_elements(self, task_id: str) -> list[StreamedOut]:
@@ -512,7 +513,9 @@ class ToolRouter:
             if current and reply.kind == "observation" and tool.spec.append_observations:
                 task.observations.append(str(reply.value))
             if current and reply.kind == "error" and not task.error:
-                task.error = _error_message(task.robot_id, tool.spec.name, event, reply)
+                task.error = _error_message(
+                    task.robot_id, tool.spec.name, event, reply, tool.info.validates
+                )
                 task.error_s = now
             self._cond.notify_all()
         if self.answer_listener is not None:
@@ -532,13 +535,19 @@ class ToolRouter:
             )
 
 
-def _error_message(robot_id: str, tool: str, event: CallEvent, reply: ToolReply) -> str:
-    where = f"call {event.text!r}" + ("" if event.complete else " (partial)")
+def _error_message(
+    robot_id: str, tool: str, event: CallEvent, reply: ToolReply, validates: bool
+) -> str:
+    """The task's error for a tool's error reply. A validating tool answers before
+    its statement is sent; any other may answer after the robot has it."""
+    where = f"call {one_line(event.text, 200)!r}" + ("" if event.complete else " (partial)")
     if reply.argument is not None and 0 <= reply.argument < len(event.args):
         value = event.args[reply.argument]
         where = f"argument {reply.argument + 1} ({value!r}) of {where}"
     verb = "rejected" if reply.argument is not None else "failed on"
-    return (
-        f"robot {robot_id}: tool {tool!r} {verb} {where}: {reply.message}; "
+    what = (
         "this statement and everything after it were not sent"
+        if validates
+        else "the plan ends here (the statement may have been sent already)"
     )
+    return f"robot {robot_id}: tool {tool!r} {verb} {where}: {one_line(reply.message)}; {what}"

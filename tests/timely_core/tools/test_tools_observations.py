@@ -88,6 +88,30 @@ def test_without_appending_the_plan_ends_where_it_was(
     assert engine.rewrites == 0
 
 
+def test_an_observation_the_engine_refuses_ends_the_task_with_one_bounded_line(
+    service: tuple[PlanningService, SimulatedEngine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine's refusal can be pages long (a grammar's whole state): the task's
+    error quotes it on one line, cut, as it does the observation."""
+    from timely_core.engine.protocol import EngineError
+
+    planning, engine = service
+
+    def refuse(*_args: object) -> None:
+        raise EngineError("the grammar refuses it\n" + "parser state line\n" * 400)
+
+    monkeypatch.setattr(engine, "rewrite", refuse)
+    planning.register_tool("drone1", LOOK)
+    handle = planning.submit(TaskRequest(robot_id="drone1", instruction="find the keys"))
+    planning.run_until_idle()
+    error = handle.result(timeout_s=0).error
+    assert error.startswith(
+        "robot drone1: the observation 'keys is on the table' could not be appended to the "
+        "plan: the grammar refuses it parser state line"
+    ), error
+    assert "\n" not in error and len(error) < 700 and error.endswith("..."), error
+
+
 def test_appending_needs_a_validating_tool_and_a_rewritable_engine(
     service: tuple[PlanningService, SimulatedEngine],
 ) -> None:

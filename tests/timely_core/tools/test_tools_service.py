@@ -103,6 +103,29 @@ def test_observations_and_a_crashing_tool(service: PlanningService) -> None:
     assert [o.value for o in service.tool_outcomes("again")] == ["keys is on the table"]
 
 
+@pytest.mark.parametrize("validates", [True, False])
+def test_a_tool_error_says_whether_the_statement_was_held_back(validates: bool) -> None:
+    """A validating tool answers before its statement is sent; any other may answer
+    once the robot has it, so its error does not claim the statement was held back.
+    A message over many lines is quoted on one, cut."""
+    from timely_core.tools.call_stream import CallEvent
+    from timely_core.tools.plugin import ToolReply
+    from timely_core.tools.router import _error_message
+
+    event = CallEvent(1, "search", ("keys",), True, "search('keys')", 8)
+    reply = ToolReply.error("no searching here\n" + "because\n" * 300, argument=0)
+    error = _error_message("drone1", "objector", event, reply, validates)
+    assert error.startswith(
+        "robot drone1: tool 'objector' rejected argument 1 ('keys') of call "
+        "\"search('keys')\": no searching here because because"
+    ), error
+    assert "\n" not in error and len(error) < 800, error
+    if validates:
+        assert error.endswith("...; this statement and everything after it were not sent")
+    else:
+        assert error.endswith("...; the plan ends here (the statement may have been sent already)")
+
+
 def test_tools_need_a_registered_robot(service: PlanningService) -> None:
     with pytest.raises(UnknownRobot):
         service.register_tool("nobody", {"name": "x", "plugin": "tools_fault_plugins:Look"})
