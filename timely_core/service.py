@@ -453,6 +453,9 @@ class PlanningService:
                 candidate_plans=chosen.get("plans", 0),
                 candidate_alternatives_kept=chosen.get("alternatives_kept", 0),
                 candidate_redecoded=chosen.get("redecoded", 0),
+                rollbacks=counters["rollbacks"],
+                tokens_rolled_back=counters["tokens_rolled_back"],
+                segments_withdrawn=counters["segments_withdrawn"],
             )
 
 

@@ -18,7 +18,7 @@ class ServiceStats:
     failed: int
     cancelled: int
     rejected: int  # QueueFull
-    segments_emitted: int
+    segments_emitted: int  # every segment handed out, those later withdrawn included
     iterations: int
     decisions: int
     decision_time_s: float  # total time spent in scheduling decisions
@@ -41,3 +41,9 @@ class ServiceStats:
     candidate_plans: int = 0
     candidate_alternatives_kept: int = 0
     candidate_redecoded: int = 0
+    # plans that react (ServiceConfig.max_recoveries, TaskRequest.replan_on_failure):
+    # failed segments rolled back, the generated ids dropped, and the segments emitted
+    # past a failed one that were taken back (Rollback.withdrawn)
+    rollbacks: int = 0
+    tokens_rolled_back: int = 0
+    segments_withdrawn: int = 0

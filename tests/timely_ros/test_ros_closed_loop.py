@@ -73,11 +73,15 @@ def test_a_failed_segment_is_replanned_and_the_goal_goes_on(
         assert "injected failure of tc" in result.error
         assert _started(robot, task_id) == [0, 1]
         assert "plan_rolled_back" not in planner.output()
+        assert list(result.recovered_failures) == []
         return
     assert call.status == GoalStatus.STATUS_SUCCEEDED, result.error
     # the failed turn, then the plan from the failure on: the turn again, the move
     assert [s.text for s in call.segments] == ["mu(150);", "tc(180);", "tc(180);", "mf(200);"]
     assert result.plan == "mu(150);tc(180);tc(180);mf(200);"
+    # the result says what the plan recovered from
+    [recovered] = result.recovered_failures
+    assert recovered.startswith("segment 1: ") and "injected failure of tc" in recovered
     # segment 1 failed; the plan goes on from segment 2 (an index that any segment
     # planned ahead of the failure had, withdrawn unsent)
     assert _started(robot, task_id) == [0, 1, 2, 3]

@@ -230,6 +230,7 @@ class FailureRecovery:
         state.enqueue(generation)  # segment index + 1, its reference the failure time
         state.counters["rollbacks"] += 1
         state.counters["tokens_rolled_back"] += dropped
+        state.counters["segments_withdrawn"] += len(withdrawn)
         return Rollback(
             task_id=generation.task_id,
             robot_id=generation.robot_id,

@@ -61,6 +61,7 @@ COUNTERS = (
     "kv_stalls",  # scheduling points whose admission stopped short of KV memory
     "rollbacks",  # failed segments rolled back, planning went on (failure_recovery.py)
     "tokens_rolled_back",  # generated ids (and their KV) dropped by those rollbacks
+    "segments_withdrawn",  # segments emitted past a failed one, taken back by a rollback
 )
 
 

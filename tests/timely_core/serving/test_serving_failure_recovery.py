@@ -139,8 +139,8 @@ def test_a_failure_mid_generation_is_rolled_back_and_the_plan_goes_on() -> None:
     assert any(c.endswith(OBSERVATION) for c in setup.planner.contexts)  # the input
     stats = setup.service.stats()
     assert stats.succeeded == 1 and stats.failed == 0
-    assert setup.service._state.counters["rollbacks"] == 1
-    assert setup.service._state.counters["tokens_rolled_back"] == rollback.tokens_dropped
+    assert (stats.rollbacks, stats.segments_withdrawn) == (1, 0)
+    assert stats.tokens_rolled_back == rollback.tokens_dropped
 
 
 def test_segments_delivered_past_the_failure_are_withdrawn_and_replaced() -> None:
@@ -162,6 +162,8 @@ def test_segments_delivered_past_the_failure_are_withdrawn_and_replaced() -> Non
     result = handle.result(timeout_s=0)
     assert result.success and result.segment_count == 3
     assert "search" not in result.plan_text
+    stats = setup.service.stats()  # four segments handed out, one of them taken back
+    assert (stats.segments_emitted, stats.segments_withdrawn, stats.rollbacks) == (4, 1, 1)
 
 
 def test_the_kv_past_the_failure_point_is_freed() -> None:

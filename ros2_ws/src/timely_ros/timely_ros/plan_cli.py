@@ -126,6 +126,8 @@ def run_plan(
         if not result.success:
             print(f"timely plan: failed: {result.error}", file=sys.stderr)
             return 1
+        for failure in result.recovered_failures:  # the plan went on from each
+            print(f"recovered from a robot failure: {failure}", flush=True)
         print(
             f"plan: {result.plan}\nsegments {result.segment_count}, response "
             f"{result.response_time_s:.3f} s, waiting {result.waiting_time_s:.3f} s, "

@@ -106,6 +106,7 @@ class PlanJob:
         self._wait_s = executor_wait_s
         self._result_timeout_s = result_timeout_s
         self._streamed: list[SegmentMsg] = []  # sent as feedback; the result repeats them
+        self._recovered: list[str] = []  # robot failures rolled back, for the result
         self._stop_reason: str | None = None  # set when the planner, not the client, stops it
         self.succeeded = False  # planned and, when dispatched, executed to the end
         self.goal_id = bytes(goal_handle.goal_id.uuid).hex()
@@ -416,6 +417,7 @@ class PlanJob:
     def _rolled_back(self, rollback: Rollback) -> None:
         self._withdrawing = False
         self._failed_path = None
+        self._recovered.append(f"segment {rollback.failed_index}: {rollback.error}")
         self._hooks.log(
             f"event=plan_rolled_back robot={self.robot_id} task={rollback.task_id} "
             f"segment={rollback.failed_index} tokens_dropped={rollback.tokens_dropped} "
@@ -485,6 +487,7 @@ class PlanJob:
             utility=float(result.utility),
             error=result.error,
             segments=list(self._streamed),
+            recovered_failures=list(self._recovered),
         )
         if result.success:
             self._goal_handle.succeed()
@@ -505,6 +508,7 @@ class PlanJob:
             plan="".join(s.text for s in self._streamed),
             segment_count=len(self._streamed),
             segments=list(self._streamed),
+            recovered_failures=list(self._recovered),
         )
 
 

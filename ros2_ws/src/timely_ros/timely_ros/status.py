@@ -87,6 +87,7 @@ def status_msg(
         candidate_alternatives_kept=int(getattr(stats, "candidate_alternatives_kept", 0)),
         candidate_plans_redecoded=int(getattr(stats, "candidate_redecoded", 0)),
         lifecycle_state=lifecycle_state,
+        rollbacks=int(getattr(stats, "rollbacks", 0)),
     )
 
 

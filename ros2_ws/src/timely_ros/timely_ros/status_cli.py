@@ -35,6 +35,7 @@ def render(msg: ServiceStatus) -> Group:
     for column in (
         "queue", "running", "suspended", "KV device", "KV host",
         "goals done", "plans done", "failed", "cancelled", "rejected", "segments",
+        "replans",
     ):  # fmt: skip
         planner.add_column(column, justify="right")
     planner.add_row(
@@ -49,6 +50,7 @@ def render(msg: ServiceStatus) -> Group:
         str(msg.tasks_cancelled),
         str(msg.tasks_rejected),
         str(msg.segments_emitted),
+        str(msg.rollbacks),
     )
     robots = Table(title="robots")
     for column in ("robot", "state", "goal", "variant"):
