@@ -26,7 +26,7 @@ from typing import Any
 
 from timely_core.clock import Clock, MonotonicClock
 from timely_core.engine.plan_candidates import CandidateEngine
-from timely_core.engine.protocol import Engine, EngineError
+from timely_core.engine.protocol import Engine, EngineError, OutOfKvMemory
 from timely_core.engine.variants import ResidentWeights
 from timely_core.errors import TaskFinished, UnknownPolicy, UnknownRobot, UnknownTask
 from timely_core.events import Rollback
@@ -143,7 +143,10 @@ class PlanningService:
                 cached = bool(ids) and state.config.prefix_cache
                 prefix = StoredPrefix(key if cached else None, tuple(ids), tuple(header), variant)
                 if cached:
-                    register_variant_prefix(state.engine, key, list(prefix.shared_ids), variant)
+                    try:
+                        register_variant_prefix(state.engine, key, list(prefix.shared_ids), variant)
+                    except OutOfKvMemory as exc:
+                        raise OutOfKvMemory(f"robot {robot_id!r}: {exc}") from exc
                 state.prefixes[key] = prefix
             else:
                 check_room(robot_id, len(prefix.token_ids), empty, limit, state)

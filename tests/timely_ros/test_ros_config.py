@@ -235,8 +235,37 @@ def test_a_kv_budget_too_small_for_the_prompts_names_the_setting(tmp_path: Path)
     raw = _planner(engine="simulated", model_path=str(planner_checkpoint(tmp_path)))
     params = parse_bringup(raw).planner
     assert params is not None
-    with pytest.raises(ConfigError, match=r"kv_budget_mb=64 cannot hold robot 'drone1'"):
+    with pytest.raises(ConfigError, match=r"kv_budget_mb=64 is too small: robot 'drone1': prefix"):
         build_service(params)
+
+
+def test_a_kv_budget_that_holds_the_prompts_but_no_whole_plan_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Goals would be accepted and fail part way, their robots having run the first
+    segments: the budget is refused at configure, naming what it would need."""
+    from timely_ros.checkpoint import planner_checkpoint
+    from timely_ros.service_factory import build_service
+
+    from timely_core.service import PlanningService
+
+    def service(kv_budget_mb: float) -> PlanningService:
+        raw = _planner(
+            engine="simulated", model_path=str(planner_checkpoint(tmp_path)),
+            kv_budget_mb=kv_budget_mb,
+        )  # fmt: skip
+        params = parse_bringup(raw).planner
+        assert params is not None
+        return build_service(params)
+
+    memory = service(4096.0).engine.memory()
+    block_mb = memory.bytes_per_block / 2**20
+    pinned = memory.pinned_prefix_blocks
+    short = rf"{pinned} of them the robots' prompt prefixes; the 4 left cannot hold one whole"
+    with pytest.raises(ConfigError, match=short + r" plan \(\d+ blocks: max_tokens 256"):
+        service((pinned + 4) * block_mb)
+    needed = -(-(memory.block_size + 64 + 256) // memory.block_size)
+    service((pinned + needed) * block_mb)  # one whole plan fits
 
 
 def test_the_planner_sets_the_handling_strategy(tmp_path: Path) -> None:

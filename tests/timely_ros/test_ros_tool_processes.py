@@ -121,6 +121,6 @@ def test_a_failed_configure_leaves_no_tool_process() -> None:
         RobotSpec(id="arm1", type="arm", dispatch=False),
     ]
     before = _tool_processes()
-    with pytest.raises(ConfigError, match="cannot hold robot 'arm1'"):
+    with pytest.raises(ConfigError, match="is too small: robot 'arm1'"):
         build_service(PlannerParams(engine="simulated", kv_budget_mb=256, robots=robots))
     assert _tool_processes() <= before

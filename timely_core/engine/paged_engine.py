@@ -164,7 +164,14 @@ class PagedEngine:
         state = Sequence(-1, list(token_ids), len(token_ids), SamplingParams(), -1)
         state.variant = variant
         with self._copies():
-            self.blocks.admit(state, None, compute_all=True)
+            try:
+                self.blocks.admit(state, None, compute_all=True)
+            except OutOfKvMemory as exc:  # its message names the internal generation -1
+                raise OutOfKvMemory(
+                    f"prefix {prefix_id!r} ({len(token_ids)} tokens) does not fit in device "
+                    f"KV memory: {self.blocks.num_free_device} of "
+                    f"{self.blocks.num_device_blocks} blocks free"
+                ) from exc
         self._compute_prefix(state)
         state.num_computed = len(token_ids)
         self.blocks.register_full_blocks(state)

@@ -193,7 +193,9 @@ class ServiceIteration:
             return
         state.fail(
             generation,
-            f"prompt of {len(generation.prompt_ids)} tokens does not fit in KV memory",
+            f"prompt of {len(generation.prompt_ids)} tokens does not fit in KV memory: "
+            f"{memory.device_blocks_total} blocks of {memory.block_size} tokens, "
+            f"{memory.pinned_prefix_blocks} of them held by pinned prompt prefixes",
         )
 
 

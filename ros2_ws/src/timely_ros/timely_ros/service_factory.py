@@ -28,6 +28,8 @@ STREAMED_PATH_TOOL = "streamed_path"
 # A statement must complete within the segment limit (64 tokens by default); an fp
 # path of 8 legs takes up to about 130 of the planner's tokens (one per digit).
 STREAMED_MAX_SEGMENT_TOKENS = 160
+# a scene and an instruction, as the budget check counts them (a plan needs its request's KV)
+PLAN_REQUEST_TOKENS = 64
 
 
 def resolve_model_path(model_path: str) -> Path:
@@ -154,10 +156,31 @@ def build_service(params: PlannerParams) -> PlanningService:
     )
     try:
         register_robots(service, params, languages)
+        check_plan_room(service, params)
     except BaseException:  # a failed configure leaves no tool process behind
         service.close_tools()
         raise
     return service
+
+
+def check_plan_room(service: PlanningService, params: PlannerParams) -> None:
+    """ConfigError when the KV left beside the robots' pinned prompt prefixes cannot
+    hold one whole plan (`max_tokens` and a request): its goals would be accepted and
+    fail part way, after their robot ran the first segments."""
+    memory = service.engine.memory()
+    room = memory.device_blocks_total - memory.pinned_prefix_blocks
+    # a plan's own blocks: its prefix's last partial block, a request, max_tokens
+    tokens = memory.block_size + PLAN_REQUEST_TOKENS + service.config.max_tokens
+    needed = -(-tokens // memory.block_size)
+    if room < needed:
+        per_block = memory.bytes_per_block / 2**20
+        raise ConfigError(
+            f"kv_budget_mb={params.kv_budget_mb:g} holds {memory.device_blocks_total} KV "
+            f"blocks, {memory.pinned_prefix_blocks} of them the robots' prompt prefixes; the "
+            f"{room} left cannot hold one whole plan ({needed} blocks: max_tokens "
+            f"{service.config.max_tokens} and a request); raise kv_budget_mb to at least "
+            f"{(memory.pinned_prefix_blocks + needed) * per_block:.1f}"
+        )
 
 
 def register_robots(
@@ -192,6 +215,5 @@ def register_robots(
                 register_streamed_path(service, robot)
         except OutOfKvMemory as err:
             raise ConfigError(
-                f"kv_budget_mb={params.kv_budget_mb:g} cannot hold robot {robot.id!r}'s "
-                f"prompt prefix ({err}); raise kv_budget_mb"
+                f"kv_budget_mb={params.kv_budget_mb:g} is too small: {err}; raise kv_budget_mb"
             ) from None
