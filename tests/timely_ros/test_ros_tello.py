@@ -1,6 +1,8 @@
 """The tello backend (djitellopy) in a node process, against a fake Tello SDK 2.0 peer
 on 127.0.0.2: exact command sequence (a path's legs as axis moves), `error` replies
-and timeouts abort the goal with the drone's reason, cancel sends `stop` (hover)."""
+(even ones containing "ok") and timeouts abort the goal with the drone's reason in one
+line, a refused command is retried but an unanswered one never resent, a late reply is
+never read as the next command's, cancel sends `stop` (hover)."""
 
 from __future__ import annotations
 
@@ -44,28 +46,37 @@ def _run(client: Any, goal: Any, timeout_s: float = 30) -> tuple[Any, int, list[
     return out["result"], out["status"], out["feedback"]
 
 
-def test_tello_command_sequence_errors_timeouts_and_cancel(
-    node_processes: StartNodes, ros_client: RosClient
-) -> None:
-    from action_msgs.msg import GoalStatus
+def _executor(
+    node_processes: StartNodes, ros_client: RosClient, timeout_s: int = 3, retry_count: int = 1
+) -> tuple[Any, Any]:
+    """A tello executor node for the fake drone on 127.0.0.2, and an action client to it."""
     from rclpy.action import ActionClient
     from timely_interfaces.action import ExecuteSkill
     from timely_ros.qos import action_client_qos
 
+    config = executor_entry(
+        "tello1",
+        "tello",
+        tello_host="127.0.0.2",
+        tello_port=PORT,
+        tello_timeout_s=timeout_s,  # every reply, from the fake's thread in this busy process
+        tello_retry_count=retry_count,
+    )
+    proc = node_processes(config, "executors", "tello")
+    client: Any = ActionClient(
+        ros_client.node, ExecuteSkill, "/tello1/execute_skill", **action_client_qos()
+    )
+    assert client.wait_for_server(timeout_sec=30), proc.output()
+    return client, proc
+
+
+def test_tello_command_sequence_errors_timeouts_and_cancel(
+    node_processes: StartNodes, ros_client: RosClient
+) -> None:
+    from action_msgs.msg import GoalStatus
+
     with FakeTello("127.0.0.2", PORT, motion_s=0.05) as fake:
-        config = executor_entry(
-            "tello1",
-            "tello",
-            tello_host="127.0.0.2",
-            tello_port=PORT,
-            tello_timeout_s=3,  # every reply, from the fake's thread in this busy process
-            tello_retry_count=1,
-        )
-        proc = node_processes(config, "executors", "tello")
-        client: Any = ActionClient(
-            ros_client.node, ExecuteSkill, "/tello1/execute_skill", **action_client_qos()
-        )
-        assert client.wait_for_server(timeout_sec=30), proc.output()
+        client, proc = _executor(node_processes, ros_client)
 
         plan = [
             ("takeoff", []),
@@ -106,9 +117,16 @@ def test_tello_command_sequence_errors_timeouts_and_cancel(
         fake.silent.add("cw")
         result, status, _ = _run(client, _goal("silent", [("turn_cw", ["90"]), ("land", [])]))
         assert status == GoalStatus.STATUS_ABORTED and not result.success
-        assert "cw 90" in result.message and "response" in result.message
+        assert "cw 90: no answer within 3 s" in result.message, result.message
         assert fake.received()[-1] == "cw 90"
         fake.silent.clear()
+
+        # cw 90 still owes its answer: the next command awaits it in vain and is not
+        # sent (it could take that answer for its own); the one after is sent again
+        result, status, _ = _run(client, _goal("owed", [("land", [])]))
+        assert status == GoalStatus.STATUS_ABORTED and not result.success
+        assert "land: not sent" in result.message and "'cw 90'" in result.message
+        assert fake.received()[-1] == "cw 90"
 
         # a path flies leg by leg as moves along the drone's axes; a leg the SDK
         # cannot fly fails the call before anything of it is sent
@@ -152,3 +170,105 @@ def test_tello_command_sequence_errors_timeouts_and_cancel(
         assert done.wait(15)
         assert out["status"] == GoalStatus.STATUS_CANCELED
         assert fake.received()[before:] == ["forward 500", "stop"]
+
+        # the stop's answer and the stopped move's are both skipped: land reads its own
+        fake.motion_s = 0.05
+        result, status, _ = _run(client, _goal("land", [("land", [])]))
+        assert result.success and status == GoalStatus.STATUS_SUCCEEDED, result.message
+        assert fake.received()[before:] == ["forward 500", "stop", "land"]
+
+
+def _one_line_failure(result: Any, command: str, answer: str) -> None:
+    """The goal failed naming the command and the drone's answer once, in one line,
+    claiming no tries beyond the one sent."""
+    assert not result.success
+    message = result.message
+    assert f"{command}: the drone answered '{answer}'" in message, message
+    assert message.count(answer) == 1, message
+    assert "tries" not in message and "\t" not in message and "\n" not in message, message
+
+
+def test_tello_error_answer_containing_ok_fails_with_the_drones_words(
+    node_processes: StartNodes, ros_client: RosClient
+) -> None:
+    from action_msgs.msg import GoalStatus
+
+    with FakeTello("127.0.0.2", PORT, motion_s=0.05) as fake:
+        client, _ = _executor(node_processes, ros_client)
+        result, status, _ = _run(client, _goal("up", [("takeoff", [])]))
+        assert result.success, result.message
+
+        # only `ok` is success: these refusals contain the letters "ok"
+        for reason in ("No valid imu, look at props", "Unknown token"):
+            fake.fail["forward"] = reason
+            before = len(fake.received())
+            result, status, _ = _run(client, _goal("ok?", [("move_forward", ["50"]), ("land", [])]))
+            assert status == GoalStatus.STATUS_ABORTED
+            _one_line_failure(result, "forward 50", f"error {reason}")
+            assert fake.received()[before:] == ["forward 50"]  # sent once, land never
+        del fake.fail["forward"]
+
+        result, status, _ = _run(client, _goal("down", [("land", [])]))
+        assert result.success and status == GoalStatus.STATUS_SUCCEEDED, result.message
+
+
+def test_tello_late_answer_is_not_taken_for_the_next_commands(
+    node_processes: StartNodes, ros_client: RosClient
+) -> None:
+    from action_msgs.msg import GoalStatus
+
+    with FakeTello("127.0.0.2", PORT, motion_s=0.05) as fake:
+        client, _ = _executor(node_processes, ros_client, timeout_s=4)
+        result, status, _ = _run(client, _goal("up", [("takeoff", [])]))
+        assert result.success, result.message
+
+        # forward's `ok` comes 2 s after its 4 s timeout, while cw 90 would await its own
+        fake.late["forward"] = 6.0
+        result, status, _ = _run(client, _goal("long", [("move_forward", ["50"])]))
+        assert status == GoalStatus.STATUS_ABORTED
+        assert "forward 50: no answer within 4 s" in result.message, result.message
+
+        # cw 90 is refused, 2.5 s on: that refusal is its answer, not forward's late `ok`
+        fake.late["cw"] = 2.5
+        fake.fail["cw"] = "Motor stop"
+        result, status, _ = _run(client, _goal("turn", [("turn_cw", ["90"])]))
+        assert status == GoalStatus.STATUS_ABORTED
+        _one_line_failure(result, "cw 90", "error Motor stop")
+        fake.late.clear()
+        fake.fail.clear()
+
+        # and land reads its own `ok`, not cw's refusal
+        result, status, _ = _run(client, _goal("down", [("land", [])]))
+        assert result.success and status == GoalStatus.STATUS_SUCCEEDED, result.message
+        assert fake.received() == ["command", "takeoff", "forward 50", "cw 90", "land"]
+
+
+def test_tello_resends_only_a_refused_command(
+    node_processes: StartNodes, ros_client: RosClient
+) -> None:
+    from action_msgs.msg import GoalStatus
+
+    with FakeTello("127.0.0.2", PORT, motion_s=0.05) as fake:
+        client, _ = _executor(node_processes, ros_client, retry_count=2)
+        result, status, _ = _run(client, _goal("up", [("takeoff", [])]))
+        assert result.success, result.message
+
+        # a refused command did not run: it is sent again, and the message says so
+        fake.fail["forward"] = "Motor stop"
+        result, status, _ = _run(client, _goal("err", [("move_forward", ["50"])]))
+        assert status == GoalStatus.STATUS_ABORTED
+        assert (
+            "forward 50: the drone answered 'error Motor stop' (the last of 2 tries)"
+            in result.message
+        ), result.message
+        assert "\t" not in result.message
+        assert fake.received()[-2:] == ["forward 50", "forward 50"]
+        del fake.fail["forward"]
+
+        # an unanswered move may be under way: it is never sent again
+        fake.silent.add("cw")
+        before = len(fake.received())
+        result, status, _ = _run(client, _goal("silent", [("turn_cw", ["90"])]))
+        assert status == GoalStatus.STATUS_ABORTED
+        assert "cw 90: no answer within 3 s" in result.message, result.message
+        assert fake.received()[before:] == ["cw 90"]

@@ -470,7 +470,13 @@ class ExecutorParams(_TypedValues):
     tello_timeout_s: int = Field(
         default=7, ge=1, le=120, description="per Tello command (whole seconds, as djitellopy)"
     )
-    tello_retry_count: int = Field(default=1, ge=1, le=10, description="tries per Tello command")
+    tello_retry_count: int = Field(
+        default=1,
+        ge=1,
+        le=10,
+        description="tries per Tello command the drone refuses with `error ...` "
+        "(an unanswered one is never sent again)",
+    )
     planner_timeout_s: float = Field(
         default=2.0,
         ge=0,

@@ -5,7 +5,9 @@ commands answer `ok` once the (simulated) motion has ended, `stop` ends a motion
 at once (hover), read commands (`battery?`) answer a number. It streams state
 packets to the client's state port (8890) at 10 Hz. Every command received is
 recorded, so a test can assert the exact sequence. Failures are injected per
-command word: `fail` answers `error <reason>`, `silent` answers nothing.
+command word: `fail` answers `error <reason>`, `silent` answers nothing, `late`
+answers a motion (or its refusal) only after that many seconds, past a client's
+timeout if need be (a long move), so the reply reaches it while it awaits the next.
 
 Only loopback addresses are accepted: this must never talk to a real network.
 """
@@ -39,6 +41,7 @@ class FakeTello:
         self.commands: list[str] = []
         self.fail: dict[str, str] = {}  # command word -> reason of the `error` reply
         self.silent: set[str] = set()  # command words never answered
+        self.late: dict[str, float] = {}  # motion word -> seconds before its answer
         self._lock = threading.Lock()
         self._stop_motion = threading.Event()
         self._closed = threading.Event()
@@ -101,8 +104,9 @@ class FakeTello:
     def _move(self, command: str, peer: tuple[str, int]) -> None:
         self._stop_motion.clear()
         word = command.split(" ")[0]
-        if word not in self.fail and word not in self.silent:
-            self._stop_motion.wait(self.motion_s)
+        refused = word in self.fail or word in self.silent
+        self._stop_motion.wait(self.late.get(word, 0.0 if refused else self.motion_s))
+        if not refused:
             if word == "takeoff":
                 self.height_cm = 100
             elif word == "land":
