@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from timely_core.engine.protocol import AdapterError
@@ -45,7 +47,11 @@ _UNSUPPORTED = {
     "modules_to_save": None,
     "layer_replication": None,
     "trainable_token_indices": None,
+    "target_parameters": None,
 }
+# the factor dtypes peft writes; anything else (int8, float8, ...) is refused, not cast
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_ALL_LINEAR = "all-linear"  # peft's shorthand: every linear layer but the output head
 
 
 @dataclass(frozen=True)
@@ -97,13 +103,19 @@ def _shapes(cfg: ModelConfig) -> dict[str, tuple[int, int, int]]:
 
 
 def _read_config(folder: Path, where: str) -> dict[str, object]:
+    """adapter_config.json checked field by field: a value that would serve garbage
+    (NaN or inf alpha, r=True) or change what the factors mean is refused, named."""
     config_path = folder / "adapter_config.json"
     if not config_path.is_file():
         raise AdapterError(f"{where}: no adapter_config.json in {folder}")
     try:
         config = json.loads(config_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise AdapterError(f"{where}: adapter_config.json is not JSON ({exc})") from exc
+    except OSError as exc:
+        raise AdapterError(f"{where}: adapter_config.json cannot be read ({_line(exc)})") from exc
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+        raise AdapterError(f"{where}: adapter_config.json is not JSON ({_line(exc)})") from exc
+    if not isinstance(config, dict):
+        raise AdapterError(f"{where}: adapter_config.json is not a JSON object")
     if config.get("peft_type") != "LORA":
         raise AdapterError(f"{where}: peft_type is {config.get('peft_type')!r}, not 'LORA'")
     for option, plain in _UNSUPPORTED.items():
@@ -115,14 +127,173 @@ def _read_config(folder: Path, where: str) -> dict[str, object]:
         if config.get(pattern):
             raise AdapterError(f"{where}: per-module {pattern} is not supported")
     r, alpha = config.get("r"), config.get("lora_alpha")
-    if not isinstance(r, int) or r < 1 or not isinstance(alpha, int | float):
-        raise AdapterError(f"{where}: needs a positive integer r and a number lora_alpha")
+    if not isinstance(r, int) or isinstance(r, bool) or r < 1:
+        raise AdapterError(f"{where}: r={r!r} in adapter_config.json is not a positive integer")
+    if (
+        not isinstance(alpha, int | float)
+        or isinstance(alpha, bool)
+        or not math.isfinite(alpha)
+        or alpha <= 0
+    ):
+        raise AdapterError(
+            f"{where}: lora_alpha={alpha!r} in adapter_config.json is not a finite number > 0"
+        )
     return config
+
+
+def _line(exc: BaseException) -> str:
+    """An exception's text on one line (errors are reported as one line each)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _matcher(config: dict[str, object], where: str) -> Callable[[str], bool]:
+    """Whether peft applies this config to a module key (`model.layers.0.self_attn.q_proj`),
+    as peft's check_target_module_exists: a list names modules or key suffixes (narrowed
+    by layers_to_transform / layers_pattern), a string is a regex the whole key must
+    match ('all-linear': every projection), and exclude_modules wins over both."""
+    targets = config.get("target_modules")
+    if isinstance(targets, str):
+        regex = None if targets.lower() == _ALL_LINEAR else _regex(targets, "target_modules", where)
+        targeted = _by_regex(regex)
+    elif isinstance(targets, list) and targets and all(isinstance(t, str) for t in targets):
+        targeted = _by_names(tuple(targets), config, where)
+    else:
+        raise AdapterError(
+            f"{where}: target_modules={targets!r} in adapter_config.json is neither a list of "
+            "module names nor a regex string"
+        )
+    exclude = config.get("exclude_modules")
+    if not exclude:
+        return targeted
+    if isinstance(exclude, str):
+        excluded = _by_regex(_regex(exclude, "exclude_modules", where))
+    elif isinstance(exclude, list) and all(isinstance(e, str) for e in exclude):
+        names = tuple(exclude)
+
+        def excluded(key: str) -> bool:
+            return _named(key, names)
+    else:
+        raise AdapterError(f"{where}: exclude_modules={exclude!r} is neither a list nor a regex")
+    return lambda key: targeted(key) and not excluded(key)
+
+
+def _by_regex(regex: re.Pattern[str] | None) -> Callable[[str], bool]:
+    """peft's string form: the whole key matches (None: 'all-linear', every key)."""
+    return lambda key: regex is None or regex.fullmatch(key) is not None
+
+
+def _by_names(
+    names: tuple[str, ...], config: dict[str, object], where: str
+) -> Callable[[str], bool]:
+    """peft's list form: an exact key always; a key suffix only on layers_to_transform."""
+    indexes = config.get("layers_to_transform")
+    if indexes is None or indexes == []:
+        return lambda key: _named(key, names)
+    if isinstance(indexes, int) and not isinstance(indexes, bool):
+        indexes = [indexes]
+    if not isinstance(indexes, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in indexes
+    ):
+        raise AdapterError(f"{where}: layers_to_transform={indexes!r} is not a list of layers")
+    patterns = config.get("layers_pattern") or []
+    patterns = [patterns] if isinstance(patterns, str) else patterns
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise AdapterError(f"{where}: layers_pattern={patterns!r} is not a list of names")
+    finders = [
+        _regex(rf"(?:^|.*?\.){p}\.(?P<idx>\d+)\.", "layers_pattern", where) for p in patterns
+    ]
+    finders = finders or [re.compile(r".*?\.[^.]*\.(?P<idx>\d+)\.")]  # the first index
+    layers = set(indexes)
+
+    def on_layers(key: str) -> bool:
+        if key in names:
+            return True
+        if not _named(key, names):
+            return False
+        found = next((m for m in (f.match(key) for f in finders) if m is not None), None)
+        return found is not None and int(found.group("idx")) in layers
+
+    return on_layers
+
+
+def _named(key: str, names: tuple[str, ...]) -> bool:
+    """A key names a listed module: all of it, or its last dotted parts."""
+    return key in names or any(key.endswith(f".{name}") for name in names)
+
+
+def _regex(pattern: str, field: str, where: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise AdapterError(
+            f"{where}: {field}={pattern!r} in adapter_config.json is not a valid regex "
+            f"({_line(exc)})"
+        ) from exc
+
+
+def _check_targets(
+    config: dict[str, object], covered: set[tuple[int, str]], cfg: ModelConfig, where: str
+) -> None:
+    """The projections target_modules selects must be the ones the tensors hold (peft
+    and vLLM follow target_modules; serving other tensors would be another adapter)."""
+    matches = _matcher(config, where)
+    targeted = {
+        (layer, target)
+        for layer in range(cfg.num_hidden_layers)
+        for target, (module, _) in TARGETS.items()
+        if matches(f"model.layers.{layer}.{module}.{target}")
+    }
+    if targeted == covered:
+        return
+    layer, target = min(targeted ^ covered)
+    label = f"layers.{layer}.{TARGETS[target][0]}.{target}"
+    why = (
+        f"{label} has no tensors"
+        if (layer, target) in targeted
+        else f"{label} has tensors but is not targeted"
+    )
+    raise AdapterError(
+        f"{where}: target_modules={config.get('target_modules')!r} in adapter_config.json "
+        f"selects {_projections(targeted, cfg)}, the tensors cover "
+        f"{_projections(covered, cfg)} ({why})"
+    )
+
+
+def _projections(modules: set[tuple[int, str]], cfg: ModelConfig) -> str:
+    """`[q_proj, o_proj (layers 3)]`: each projection, with its layers unless all."""
+    parts = []
+    for target in TARGETS:
+        layers = sorted(layer for layer, t in modules if t == target)
+        if layers:
+            every = len(layers) == cfg.num_hidden_layers
+            parts.append(target if every else f"{target} (layers {','.join(map(str, layers))})")
+    return f"[{', '.join(parts)}]"
+
+
+def _read_tensors(weights: Path, where: str) -> dict[str, torch.Tensor]:
+    """adapter_model.safetensors, a truncated or damaged file named as an AdapterError."""
+    try:
+        return load_file(str(weights))
+    except (SafetensorError, OSError) as exc:
+        raise AdapterError(
+            f"{where}: adapter_model.safetensors is unreadable ({weights.stat().st_size} "
+            f"bytes, truncated or not safetensors?): {_line(exc)}"
+        ) from exc
+
+
+def _check_finite(tensor: torch.Tensor, label: str, where: str, after: str = "") -> None:
+    """NaN or inf in a factor would make every plan of this variant garbage."""
+    if not bool(torch.isfinite(tensor).all()):
+        bad = int((~torch.isfinite(tensor)).sum())
+        raise AdapterError(f"{where}: {label} has {bad} NaN or inf values{after}")
 
 
 def load_adapter(name: str, path: str | Path, cfg: ModelConfig, dtype: torch.dtype) -> LoraAdapter:
     """Read and check a peft LoRA folder against the base model's shapes (AdapterError
-    naming the tensor and both shapes on any mismatch)."""
+    naming the tensor and both shapes on any mismatch). A damaged file, a NaN/inf alpha
+    or factor, or target_modules other than the tensors' projections is refused too,
+    one line naming the adapter and folder: such an adapter would plan garbage
+    reported as success, or differ from what peft and vLLM serve from the folder."""
     if not name or name == BASE_VARIANT:
         raise AdapterError(f"adapter name {name!r}: give a name other than '' and 'base'")
     folder = Path(path)
@@ -137,7 +308,7 @@ def load_adapter(name: str, path: str | Path, cfg: ModelConfig, dtype: torch.dty
     if not weights.is_file():
         raise AdapterError(f"{where}: no adapter_model.safetensors")
     factors: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
-    for key, tensor in load_file(str(weights)).items():
+    for key, tensor in _read_tensors(weights, where).items():
         match = _KEY.match(key)
         if match is None or match.group(3) not in TARGETS:
             raise AdapterError(f"{where}: unexpected tensor {key!r} (LoRA of q/k/v/o/gate/up/down)")
@@ -149,9 +320,14 @@ def load_adapter(name: str, path: str | Path, cfg: ModelConfig, dtype: torch.dty
                 f"{where}: tensor {key!r} is for layer {layer}, the base model has "
                 f"{cfg.num_hidden_layers} layers"
             )
+        if tensor.dtype not in _FLOAT_DTYPES:
+            raise AdapterError(
+                f"{where}: tensor {key!r} is {tensor.dtype}, not float16/bfloat16/float32/float64"
+            )
         factors.setdefault((layer, target), {})[which] = tensor
     if not factors:
         raise AdapterError(f"{where}: adapter_model.safetensors holds no LoRA tensors")
+    _check_targets(config, set(factors), cfg, where)
     shapes = _shapes(cfg)
     layers: list[dict[str, list[tuple[torch.Tensor, torch.Tensor, slice]]]] = [
         {} for _ in range(cfg.num_hidden_layers)
@@ -168,8 +344,11 @@ def load_adapter(name: str, path: str | Path, cfg: ModelConfig, dtype: torch.dty
                     f"{where}: {label}.lora_{which} is {list(got)}, the base model needs "
                     f"{list(want)} (r={rank}, {target} {fan_in} -> {fan_out})"
                 )
-        a = pair["A"].to(torch.float32).t()
-        b = (pair["B"].to(torch.float32) * scaling).t()
+            _check_finite(pair[which], f"{label}.lora_{which}", where)
+        a = pair["A"].to(torch.float32).t().to(dtype)
+        b = (pair["B"].to(torch.float32) * scaling).t().to(dtype)
+        _check_finite(b, f"{label}.lora_B", where, f" once scaled by {scaling:g} in {dtype}")
+        _check_finite(a, f"{label}.lora_A", where, f" in {dtype}")
         slot = TARGETS[target][1]
         layers[layer].setdefault(slot, []).append((a, b, slice(first, first + fan_out)))
     return LoraAdapter(name, folder, rank, scaling, tuple(_slots(layer, dtype) for layer in layers))
