@@ -105,18 +105,36 @@ class KvHandling:
         self.costs = kv_costs_for(
             state.engine, PAPER_LLAMA3_8B_RTX4090, memory.bytes_per_block / memory.block_size
         )
-        # what the engine can do: no host pool (vLLM) means no swap
-        self.allowed = tuple(s for s in FIXED if s is not SWAP or memory.host_blocks_total > 0)
+        # what the engine can do: no host pool (vLLM) means no swap; an engine that
+        # names the strategies it accepts (vLLM's suspend_strategies) gets only those
+        accepted = getattr(state.engine, "suspend_strategies", None)
+        self.allowed = tuple(
+            s
+            for s in FIXED
+            if (s is not SWAP or memory.host_blocks_total > 0)
+            and (accepted is None or s in accepted)
+        )
         policy = state.policy
         self.strategy = HandlingStrategy(state.config.handling_strategy)
         self.waits_for_calls = False
         if isinstance(policy, CallPolicy):
             self.strategy = HandlingStrategy(policy.handling_strategy)
             self.waits_for_calls = policy.waits_for_calls
-        if self.strategy is SWAP and SWAP not in self.allowed:
+        if self.strategy is SWAP and memory.host_blocks_total == 0:
             raise ValueError(
-                "handling_strategy swap: the engine has no host KV pool to swap to "
-                "(vLLM offloads KV only on GPU hosts); use auto, preserve or discard"
+                f"handling_strategy swap: the {type(state.engine).__name__} has no host KV "
+                "pool to swap to; use auto, preserve or discard"
+            )
+        if self.strategy in FIXED and self.strategy not in self.allowed:
+            raise ValueError(
+                f"handling_strategy {self.strategy.value}: the {type(state.engine).__name__} "
+                f"does not accept it (it accepts {', '.join(s.value for s in self.allowed)}); "
+                "use auto or one of those"
+            )
+        if self.strategy is HandlingStrategy.TTL and not self._releasing:
+            raise ValueError(
+                f"handling_strategy ttl: the {type(state.engine).__name__} accepts only "
+                "preserve, so a time-to-live could never let a waiting generation's KV go"
             )
         self.predictor = WaitPredictor()
         self.queue_delay_s = 0.0  # running mean of arrival -> first token

@@ -11,8 +11,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.timely_core.core_support import Statement, TinyLanguage, eos_id, make_service
+from tests.timely_core.core_support import (
+    Statement,
+    TinyLanguage,
+    eos_id,
+    make_service,
+    make_tokenizer,
+)
 from tests.timely_core.serving.serving_robot_driver import RobotDriver
+from timely_core.clock import VirtualClock
 from timely_core.engine.protocol import EngineError, HandlingStrategy
 from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
 from timely_core.engine.sim.latency import PAPER_LLAMA3_8B_RTX4090
@@ -102,7 +109,7 @@ def test_auto_never_swaps_on_an_engine_without_a_host_pool() -> None:
     assert handle.result(timeout_s=0).success
     assert told == [HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD, HandlingStrategy.DISCARD]
     assert engine.stats.swapped_out_blocks == 0
-    with pytest.raises(ValueError, match="handling_strategy swap: the engine has no host KV"):
+    with pytest.raises(ValueError, match="handling_strategy swap: the SimulatedEngine has no host"):
         service_with(
             "timely", ServiceConfig(handling_strategy=HandlingStrategy.SWAP), engine_config=no_host
         )
@@ -243,3 +250,27 @@ def test_auto_under_timely_keeps_kv_unless_memory_is_short(device_blocks: int) -
         assert set(counts) == {"preserve"} and engine.stats.swapped_out_blocks == 0
     else:
         assert counts["swap"] + counts["rehandled-swap"] > 0
+
+
+@pytest.mark.parametrize("strategy", ["discard", "ttl", "swap"])
+def test_a_strategy_the_engine_does_not_accept_is_refused_when_the_service_is_built(
+    strategy: str,
+) -> None:
+    """An engine that names the strategies it accepts (vLLM: preserve only, here) gets
+    no other: refused at construction, not after a task's first segment went out."""
+    engine_config = SimulatedEngineConfig(eos_token_id=eos_id(), host_blocks=0)
+    engine = SimulatedEngine(
+        VirtualClock(), PAPER_LLAMA3_8B_RTX4090, lambda _ids: [], engine_config
+    )
+    engine.suspend_strategies = frozenset({HandlingStrategy.PRESERVE})  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match=rf"handling_strategy {strategy}: the SimulatedEngine"):
+        PlanningService(
+            engine,
+            make_tokenizer(),
+            "timely",
+            clock=VirtualClock(),
+            config=ServiceConfig(handling_strategy=HandlingStrategy(strategy)),
+        )
+    # auto chooses among what it accepts
+    service = PlanningService(engine, make_tokenizer(), "timely", clock=VirtualClock())
+    assert service._state.kv_handling.allowed == (HandlingStrategy.PRESERVE,)

@@ -18,10 +18,11 @@ class VllmConfig(BaseModel):
     """How vLLM is built for the planner: dtype, KV space, limits per iteration.
 
     `kv_cache_space_gib` is what the CPU build reads from `VLLM_CPU_KVCACHE_SPACE`
-    (set for the process when the engine is built; an explicit environment
-    variable wins). `suspend_strategies` are the handling strategies this engine
-    accepts: swap (vLLM's KV offloading to host memory) exists on GPU hosts only,
-    so the CPU build refuses it here, at configuration time."""
+    (set for the process when the engine is built; a different value already in
+    the environment is replaced, with a warning). `suspend_strategies` are the
+    handling strategies this engine accepts, preserve always among them: swap (vLLM's
+    KV offloading to host memory) exists on GPU hosts only, so the CPU build refuses
+    it here, at configuration time."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -97,5 +98,10 @@ class VllmConfig(BaseModel):
             raise ValueError(
                 f"{', '.join(chosen)}: chosen per suspension by the service, never given "
                 "to an engine; list fixed strategies (preserve, discard)"
+            )
+        if HandlingStrategy.PRESERVE not in value:
+            raise ValueError(
+                "suspend_strategies must include 'preserve': the service suspends with it "
+                "while a tool answers and to roll a plan back"
             )
         return value

