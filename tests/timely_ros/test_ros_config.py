@@ -9,6 +9,7 @@ import pytest
 import yaml
 from timely_ros.config import (
     ConfigError,
+    PlannerParams,
     flatten,
     load_bringup,
     parse_bringup,
@@ -85,8 +86,29 @@ def test_planner_parameters_round_trip_through_ros_names() -> None:
             },
             "dispatch: expected true or false, got 'no'",
         ),
+        # vLLM options: one line, and none an engine would silently ignore
+        (
+            _planner(engine="vllm-server", vllm_server_urls=["127.0.0.1:8101"]),
+            r"^[^\n]*vllm_server_urls: vLLM server URL '127.0.0.1:8101' is not an http\(s\)",
+        ),
+        (
+            _planner(engine="vllm", vllm_server_urls=["http://127.0.0.1:8101"]),
+            "vllm_server_urls is read only by engine 'vllm-server', and this planner's "
+            "engine is 'vllm'",
+        ),
+        (_planner(engine="vllm-server", vllm_server_urls=["http://h:1"], vllm_dtype="bfloat16"),
+         "vllm_dtype is read only by engine 'vllm'"),
+        (_planner(engine="torch", vllm_kv_space_gib=4), "vllm_kv_space_gib is read only by"),
+        (_planner(engine="simulated", vllm_max_num_seqs=8),
+         "vllm_max_num_seqs is read only by engine 'vllm' or 'vllm-server'"),
+        (_planner(adapters={"base": "robot_models/checkpoints/variants/heavy-drone"}),
+         "adapters: 'base' names the base model"),
+        # a call-waiting policy handles the KV itself: another strategy would be ignored
+        (_planner(policy="lamps", handling_strategy="swap"),
+         r"handling_strategy swap: policy 'lamps' handles waiting generations' KV itself"),
+        (_planner(policy="vllm-like", handling_strategy="preserve"), r"itself \(discard\)"),
     ],
-)
+)  # fmt: skip
 def test_bad_config_names_what_is_wrong(doc: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_bringup(doc)
@@ -345,3 +367,23 @@ def test_the_torch_planner_decodes_plan_candidates_when_set(tmp_path: Path) -> N
         assert isinstance(service.engine, CandidateEngine)
     finally:
         service.close_tools()
+
+
+def test_a_variant_trained_for_another_robot_type_is_refused() -> None:
+    from timely_ros.fleet_variants import check_robot_types
+
+    variants = "robot_models/checkpoints/variants"
+    adapters = {"packing-arm": f"{variants}/packing-arm", "heavy": f"{variants}/heavy-drone"}
+
+    def params(drone_variant: str) -> PlannerParams:
+        doc = _planner(engine="torch", adapters=adapters)
+        body = doc["timely_planner"]["ros__parameters"]  # type: ignore[index]
+        body["drone1"] = {"type": "drone", "variant": drone_variant}
+        parsed = parse_bringup(doc).planner
+        assert parsed is not None
+        return parsed
+
+    with pytest.raises(ConfigError, match=r"robot 'drone1' is a drone, but its variant "
+                       r"'packing-arm' \(.*packing-arm\) was trained for the arm"):  # fmt: skip
+        check_robot_types(params("packing-arm"))
+    check_robot_types(params("heavy"))  # a drone's variant, under another name

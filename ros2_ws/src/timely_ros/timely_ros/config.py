@@ -345,13 +345,18 @@ class PlannerParams(_TypedValues):
     )
     seed: int = Field(default=0, description="seed of sampled decoding")
     vllm_dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        default="float32", description="engine vllm / vllm-server: the model's dtype"
+        default="float32",
+        description="engine vllm: the model's dtype (a vllm-server's is set when it is started)",
     )
     vllm_kv_space_gib: int = Field(
         default=1, ge=1, le=1024, description="engine vllm: KV space in whole GiB (as vLLM-CPU)"
     )
     vllm_max_num_seqs: int = Field(
-        default=64, ge=1, le=1024, description="engine vllm: sequences in one vLLM step"
+        default=64,
+        ge=1,
+        le=1024,
+        description="engine vllm: sequences in one vLLM step; vllm-server: generations one "
+        "engine step lists across the servers",
     )
     vllm_server_urls: list[str] = Field(
         default_factory=list,
@@ -388,6 +393,8 @@ class PlannerParams(_TypedValues):
                 )
             if not path.strip():
                 raise ValueError(f"adapters.{name}: give the adapter's folder")
+            if name == "base":  # what status and robots without a variant are called
+                raise ValueError("adapters: 'base' names the base model; give another name")
         named = [r for r in self.robots if r.variant]
         if (self.adapters or named) and self.engine in _NO_VARIANTS:
             what = (
@@ -402,6 +409,26 @@ class PlannerParams(_TypedValues):
                 raise ValueError(
                     f"robot {robot.id!r}: variant {robot.variant!r} is not loaded "
                     f"(adapters: {loaded}); add it under adapters or clear the robot's variant"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _policy_strategy(self) -> PlannerParams:
+        """The call-waiting policies (lamps, infercept, vllm-like) bring their own KV
+        handling, which replaces handling_strategy: another one set is refused, not
+        silently ignored."""
+        from timely_core.engine.protocol import HandlingStrategy
+        from timely_core.scheduling.policies.base import CallPolicy
+        from timely_core.scheduling.policies.registry import make_policy
+
+        policy = make_policy(self.policy)
+        if isinstance(policy, CallPolicy):
+            own = HandlingStrategy(policy.handling_strategy).value
+            if self.handling_strategy not in ("auto", own):
+                raise ValueError(
+                    f"handling_strategy {self.handling_strategy}: policy {self.policy!r} "
+                    f"handles waiting generations' KV itself ({own}); leave handling_strategy "
+                    "auto, or use a policy such as timely that takes it"
                 )
         return self
 
@@ -422,6 +449,21 @@ class PlannerParams(_TypedValues):
             )
         if self.engine == "vllm-server" and not self.vllm_server_urls:
             raise ValueError("engine 'vllm-server' needs vllm_server_urls (one or more)")
+        if self.vllm_server_urls:
+            from timely_core.engine.vllm.server_config import VllmServerConfig
+
+            try:
+                VllmServerConfig(urls=self.vllm_server_urls)
+            except ValidationError as err:
+                raise ValueError(
+                    f"vllm_server_urls: {err.errors()[0]['msg'].removeprefix('Value error, ')}"
+                ) from None
+        for name, engines in _ENGINE_OPTIONS.items():  # set, but the engine never reads it
+            if self.engine not in engines and getattr(self, name) != _default(name):
+                raise ValueError(
+                    f"{name} is read only by engine {' or '.join(map(repr, engines))}, and "
+                    f"this planner's engine is {self.engine!r}: remove it or change the engine"
+                )
         if self.plan_candidates and self.engine != "torch":
             raise ValueError(
                 f"plan_candidates needs engine 'torch' (its log-probabilities rank them), "
@@ -431,6 +473,21 @@ class PlannerParams(_TypedValues):
 
     def robot(self, robot_id: str) -> RobotSpec | None:
         return next((r for r in self.robots if r.id == robot_id), None)
+
+
+# options only some engines read: a value set for another engine is a mistake to name
+_ENGINE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "vllm_dtype": ("vllm",),  # a server's own is set when it is started
+    "vllm_kv_space_gib": ("vllm",),
+    "vllm_attention_backend": ("vllm",),
+    "vllm_max_num_seqs": ("vllm", "vllm-server"),
+    "vllm_server_urls": ("vllm-server",),
+}
+
+
+def _default(name: str) -> Any:
+    field = PlannerParams.model_fields[name]
+    return field.get_default(call_default_factory=True)
 
 
 Backend = Literal["sim-drone", "sim-arm", "tello"]

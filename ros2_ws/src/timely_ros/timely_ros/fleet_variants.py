@@ -32,12 +32,42 @@ def load_adapters(engine: Any, params: PlannerParams, base: Path) -> None:
     fit."""
     from timely_core.engine.protocol import AdapterError
 
+    check_robot_types(params)
     for name, path in params.adapters.items():
         folder = resolve_adapter(name, path)
         try:
             engine.load_adapter(name, folder)
         except AdapterError as err:
             raise ConfigError(f"adapters.{name}: {err}{widening_hint(base, folder)}") from None
+
+
+def check_robot_types(params: PlannerParams) -> None:
+    """A robot given a variant trained for another robot type (an arm on a drone's
+    adapter) would plan in the wrong skills: a ConfigError naming both. Adapters of
+    unknown origin (no eval.json naming a variant of robot_models' fleet) pass."""
+    for robot in params.robots:
+        if not robot.variant:
+            continue
+        folder = resolve_adapter(robot.variant, params.adapters[robot.variant])
+        trained_for = variant_robot_type(folder)
+        if trained_for is not None and trained_for != robot.type:
+            raise ConfigError(
+                f"robot {robot.id!r} is a {robot.type}, but its variant {robot.variant!r} "
+                f"({folder}) was trained for the {trained_for}: give it a {robot.type}'s "
+                "variant or none"
+            )
+
+
+def variant_robot_type(folder: Path) -> str | None:
+    """The robot type a variant folder was trained for: its eval.json names a variant
+    of the fleet (robot_models/variants/fleet.yaml), which says; None if unknown."""
+    from robot_models.variants.spec import variant_spec
+
+    try:
+        name = json.loads((folder / "eval.json").read_text())["variant"]
+        return variant_spec(str(name)).robot_type
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def widening_hint(base: Path, adapter: Path) -> str:
