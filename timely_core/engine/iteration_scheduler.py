@@ -6,14 +6,16 @@ The policy layer decides *which* generations run (the `gen_ids` of a step, most
 urgent first) and ranks every live generation (`set_ranking`); this only fits them
 into one forward: decodes first (one token each), then prefill chunks, until
 `max_batched_tokens` is spent. A decode that crosses into a new block, or a
-preempted generation coming back, and finds too few free preempts generations
-outside this step first, least urgent first by the ranking (a preserved cache is
-not worth a stalled batch: with every block held by waiting generations no step
-could run), then this step's own, least urgent first; never one already scheduled
-in it. Victims are swapped, or discarded when `preemption_strategy` says so or the
-host pool is full. A suspended generation whose KV was prefetched (brought back from
-the host ahead of its resume) is given up before anyone else, by anyone: its host
-copy is still valid, so that costs no copy. Generations the ranking does not name
+preempted generation coming back, and finds too few free preempts less urgent
+generations (by the ranking) first: those outside this step, least urgent first,
+then this step's own after it; never one already scheduled in it. A more urgent
+generation outside the step gives up its kept KV only when nothing is scheduled in
+the iteration yet (a preserved cache is not worth a stalled batch: with every block
+held by waiting generations no step could run). Victims are swapped, or discarded
+when `preemption_strategy` says so or the host pool is full. A suspended generation
+whose KV was prefetched (brought back from the host ahead of its resume) is given
+up before anyone else, by anyone: its host copy is still valid, so that costs no
+copy. Generations the ranking does not name
 go first, most recently admitted first (runnable before suspended). Pinned prefixes
 are never touched.
 """
@@ -208,9 +210,14 @@ class IterationScheduler:
                 -s.admitted_seq,
             ),
         )
-        victims = outside
+        # less urgent ones (outside, then this step's) before any more urgent one, and
+        # a more urgent generation's kept KV only so that the iteration runs at all
+        mine = self._urgency(state)
+        victims = [s for s in outside if self._urgency(s) >= mine or s.prefetched]
         if runnable:
             victims += sorted(reversed(later), key=self._expendability)
+        if not chunks:
+            victims += [s for s in outside if self._urgency(s) < mine and not s.prefetched]
         shortfall = need - self.blocks.num_free_device
         if self._frees(victims) < shortfall:
             return False

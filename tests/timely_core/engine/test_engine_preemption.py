@@ -102,3 +102,24 @@ def test_a_step_longer_than_max_generations_is_refused(kind: str, qwen2_path: Pa
         engine.step([1, 2, 3])
     assert engine.generation(3).num_computed == 0  # nothing ran
     assert {o.gen_id for o in engine.step([3, 1])} == {3, 1}
+
+
+def test_a_decode_preempts_a_less_urgent_one_in_its_step_before_an_urgent_waiting_one(
+    kind: str, qwen2_path: Path
+) -> None:
+    """An urgent generation waits with its KV kept while two less urgent ones decode:
+    room for the first of them comes from the other, not from the urgent one's cache,
+    and the other's comeback does not take it either (the iteration runs anyway)."""
+    engine = make(kind, qwen2_path, device_blocks=6)
+    for gen_id in (1, 2, 3):  # 2 blocks each: the device is full
+        engine.add(gen_id, prompt(gen_id), PARAMS)
+    engine.step([1, 2, 3])  # prefill; each then needs a third block to decode
+    engine.suspend(1, HandlingStrategy.PRESERVE)  # its robot moves: it keeps its KV
+    engine.set_ranking([1, 2, 3])  # the waiting one is the most urgent
+    outputs = engine.step([2, 3])
+    assert engine.generation(1).kv is KvLocation.DEVICE  # kept
+    assert engine.generation(3).kv is KvLocation.HOST  # the least urgent made room
+    assert {o.gen_id for o in outputs} == {2}
+    engine.abort(2)  # its room goes back: the least urgent runs again, the urgent kept
+    assert {o.gen_id for o in engine.step([3])} == {3}
+    assert engine.generation(1).kv is KvLocation.DEVICE

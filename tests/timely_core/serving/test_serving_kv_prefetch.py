@@ -98,13 +98,13 @@ def test_no_prefetch_without_the_setting() -> None:
     assert any(copied > 0 for _, _, copied in seen.resumed)  # resumes paid the swap-in
 
 
-@pytest.mark.parametrize("device_blocks", [64, 80])
+@pytest.mark.parametrize("device_blocks", [52, 80])
 def test_a_burst_takes_the_prefetched_kv_and_stalls_stop_prefetching(device_blocks: int) -> None:
     """d1 waits 4 s on a search and its KV, swapped out, is prefetched at once (the
     engine is idle). At 1 s five robots' long plans arrive: their admissions take
     the prefetched blocks back (given up, nothing copied, no one preempted for it)
     and d1's resume swaps its KV in from the kept host copy. With KV for fewer of
-    them (64 blocks) admissions stall while d1 waits on its last call: that wait is
+    them (52 blocks) admissions stall while d1 waits on its last call: that wait is
     not prefetched, nor any within 20 iterations of a stall; with 80 blocks nothing
     stalls and it is."""
     engine_config = SimulatedEngineConfig(
@@ -143,7 +143,7 @@ def test_a_burst_takes_the_prefetched_kv_and_stalls_stop_prefetching(device_bloc
     for at in prefetch_at:
         window = stalls[max(at - 20, 0) : at + 1]
         assert window[0] == window[-1]  # no admission stalled for memory lately
-    if device_blocks == 64:
+    if device_blocks == 52:
         assert stalls[-1] > 0 and len(seen.prefetched) == 1
     else:
         assert stalls[-1] == 0 and len(seen.prefetched) == 2 and counts["prefetch_hits"] == 1
