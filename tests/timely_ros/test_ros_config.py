@@ -387,3 +387,30 @@ def test_a_variant_trained_for_another_robot_type_is_refused() -> None:
                        r"'packing-arm' \(.*packing-arm\) was trained for the arm"):  # fmt: skip
         check_robot_types(params("packing-arm"))
     check_robot_types(params("heavy"))  # a drone's variant, under another name
+
+
+def test_the_planner_config_names_a_truncated_adapter(tmp_path: Path) -> None:
+    """The planner's configuration error carries the adapter's name and folder."""
+    import shutil
+
+    from timely_ros.fleet_variants import load_adapters
+
+    from robot_models.checkpoints import default_planner_path
+    from timely_core.engine.torch.config import EngineConfig
+    from timely_core.engine.torch.engine import TorchEngine
+
+    planner = default_planner_path()
+    folder = tmp_path / "heavy-drone"
+    shutil.copytree(planner.parent / "variants" / "heavy-drone", folder)
+    weights = folder / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    doc = _planner(engine="torch", adapters={"heavy-drone": str(folder)})
+    params = parse_bringup(doc).planner
+    assert params is not None
+    engine = TorchEngine(planner, EngineConfig(device_kv_bytes=2**20, host_kv_bytes=0))
+    with pytest.raises(ConfigError) as raised:
+        load_adapters(engine, params, planner)
+    assert str(raised.value).startswith(
+        f"adapters.heavy-drone: adapter 'heavy-drone' ({folder}): adapter_model.safetensors "
+        "is unreadable"
+    )

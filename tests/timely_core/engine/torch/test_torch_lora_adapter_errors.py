@@ -10,7 +10,6 @@ import json
 import re
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -253,21 +252,3 @@ def test_engine_keeps_serving_after_a_refused_adapter(tmp_path: Path) -> None:
     assert "broken" not in engine.adapters and not engine.resident_weights().variants
     engine.load_adapter("broken", SHIPPED)  # the name is free again
     assert [v.name for v in engine.resident_weights().variants] == ["broken"]
-
-
-def test_planner_config_names_the_truncated_adapter(tmp_path: Path) -> None:
-    """The ROS planner's configuration error carries the adapter's name and folder."""
-    fleet_variants = pytest.importorskip("timely_ros.fleet_variants")
-    from timely_ros.config import ConfigError
-
-    engine = TorchEngine(PLANNER, EngineConfig(device_kv_bytes=2**20, host_kv_bytes=0))
-    folder = _copy(tmp_path, "heavy-drone")
-    data = (folder / WEIGHTS).read_bytes()
-    (folder / WEIGHTS).write_bytes(data[: len(data) // 2])
-    params = SimpleNamespace(adapters={"heavy-drone": str(folder)})
-    with pytest.raises(ConfigError) as raised:
-        fleet_variants.load_adapters(engine, params, PLANNER)
-    assert str(raised.value).startswith(
-        f"adapters.heavy-drone: adapter 'heavy-drone' ({folder}): adapter_model.safetensors "
-        "is unreadable"
-    )
