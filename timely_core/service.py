@@ -320,12 +320,13 @@ class PlanningService:
             state.run_deliveries()
             return rollback
         with state.engine_gate.caller(), state.lock:  # it rewrites: not inside a step
-            generation, _ = self._dispatched(task_id, index)
-            if generation.state is GenerationState.FINISHED:
+            ended = state.generations.get(task_id)
+            if ended is not None and ended.state is GenerationState.FINISHED:
                 raise TaskFinished(
                     f"task {task_id!r} has already ended; its failed segment {index} "
                     "cannot be replanned"
                 )
+            generation, _ = self._dispatched(task_id, index)
             reported = [
                 r.segment.index for r in generation.records[index:] if r.finished_at_s is not None
             ]

@@ -210,6 +210,8 @@ def test_the_recovery_cap_ends_the_task_naming_the_failure() -> None:
     assert setup.service.stats().failed == 1
     with pytest.raises(TaskFinished, match="already ended"):
         setup.service.segment_failed(handle.task_id, 1, "blocked")
+    with pytest.raises(TaskFinished, match="already ended"):  # any index: the task ended
+        setup.service.segment_failed(handle.task_id, 7, "blocked")
 
 
 def test_without_the_flag_a_failure_ends_the_task_as_before() -> None:
