@@ -41,6 +41,10 @@ class ServiceIteration:
     def __init__(self, state: ServiceState) -> None:
         self._state = state
         self._dispatch = SegmentDispatch(state)
+        # this pass's admission: generations refused for KV memory (can_admit, or
+        # OutOfKvMemory), and whether the engine refused one for another reason
+        self._short_of_memory: set[int] = set()
+        self._refused = False
 
     @property
     def tool_waits(self) -> ToolWaits:
@@ -74,6 +78,7 @@ class ServiceIteration:
             state.decision_time_s += time.perf_counter() - started
             # before admission: add/resume may preempt (by waste within a TUF class)
             state.engine.set_ranking(state.kv_handling.engine_ranking(ranking))
+            self._short_of_memory, self._refused = set(), False
             self._admit(now, order)
             if not state.running:
                 self._fail_unfittable(ranking)
@@ -158,9 +163,11 @@ class ServiceIteration:
                     generation.suspended = False
             except OutOfKvMemory:
                 state.counters["kv_stalls"] += 1
+                self._short_of_memory.add(gen_id)
                 return  # stays queued; memory frees as running generations end
             except Exception as exc:  # this generation only: the engine refused it
                 log.exception("engine refused generation %d", gen_id)
+                self._refused = True
                 state.fail(generation, f"engine refused the generation: {exc}")
                 continue
             state.scheduler.start(gen_id)
@@ -174,14 +181,20 @@ class ServiceIteration:
                 len(generation.engine_prompt_ids()), self._state.engine_prefix(generation)
             )
             self._state.counters["kv_stalls"] += not fits  # the decision ends here
+            if not fits:
+                self._short_of_memory.add(gen_id)
             return fits
         return True  # suspended: resume() reports OutOfKvMemory itself
 
     def _fail_unfittable(self, ranking: list[int]) -> None:
-        """Nothing runs, yet the best queued generation does not fit: it never will."""
+        """Nothing runs, yet the best queued generation does not fit: it never will.
+        Only where memory refused it in this pass: a generation merely not reached
+        (the engine refused others, for their own reasons) is tried next pass."""
         state = self._state
         best = next((g for g in ranking if g in state.by_gen_id), None)  # not failed
         if best is None or state.by_gen_id[best].in_engine:
+            return
+        if self._refused or best not in self._short_of_memory:
             return
         generation = state.by_gen_id[best]
         memory = state.engine.memory()

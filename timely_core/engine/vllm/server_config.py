@@ -14,14 +14,15 @@ class VllmServerConfig(BaseModel):
     vllm.entrypoints.openai.api_server`) started with `--enable-prefix-caching
     --scheduling-policy priority --enable-prompt-tokens-details`, and for plans under
     grammars `--logits-processors` with grammar_args.PROCESSOR_FQCN (a server without
-    it is refused before its first grammar request). A server that fails is left out
-    for `retry_after_s`, then tried again."""
+    it gets no grammar request). A server that fails, or hangs, is left out for
+    `retry_after_s`, then tried again; one serving another model, for good."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     urls: list[str] = Field(min_length=1)
     connect_timeout_s: float = Field(default=2.0, gt=0, le=60)
-    # no token from any running generation for this long: the servers are stuck
+    # a server that sends nothing on any stream for this long while it holds a
+    # request is hung: left out, its generations resume on another server
     token_timeout_s: float = Field(default=60.0, gt=0, le=3600)
     retry_after_s: float = Field(default=5.0, ge=0, le=3600)
     max_generations: int = Field(default=64, ge=1, le=4096)

@@ -16,17 +16,28 @@ generation finishes); one closed early reports nothing.
 Routing (server_router.py): a generation with a prefix goes to the server holding
 that prefix (cache affinity; a new prefix to the server holding the fewest) unless
 it runs `affinity_slack` more streams than the least loaded one.
-A server whose stream breaks (connection lost, an error event, a 5xx) is left out
-for `retry_after_s` and the generation resumes on another from the token ids it has
-received, so no task is lost while any server answers. Swap is refused as in process
-(the servers offload KV only on GPU hosts, and only they could).
+A server whose stream breaks (connection lost, an error event, a 5xx), or that sends
+nothing at all for `token_timeout_s` while it holds a request (hung: SIGSTOP, a
+stuck core; a request merely queued on a server that streams others is not), is
+left out for `retry_after_s` and the generation resumes on another from the token
+ids it has received, so no task is lost while any server answers. A generation
+fails only when no server is left to try (each tried once without a token), and
+the error names each server's state. Swap is refused as in process (the servers
+offload KV only on GPU hosts, and only they could).
+
+Each server's model is compared with the local checkpoint before its first request
+(server_model.py: /v1/models, /tokenize, the vocabulary's end), at build or, for a
+server that did not answer then (a warning names it), when it first does: one that
+serves another model is left out for good, and the build refused if none serves it.
 
 Grammars: each server must run Timely's grammar processor (`--logits-processors
 timely_core.engine.vllm.grammar_processor:GrammarLogitsProcessor`); a generation's
 requests carry its grammar args as `vllm_xargs`, so any request of it (a resume, a
 failover) continues the plan's grammar where it stands. Each server is probed once
-before its first grammar request (server_probe.py): one without the processor is
-refused with an error naming it and the flag, never left to decode unconstrained.
+before its first grammar request (server_probe.py): one without the processor gets
+no grammar request (a warning names it and the flag), never left to decode
+unconstrained, and serves the others; only when no server runs it is a grammar
+generation refused, with an error naming them.
 `set_closing` reopens a running generation's stream with the new closing flag.
 
 `rewrite` (plans that react) changes a suspended generation's ids only
@@ -44,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict, deque
@@ -75,6 +87,16 @@ from timely_core.engine.vllm.generation import (
 )
 from timely_core.engine.vllm.grammar_checks import GrammarChecks
 from timely_core.engine.vllm.server_config import VllmServerConfig
+from timely_core.engine.vllm.server_model import (
+    LocalModel,
+    base_card,
+    card_mismatch,
+    mismatch_reason,
+    tokenize_body,
+    tokenizer_mismatch,
+    vocab_body,
+    vocab_mismatch,
+)
 from timely_core.engine.vllm.server_probe import (
     answered_by_processor,
     missing_processor,
@@ -85,10 +107,18 @@ from timely_core.engine.vllm.variants import check_adapter, checkpoint_bytes, un
 
 MAX_CACHE_REPORTS = 4096
 SUSPEND_STRATEGIES = frozenset({HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD})
+NO_SERVER = "no vLLM server answers"
+
+log = logging.getLogger(__name__)
 
 
 class ServerDown(Exception):
-    """A server failed a stream (connection, error event, 5xx): fail over."""
+    """A server failed a stream (connection, error event, 5xx, silence): fail over."""
+
+
+class ServerUnfit(Exception):
+    """A server that answers but cannot run this generation (another model, no grammar
+    processor; its state says so): route the generation elsewhere."""
 
 
 @dataclass
@@ -104,6 +134,7 @@ class _Stream:
     holding: ServerState | None = None  # counted in this server's load until released
     future: Future[None] | None = None
     failovers: int = 0
+    nowhere: bool = False  # `error` is that no server is left to run it
 
 
 class VllmServerEngine:
@@ -115,13 +146,17 @@ class VllmServerEngine:
         self._eos = frozenset(eos if isinstance(eos, list) else [eos])
         self.vocab_size = int(model["vocab_size"])
         self._httpx = import_httpx
+        # a hung server must not hold a control request longer than a stream
+        read_s = min(30.0, config.token_timeout_s)
         self._control = import_httpx.Client(
-            timeout=import_httpx.Timeout(30.0, connect=config.connect_timeout_s)
+            timeout=import_httpx.Timeout(read_s, connect=config.connect_timeout_s)
         )
         self.router = Router(
             [ServerState(u) for u in config.urls], config.affinity_slack, config.retry_after_s
         )
         self._model_path = Path(model_path)
+        self._local = LocalModel.read(self._model_path, model)
+        self._discovery = threading.Lock()
         self.grammars = GrammarChecks(self._model_path, self.vocab_size)
         self._adapters: dict[str, ResidentVariant] = {}  # loaded variants, in load order
         self._prefix_variants: dict[str, str | None] = {}
@@ -149,22 +184,81 @@ class VllmServerEngine:
 
     # ---- set-up and shut-down --------------------------------------------------
     def _discover(self) -> int:
-        """Each server's model and context length; EngineError if none answers."""
+        """Each server's model and context length. A server that does not answer is
+        named in a warning and retried (its model checked when it first answers);
+        EngineError if none answers, or none that answers serves the checkpoint."""
         lengths = []
         for server in self.router.servers:
             try:
-                reply = self._control.get(f"{server.url}/v1/models")
-                reply.raise_for_status()
-                cards = reply.json()["data"]
-                card = next(c for c in cards if not c.get("parent"))  # LoRAs name a parent
-                server.model = str(card["id"])
-                server.loras = {str(c["id"]) for c in cards if c.get("parent")}
-                lengths.append(int(card.get("max_model_len") or 2048))
+                length = self._discover_one(server)
             except Exception as exc:
                 self.router.mark_down(server, f"does not answer: {exc!r}")
-        if not lengths:
-            raise EngineError(f"no vLLM server answers: {self.router.describe_down()}")
-        return min(lengths)
+                log.warning(
+                    "vLLM server %s does not answer (%r); it is left out and tried again "
+                    "every %g s",
+                    server.url,
+                    exc,
+                    self.config.retry_after_s,
+                )
+                continue
+            if length is not None:
+                lengths.append(length)
+        if lengths:
+            return min(lengths)
+        if any(s.unusable for s in self.router.servers):
+            raise EngineError(
+                f"no vLLM server serves the checkpoint {self._model_path}: {self.router.describe()}"
+            )
+        raise EngineError(f"{NO_SERVER}: {self.router.describe()}")
+
+    def _discover_one(self, server: ServerState) -> int | None:
+        """Read `server`'s model and compare it with the checkpoint (once): its
+        context length, or None if it serves another model (then left out for good,
+        with a warning). Raises what the requests raise (it does not answer)."""
+        with self._discovery:
+            if server.known:
+                return None if server.unusable else server.max_model_len
+            reply = self._control.get(f"{server.url}/v1/models")
+            reply.raise_for_status()
+            cards = reply.json()["data"]
+            card = base_card(cards)
+            model = str(card["id"])
+            why = card_mismatch(self._local, card)
+            if why is None:
+                tokenized = self._control.post(f"{server.url}/tokenize", json=tokenize_body(model))
+                reply_json = tokenized.json() if tokenized.status_code == 200 else None
+                why = tokenizer_mismatch(self._local, tokenized.status_code, reply_json)
+            if why is None:
+                probe = self._control.post(
+                    f"{server.url}/v1/completions", json=vocab_body(self._local, model)
+                )
+                if probe.status_code >= 500:
+                    probe.raise_for_status()
+                why = vocab_mismatch(self._local, probe.status_code)
+            length = int(card.get("max_model_len") or 2048)
+            engine_len = getattr(self, "max_model_len", None)  # set once built
+            if why is None and engine_len is not None and length < engine_len:
+                why = f"its context of {length} tokens is below the engine's {engine_len}"
+            server.model = model
+            server.loras = {str(c["id"]) for c in cards if c.get("parent")}
+            server.max_model_len = length
+            server.known = True
+            if why is not None:
+                server.unusable = mismatch_reason(self._local, card, why)
+                log.warning("vLLM server %s is left out: it %s", server.url, server.unusable)
+                return None
+            return length
+
+    def _known(self, server: ServerState) -> bool:
+        """Discover `server` if it was not (it did not answer at build): whether it
+        may be used; a server that still does not answer is marked down."""
+        if not server.known:
+            try:
+                self._discover_one(server)
+            except Exception as exc:
+                self.router.mark_down(server, f"does not answer: {exc!r}")
+                return False
+        return not server.unusable
 
     async def _new_client(self) -> Any:
         timeout = self._httpx.Timeout(None, connect=self.config.connect_timeout_s)
@@ -217,9 +311,13 @@ class VllmServerEngine:
         total = free = block_bytes = 0
         for server in self.router.up():
             try:
-                blocks, usage, pool_bytes = _kv_metrics(
-                    self._control.get(f"{server.url}/metrics").text
-                )
+                text = self._control.get(f"{server.url}/metrics").text
+                blocks, usage, pool_bytes = _kv_metrics(text)
+            except self._httpx.TransportError as exc:
+                # left out, so a hung server stalls the service's loop once, not on
+                # every refresh
+                self.router.mark_down(server, f"/metrics failed: {exc!r}")
+                continue
             except Exception:
                 continue
             total += blocks
@@ -237,6 +335,8 @@ class VllmServerEngine:
             raise AdapterError(f"variant {name!r} is already loaded")
         adapter = check_adapter(name, path, self._model_path, torch.float32)
         for server in self.router.up():
+            if not self._known(server):
+                continue
             if name not in server.loras:
                 raise AdapterError(
                     f"vLLM server {server.url} does not serve LoRA {name!r} (it serves: "
@@ -272,6 +372,8 @@ class VllmServerEngine:
             if server is None:
                 break
             try:
+                if not self._known(server):
+                    continue  # marked down or left out: the next pick goes elsewhere
                 body = self._body(
                     server, list(token_ids), 1, SamplingParams(), -1, False, variant=variant
                 )
@@ -289,7 +391,7 @@ class VllmServerEngine:
             finally:
                 self.router.release(server)
         raise EngineError(
-            f"no vLLM server could prefill prefix {prefix_id!r}: {self.router.describe_down()}"
+            f"no vLLM server could prefill prefix {prefix_id!r}: {self.router.describe()}"
         )
 
     def unregister_prefix(self, prefix_id: str) -> None:
@@ -402,19 +504,22 @@ class VllmServerEngine:
         if not gen_ids:
             return []
         streams = [self._streams[g] for g in gen_ids]
-        deadline = time.monotonic() + self.config.token_timeout_s
+        # a backstop only: each stream gives up on a silent server after
+        # token_timeout_s and fails once every server was tried without a token
+        bound = self.config.token_timeout_s * (len(self.router.servers) + 1)
+        deadline = time.monotonic() + bound
         with self._arrived:
             while not any(s.buffer or s.error for s in streams):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise EngineError(
-                        f"no token from the vLLM servers in {self.config.token_timeout_s:g} s "
-                        f"for generations {gen_ids}: {self.router.describe_down()}"
+                        f"no token from the vLLM servers in {bound:g} s for generations "
+                        f"{gen_ids}: {self.router.describe()}"
                     )
                 self._arrived.wait(min(left, 1.0))
-            failed = next((s.error for s in streams if s.error), None)
-            if failed is not None:
-                raise EngineError(failed)
+            failed = [(g, s) for g, s in zip(gen_ids, streams, strict=True) if s.error]
+            if failed:
+                raise EngineError(self._failure(failed))
             taken = [
                 (g, s.buffer.popleft(), s)
                 for g, s in zip(gen_ids, streams, strict=True)
@@ -445,7 +550,9 @@ class VllmServerEngine:
         stream = _Stream(epoch=next(self._serial), received=list(state.token_ids))
         self._streams[state.gen_id] = stream
         # routed here, so the server is known at once; failovers route in the stream
-        stream.server = stream.holding = self.router.pick(self._keys.get(state.gen_id))
+        grammar = state.params.grammar is not None
+        stream.server = self.router.pick(self._keys.get(state.gen_id), grammar)
+        stream.holding = stream.server
         stream.future = asyncio.run_coroutine_threadsafe(self._run(state, stream), self._loop)
 
     def _close_stream(self, gen_id: int) -> None:
@@ -471,32 +578,61 @@ class VllmServerEngine:
         self._keys.pop(gen_id, None)
 
     async def _run(self, state: VllmGeneration, stream: _Stream) -> None:
-        """Stream `state` from a server, failing over to another while any answers."""
+        """Stream `state` from a server, failing over to another while any answers: a
+        failover moves it only where a server is left, and it fails once every server
+        was tried in a row without a token (servers coming back after
+        `retry_after_s` must not keep a generation cycling among hung ones)."""
         epoch = stream.epoch
         server = stream.server
+        grammar = state.params.grammar is not None
+        fruitless = 0  # attempts in a row that ended without a token
         while True:
-            if server is None:
-                self._fail(
-                    stream,
-                    epoch,
-                    f"generation {state.gen_id}: no vLLM server "
-                    f"answers: {self.router.describe_down()}",
-                )
+            if server is None or fruitless >= len(self.router.servers):
+                self._fail(stream, epoch, self._nowhere(grammar), nowhere=True)
                 return
+            with self._arrived:
+                had = len(stream.received)
             try:
-                await self._stream_from(server, state, stream, epoch)
+                await self._attempt(server, state, stream, epoch)
                 return
             except (ServerDown, self._httpx.TransportError) as exc:
                 self.router.mark_down(server, f"stream failed: {exc!r}")
-                stream.failovers += 1
-                self._count_failover(state.gen_id)
+            except ServerUnfit:
+                pass  # its state leaves it out of this generation's routing
             except EngineError as exc:
                 self._fail(stream, epoch, str(exc))
                 return
             finally:
                 self._release(stream)
-            server = self.router.pick(self._keys.get(state.gen_id))
+            with self._arrived:
+                fruitless = 0 if len(stream.received) > had else fruitless + 1
+            failed, server = server, self.router.pick(self._keys.get(state.gen_id), grammar)
             stream.server = stream.holding = server
+            if server is not None and server is not failed:
+                stream.failovers += 1  # a move, only where there is another server
+                self._count_failover(state.gen_id)
+
+    async def _attempt(
+        self, server: ServerState, state: VllmGeneration, stream: _Stream, epoch: int
+    ) -> None:
+        """`_stream_from`, abandoned (ServerDown, its stream closed) once `server` has
+        sent nothing on any stream for `token_timeout_s` while this request waited:
+        a hung server (SIGSTOP) keeps its connections open and sends nothing, and only
+        its silence tells. A request queued on a server that streams others waits."""
+        bound = self.config.token_timeout_s
+        started = time.monotonic()
+        task = asyncio.ensure_future(self._stream_from(server, state, stream, epoch))
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=min(1.0, bound / 4))
+                if done:
+                    return task.result()
+                if time.monotonic() - max(started, server.last_heard) > bound:
+                    raise ServerDown(f"sent nothing for {bound:g} s (hung)")
+        finally:
+            if not task.done():
+                task.cancel()  # closes its stream; no token of it is taken after this
+                await asyncio.wait({task})
 
     async def _stream_from(
         self, server: ServerState, state: VllmGeneration, stream: _Stream, epoch: int
@@ -505,6 +641,13 @@ class VllmServerEngine:
             if stream.epoch != epoch:
                 return
             kept = list(stream.received)  # prompt + every token received so far
+        if not server.known:  # it did not answer at build: check its model first
+            try:
+                await asyncio.to_thread(self._discover_one, server)
+            except Exception as exc:
+                raise ServerDown(f"does not answer: {exc!r}") from None
+        if server.unusable:
+            raise ServerUnfit(server.unusable)
         if state.params.grammar is not None:
             await self._probe_grammar(server)
         # what the server has not sent yet (appended ids count, as in `VllmGeneration`)
@@ -524,6 +667,7 @@ class VllmServerEngine:
         state.submissions += 1
         url = f"{server.url}/v1/completions"
         async with self._client.stream("POST", url, json=body) as reply:
+            server.last_heard = time.monotonic()
             if reply.status_code >= 500:
                 raise ServerDown(f"HTTP {reply.status_code}")
             if reply.status_code != 200:
@@ -533,6 +677,7 @@ class VllmServerEngine:
                     f"HTTP {reply.status_code} {text}"
                 )
             async for line in reply.aiter_lines():
+                server.last_heard = time.monotonic()
                 if not line.startswith("data: "):
                     continue
                 data = line[len("data: ") :]
@@ -578,11 +723,37 @@ class VllmServerEngine:
         while len(self.cache_reports) > MAX_CACHE_REPORTS:
             self.cache_reports.popitem(last=False)
 
-    def _fail(self, stream: _Stream, epoch: int, reason: str) -> None:
+    def _fail(self, stream: _Stream, epoch: int, reason: str, nowhere: bool = False) -> None:
         with self._arrived:
             if stream.epoch == epoch:
-                stream.error = reason
+                stream.error, stream.nowhere = reason, nowhere
                 self._arrived.notify_all()
+
+    def _nowhere(self, grammar: bool) -> str:
+        """Why a generation has no server left: each server's state (and, for a
+        grammar, the servers that lack the processor and the flag they need)."""
+        if grammar and any(s.grammar is False for s in self.router.servers):
+            lacking = [missing_processor(s.url) for s in self.router.servers if s.grammar is False]
+            return (
+                f"no vLLM server that answers runs Timely's grammar processor: "
+                f"{'; '.join(lacking)} (servers: {self.router.describe()})"
+            )
+        return f"{NO_SERVER}: {self.router.describe()}"
+
+    def _failure(self, failed: list[tuple[int, _Stream]]) -> str:
+        """One step's error from its failed generations: each distinct reason once,
+        with the generations it ended (never one generation's error for all);
+        servers gone: their states now."""
+        reasons: dict[str, list[int]] = {}
+        for gen_id, stream in failed:
+            reason = stream.error or ""
+            if stream.nowhere and reason.startswith(NO_SERVER):
+                reason = f"{NO_SERVER}: {self.router.describe()}"  # one text: states now
+            reasons.setdefault(reason, []).append(gen_id)
+        return "; ".join(
+            f"{reason} (generation{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))})"
+            for reason, ids in reasons.items()
+        )
 
     def _body(
         self,
@@ -627,44 +798,49 @@ class VllmServerEngine:
         return probe_body(server.model, eos, (eos + 1) % self.vocab_size)
 
     def _check_grammar_servers(self) -> None:
-        """EngineError naming the first answering server without the grammar
-        processor (each probed once); a server that fails the probe is left out."""
-        for server in self.router.up():
-            if server.grammar is None:
-                try:
-                    reply = self._control.post(
-                        f"{server.url}/v1/completions", json=self._probe_body(server)
-                    )
-                except self._httpx.TransportError as exc:
-                    self.router.mark_down(server, f"grammar probe failed: {exc!r}")
-                    continue
-                if reply.status_code >= 500:
-                    self.router.mark_down(server, f"grammar probe: HTTP {reply.status_code}")
-                    continue
-                _check_probe_reply(server.url, reply.status_code, reply.text)
-                server.grammar = answered_by_processor(reply.json(), self.eos_token_id)
-            if not server.grammar:
-                raise EngineError(missing_processor(server.url))
+        """Probe each answering server not probed yet (one that fails the probe is
+        marked down, one without the processor left out of grammar routing); an
+        EngineError naming them only when no answering server runs the processor."""
+        for server in self.router.up(grammar=True):
+            if server.grammar is not None or not self._known(server):
+                continue
+            try:
+                reply = self._control.post(
+                    f"{server.url}/v1/completions", json=self._probe_body(server)
+                )
+            except self._httpx.TransportError as exc:
+                self.router.mark_down(server, f"grammar probe failed: {exc!r}")
+                continue
+            if reply.status_code >= 500:
+                self.router.mark_down(server, f"grammar probe: HTTP {reply.status_code}")
+                continue
+            self._set_grammar(server, reply.status_code, reply)
+        if not any(s.grammar for s in self.router.up(grammar=True)):
+            raise EngineError(self._nowhere(True))
 
     async def _probe_grammar(self, server: ServerState) -> None:
         """Before a grammar request to `server`: ServerDown if the probe cannot reach
-        it, EngineError if it lacks the processor."""
+        it, ServerUnfit if it lacks the processor (the request goes elsewhere)."""
         if server.grammar is None:
             url = f"{server.url}/v1/completions"
             reply = await self._client.post(url, json=self._probe_body(server))
             if reply.status_code >= 500:
                 raise ServerDown(f"grammar probe: HTTP {reply.status_code}")
-            _check_probe_reply(server.url, reply.status_code, reply.text)
-            server.grammar = answered_by_processor(reply.json(), self.eos_token_id)
+            self._set_grammar(server, reply.status_code, reply)
         if not server.grammar:
-            raise EngineError(missing_processor(server.url))
+            raise ServerUnfit(missing_processor(server.url))
 
-
-def _check_probe_reply(url: str, status: int, text: str) -> None:
-    if status != 200:
-        raise EngineError(
-            f"vLLM server {url} refused the grammar probe: HTTP {status} {text[:300]}"
-        )
+    def _set_grammar(self, server: ServerState, status: int, reply: Any) -> None:
+        """Record the probe's answer; a server without the processor (or refusing the
+        probe) is named once, in a warning, and gets no grammar request."""
+        server.grammar = status == 200 and answered_by_processor(reply.json(), self.eos_token_id)
+        if not server.grammar:
+            refused = "" if status == 200 else f" (HTTP {status} to the probe: {reply.text[:300]})"
+            log.warning(
+                "%s%s; grammar requests go to the other servers",
+                missing_processor(server.url),
+                refused,
+            )
 
 
 def _import_httpx() -> Any:

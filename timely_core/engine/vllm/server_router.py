@@ -1,5 +1,9 @@
 """Which vLLM server runs a generation: cache affinity by prefix, balanced by load,
-and the servers that failed left out for a while."""
+and the servers that failed left out for a while.
+
+A server can also be left out for good (`unusable`: it serves another model) or
+for grammar requests only (`grammar` False: it lacks Timely's grammar processor),
+so one misconfigured server among good ones costs no task."""
 
 from __future__ import annotations
 
@@ -12,10 +16,14 @@ from dataclasses import dataclass, field
 class ServerState:
     url: str
     model: str = ""  # the served model's name (/v1/models)
+    known: bool = False  # its model was compared with the checkpoint (server_model.py)
+    max_model_len: int = 0  # its context (/v1/models), once known
     load: int = 0  # live streams on it
     down_until: float = 0.0  # monotonic time; 0: up
     last_error: str = ""
     failures: int = 0
+    last_heard: float = 0.0  # monotonic time of its last byte on a stream
+    unusable: str = ""  # why it is left out for good (another model); "" if usable
     homes: set[str] = field(default_factory=set)  # affinity keys it holds
     loras: set[str] = field(default_factory=set)  # LoRA adapters it serves (/v1/models)
     grammar: bool | None = None  # runs Timely's grammar processor (None: not probed yet)
@@ -31,15 +39,22 @@ class Router:
         self._home: dict[str, ServerState] = {}
         self._lock = threading.Lock()
 
-    def up(self) -> list[ServerState]:
+    def up(self, grammar: bool = False) -> list[ServerState]:
+        """Servers to route to now; `grammar`: only those that may run a grammar
+        (with the processor, or not probed yet: probed before the request)."""
         now = time.monotonic()
-        return [s for s in self.servers if s.down_until <= now]
+        return [
+            s
+            for s in self.servers
+            if s.down_until <= now and not s.unusable and not (grammar and s.grammar is False)
+        ]
 
-    def pick(self, key: str | None) -> ServerState | None:
+    def pick(self, key: str | None, grammar: bool = False) -> ServerState | None:
         """The server for a new stream with affinity `key` (a prefix id), counted in
-        its load; None when every server is down."""
+        its load; None when every server (for a grammar, every one that may run
+        it) is down or left out."""
         with self._lock:
-            live = self.up()
+            live = self.up(grammar)
             if not live:
                 return None
             least = min(live, key=lambda s: s.load)
@@ -76,5 +91,21 @@ class Router:
             server.last_error = reason
             server.failures += 1
 
-    def describe_down(self) -> str:
-        return "; ".join(f"{s.url} ({s.last_error or 'down'})" for s in self.servers)
+    def describe(self) -> str:
+        """Each server's real state, for error messages: a server that answers is
+        said to, never lumped in with the failed ones."""
+        now = time.monotonic()
+        states = []
+        for s in self.servers:
+            if s.unusable:
+                state = f"left out: {s.unusable}"
+            elif s.down_until > now:
+                state = f"down, retried in {s.down_until - now:.1f} s: {s.last_error}"
+            elif s.last_error:
+                state = f"up again after: {s.last_error}"
+            else:
+                state = "up"
+            if s.grammar is False and not s.unusable:
+                state += "; no grammar processor"
+            states.append(f"{s.url} ({state})")
+        return "; ".join(states)

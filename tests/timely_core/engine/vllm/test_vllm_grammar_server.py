@@ -2,11 +2,12 @@
 server started with Timely's grammar processor (`--logits-processors`) gives the
 torch engine's greedy plans under the robots' grammars, through resumes (each a new
 request carrying the plan so far) and closing, and the service on it plans the
-golden plans under the grammar; a server started without it is
-found out before any grammar request reaches it, with an error naming it and the
-flag, also when it was down as the plan started and its probe waited for its first
-grammar request (behind a relay that takes it down and brings it back); malformed
-grammar args are refused by the server (HTTP 400)."""
+golden plans under the grammar; a server started without it is found out before
+any grammar request reaches it and gets none (grammar generations go to one with
+it; with none left, an error names it and the flag), also when it was down as the
+plan started and its probe waited for its first grammar request (behind a relay
+that takes it down and brings it back); malformed grammar args are refused by the
+server (HTTP 400)."""
 
 from __future__ import annotations
 
@@ -91,6 +92,8 @@ def test_the_service_plans_under_the_grammar_through_a_server(
 def test_a_server_without_the_processor_is_refused_naming_it(
     planner: Path, servers: dict[str, str]
 ) -> None:
+    """Alone, it is refused for grammar generations (naming it and the flag); beside
+    one with the processor, grammar generations go there and it serves the rest."""
     robots = Robots()
     prompt = robots.prompt(ADVERSARIAL[0])
     grammar = robots.params("drone")
@@ -98,10 +101,18 @@ def test_a_server_without_the_processor_is_refused_naming_it(
     for urls in ([servers["without"]], [servers["with"], servers["without"]]):
         engine = _engine(planner, *urls)
         try:
-            with pytest.raises(EngineError, match=rf"{servers['without']} does not run .*{flag}"):
+            if len(urls) == 1:
+                with pytest.raises(
+                    EngineError, match=rf"{servers['without']} does not run .*{flag}"
+                ):
+                    engine.add(1, prompt, grammar)
+                with pytest.raises(EngineError):
+                    engine.generation(1)
+            else:
                 engine.add(1, prompt, grammar)
-            with pytest.raises(EngineError):
-                engine.generation(1)
+                assert engine.server_of(1) == servers["with"]
+                assert engine.router.servers[1].grammar is False
+                engine.abort(1)
             # unconstrained generations still run there
             engine.add(2, prompt, SamplingParams(max_tokens=3))
             outputs = engine.step([2])

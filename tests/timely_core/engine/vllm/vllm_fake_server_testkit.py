@@ -1,0 +1,229 @@
+"""A stand-in for a vLLM OpenAI-compatible server on 127.0.0.1, for the failure
+cases of `engine: vllm-server` that a real server (a minute to start) makes slow:
+it answers as vLLM 0.32 does (checked against a real server: /v1/models, /tokenize,
+streamed /v1/completions with `token_ids`, the out-of-vocabulary 400, /metrics),
+starts in milliseconds, and can hang (accept connections, send nothing: SIGSTOP),
+die (close every connection and its port: SIGKILL), lack Timely's grammar
+processor, or serve another model (another tokenizer, vocabulary or context).
+
+Its tokens are a function of the last id only (`next_id`), so a generation resumed
+anywhere from its kept ids goes on exactly as it would have (`expected`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer
+from vllm_testkit import free_port
+
+EOS = 0  # the planner's
+VOCAB = 1536  # the planner's
+
+
+def next_id(last: int) -> int:
+    """The fake model: never EOS or the pad id, so a generation runs its budget."""
+    return 2 + (last * 31 + 7) % (VOCAB - 2)
+
+
+def expected(prompt: list[int], max_tokens: int) -> list[int]:
+    """What any fake server generates for `prompt`, uninterrupted."""
+    out, last = [], prompt[-1]
+    for _ in range(max_tokens):
+        last = next_id(last)
+        out.append(last)
+    return out
+
+
+class FakeVllmServer:
+    """`url` answers while started. `grammar`: it runs Timely's grammar processor
+    (answers the probe with EOS). `vocab_size`, `max_model_len`, `tokenizer_shift`
+    (added to every id /tokenize returns): another model's. `hang_after` /
+    `die_after`: it hangs / dies once it has sent that many tokens on one stream."""
+
+    def __init__(
+        self,
+        model: Path,
+        *,
+        grammar: bool = True,
+        vocab_size: int = VOCAB,
+        max_model_len: int = 2048,
+        tokenizer_shift: int = 0,
+        token_delay_s: float = 0.002,
+        hang_after: int | None = None,
+        die_after: int | None = None,
+    ) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.model = str(model)
+        self.grammar = grammar
+        self.vocab_size = vocab_size
+        self.max_model_len = max_model_len
+        self.tokenizer_shift = tokenizer_shift
+        self.token_delay_s = token_delay_s
+        self.hang_after = hang_after
+        self.die_after = die_after
+        self.streams = 0  # streamed completions it took (not probes)
+        self._tokenizer = Tokenizer.from_file(str(model / "tokenizer.json"))
+        self._awake = threading.Event()
+        self._awake.set()
+        self._stopped = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def start(self) -> FakeVllmServer:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        ThreadingHTTPServer.allow_reuse_address = True
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self._httpd.daemon_threads = True
+        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def hang(self) -> None:
+        """Keep every connection open and send nothing more, new requests included."""
+        self._awake.clear()
+
+    def die(self) -> None:
+        """Close the port and every open connection mid-stream."""
+        self._stopped.set()
+        self._awake.set()
+        with self._lock:
+            for sock in self._open:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+            self._open.clear()
+        httpd, self._httpd = self._httpd, None
+        if httpd is not None:  # new connections meanwhile are closed unanswered
+            threading.Thread(target=_close, args=(httpd,), daemon=True).start()
+
+    def gate(self) -> None:
+        """Wait while hung; raise once dead (the handler's connection just ends)."""
+        while not self._awake.wait(0.05):
+            pass
+        if self._stopped.is_set():
+            raise ConnectionAbortedError("dead")
+
+    def track(self, sock: socket.socket, open_: bool) -> None:
+        with self._lock:
+            (self._open.add if open_ else self._open.discard)(sock)
+
+    def tokenize(self, text: str) -> list[int]:
+        ids = self._tokenizer.encode(text, add_special_tokens=False).ids
+        return [i + self.tokenizer_shift for i in ids]
+
+
+def _close(httpd: ThreadingHTTPServer) -> None:
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeVllmServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.fake.track(self.connection, True)
+
+    def finish(self) -> None:
+        self.fake.track(self.connection, False)
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    def do_GET(self) -> None:
+        with contextlib.suppress(OSError):
+            self.fake.gate()
+            if self.path == "/v1/models":
+                card = {
+                    "id": self.fake.model,
+                    "object": "model",
+                    "root": self.fake.model,
+                    "parent": None,
+                    "max_model_len": self.fake.max_model_len,
+                }
+                self._json(200, {"object": "list", "data": [card]})
+            elif self.path == "/metrics":
+                text = (
+                    'vllm:cache_config_info{block_size="32",num_gpu_blocks="1001",'
+                    'kv_cache_memory_bytes="1000000"} 1.0\n'
+                    'vllm:kv_cache_usage_perc{engine="0"} 0.0\n'
+                )
+                self._send(200, text.encode(), "text/plain")
+            else:
+                self._json(200 if self.path == "/health" else 404, {})
+
+    def do_POST(self) -> None:
+        with contextlib.suppress(OSError):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            self.fake.gate()
+            if self.path == "/tokenize":
+                tokens = self.fake.tokenize(body["prompt"])
+                self._json(200, {"count": len(tokens), "tokens": tokens, "token_strs": None})
+            elif self.path == "/v1/completions":
+                self._complete(body)
+            else:
+                self._json(404, {})
+
+    def _complete(self, body: dict[str, Any]) -> None:
+        prompt = [int(i) for i in body["prompt"]]
+        bad = [i for i in prompt if not 0 <= i < self.fake.vocab_size]
+        if bad:
+            message = f"Token id {bad[0]} is out of vocabulary"
+            self._json(400, {"error": {"message": message, "code": 400}})
+            return
+        if "logit_bias" in body and "vllm_xargs" in body:  # the grammar probe
+            token = EOS if self.fake.grammar else next_id(prompt[-1])
+            choice = {"index": 0, "text": "", "token_ids": [token], "finish_reason": "stop"}
+            self._json(200, {"choices": [choice], "usage": {}})
+            return
+        tokens = expected(prompt, int(body["max_tokens"]))
+        usage = {"prompt_tokens_details": {"cached_tokens": 0}}
+        if not body.get("stream"):
+            choice = {"index": 0, "text": "", "token_ids": tokens, "finish_reason": "length"}
+            self._json(200, {"choices": [choice], "usage": usage})
+            return
+        self.fake.streams += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for sent, token in enumerate(tokens, start=1):
+            self.fake.gate()
+            last = sent == len(tokens)
+            choice = {
+                "index": 0,
+                "text": "",
+                "token_ids": [token],
+                "finish_reason": "length" if last else None,
+            }
+            self._event({"choices": [choice]})
+            if sent == self.fake.hang_after:
+                self.fake.hang()
+            if sent == self.fake.die_after:
+                self.fake.die()
+            self.fake._stopped.wait(self.fake.token_delay_s)
+        self._event({"choices": [], "usage": usage})
+        self.wfile.write(b"data: [DONE]\n\n")
+
+    def _event(self, event: dict[str, Any]) -> None:
+        self.fake.gate()
+        self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+        self.wfile.flush()
+
+    def _json(self, status: int, payload: Any) -> None:
+        self._send(status, json.dumps(payload).encode(), "application/json")
+
+    def _send(self, status: int, data: bytes, kind: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
