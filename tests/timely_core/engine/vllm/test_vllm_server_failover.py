@@ -36,7 +36,7 @@ def fakes() -> Iterator[Callable[..., FakeVllmServer]]:
     started: list[FakeVllmServer] = []
 
     def start(**kwargs: object) -> FakeVllmServer:
-        server = FakeVllmServer(PLANNER, **kwargs).start()  # type: ignore[arg-type]
+        server = FakeVllmServer(PLANNER, **kwargs).start()
         started.append(server)
         return server
 
