@@ -55,38 +55,25 @@ def status_msg(
     if memory is not None:
         host = _used(int(memory.host_blocks_free), int(memory.host_blocks_total))
     return ServiceStatus(
-        stamp=stamp,
+        **_planner_fields(params, goals, stamp, incarnation, robots or [], lifecycle_state),
         policy=str(stats.policy),
-        engine=params.engine,
         queue_length=int(stats.waiting_first),
         running_generations=int(stats.running),
         suspended_generations=int(stats.suspended),
         kv_device_used_fraction=float(used),
         kv_host_used_fraction=float(host),
-        tasks_submitted=goals.accepted,
-        tasks_completed=goals.succeeded,
-        tasks_failed=goals.aborted,
-        tasks_rejected=goals.rejected,
-        tasks_cancelled=goals.cancelled,
         segments_emitted=int(stats.segments_emitted),
-        incarnation=incarnation,
         plans_completed=int(stats.succeeded),
         robots_not_responding=list(not_responding or []),
-        robot_ids=[r.robot_id for r in robots or []],
-        robot_states=[r.state for r in robots or []],
-        robot_goal_ids=[r.goal_id for r in robots or []],
         base_weight_bytes=int(weights.base_bytes) if weights is not None else 0,
         variant_names=[v.name for v in variants],
         variant_kinds=[v.kind for v in variants],
         variant_bytes=[int(v.nbytes) for v in variants],
         variant_shares_base_kv=[bool(v.base_kv) for v in variants],
         weight_bytes_total=int(weights.total_bytes) if weights is not None else 0,
-        robot_variants=[_variant(params, r.robot_id) for r in robots or []],
-        plan_candidates=params.plan_candidates,
         candidate_plans=int(getattr(stats, "candidate_plans", 0)),
         candidate_alternatives_kept=int(getattr(stats, "candidate_alternatives_kept", 0)),
         candidate_plans_redecoded=int(getattr(stats, "candidate_redecoded", 0)),
-        lifecycle_state=lifecycle_state,
         rollbacks=int(getattr(stats, "rollbacks", 0)),
     )
 
@@ -102,22 +89,37 @@ def unconfigured_status(
     """The planner with no model loaded (before configure, after cleanup): its state,
     the goals counted so far and its robots; no queue, generations or memory."""
     return ServiceStatus(
-        stamp=stamp,
+        **_planner_fields(params, goals, stamp, incarnation, robots, lifecycle_state),
         policy=params.policy,
-        engine=params.engine,
-        tasks_submitted=goals.accepted,
-        tasks_completed=goals.succeeded,
-        tasks_failed=goals.aborted,
-        tasks_rejected=goals.rejected,
-        tasks_cancelled=goals.cancelled,
-        incarnation=incarnation,
-        robot_ids=[r.robot_id for r in robots],
-        robot_states=[r.state for r in robots],
-        robot_goal_ids=[r.goal_id for r in robots],
-        robot_variants=[_variant(params, r.robot_id) for r in robots],
-        plan_candidates=params.plan_candidates,
-        lifecycle_state=lifecycle_state,
     )
+
+
+def _planner_fields(
+    params: PlannerParams,
+    goals: GoalCounts,
+    stamp: Time,
+    incarnation: str,
+    robots: list[RobotState],
+    lifecycle_state: str,
+) -> dict[str, Any]:
+    """What the node knows whether or not a model is loaded: its goal counters,
+    robots and settings."""
+    return {
+        "stamp": stamp,
+        "engine": params.engine,
+        "tasks_submitted": goals.accepted,
+        "tasks_completed": goals.succeeded,
+        "tasks_failed": goals.aborted,
+        "tasks_rejected": goals.rejected,
+        "tasks_cancelled": goals.cancelled,
+        "incarnation": incarnation,
+        "robot_ids": [r.robot_id for r in robots],
+        "robot_states": [r.state for r in robots],
+        "robot_goal_ids": [r.goal_id for r in robots],
+        "robot_variants": [_variant(params, r.robot_id) for r in robots],
+        "plan_candidates": params.plan_candidates,
+        "lifecycle_state": lifecycle_state,
+    }
 
 
 def _variant(params: PlannerParams, robot_id: str) -> str:
