@@ -55,8 +55,10 @@ def test_two_planners_of_one_name_refuse_goals_until_one_stops(
     task = lrtrace_goal_fields(9)
     goal = make_goal("arm1", task["instruction"], scene=task["scene"])
     refused = client.send(goal)
-    assert refused.done.wait(30) and refused.accepted is False
-    assert "is running on this ROS domain" in client.rejection_reason(refused, 5)
+    # the client may end the call first, taking the two incarnations it hears for a
+    # restart; either way the planner refused the goal and published why
+    assert refused.done.wait(30) and refused.accepted is not True
+    assert "is running on this ROS domain" in client.rejection_reason(refused, 10)
 
     second.stop()
 
