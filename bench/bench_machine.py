@@ -26,6 +26,19 @@ def matmul_gflops(size: int = 1024, repeats: int = 5) -> float:
     return 2 * size**3 / best / 1e9
 
 
+def gpu_matmul_tflops(device: str = "cuda", size: int = 8192) -> float:
+    """bfloat16 TFLOP/s of a square matmul on the GPU: the mean of 10 after 3 warm-ups."""
+    a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ a
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(10):
+        a @ a
+    torch.cuda.synchronize()
+    return 10 * 2 * size**3 / (time.perf_counter() - started) / 1e12
+
+
 class MachineRecord:
     """Started before a bench's work (load average, matmul peak); `done()` after it."""
 

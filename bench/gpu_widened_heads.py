@@ -42,6 +42,9 @@ from robot_models.dataset import LRTRACE_TASKS
 from robot_models.prompts import format_request, prompt_prefix
 from timely_core.engine.vllm.config import VllmConfig
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_machine import gpu_matmul_tflops, matmul_gflops
+
 RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # the planner's attention: 6 query heads sharing 2 KV heads, in pages of the vLLM
@@ -214,19 +217,8 @@ def machine(device: str) -> dict[str, Any]:
     info: dict[str, Any] = {"device": device, "torch": torch.__version__}
     if device.startswith("cuda"):
         info["gpu"] = torch.cuda.get_device_name(device)
-        a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
-        for _ in range(3):
-            a @ a
-        torch.cuda.synchronize()
-        started = time.perf_counter()
-        for _ in range(10):
-            a @ a
-        torch.cuda.synchronize()
-        info["matmul_tflops_bf16"] = 10 * 2 * 8192**3 / (time.perf_counter() - started) / 1e12
+        info["matmul_tflops_bf16"] = gpu_matmul_tflops(device)
     else:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from bench_machine import matmul_gflops
-
         info["matmul_gflops_fp32"] = matmul_gflops()
     return info
 

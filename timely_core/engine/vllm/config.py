@@ -19,7 +19,8 @@ class VllmConfig(BaseModel):
 
     `kv_cache_space_gib` is what the CPU build reads from `VLLM_CPU_KVCACHE_SPACE`
     (set for the process when the engine is built; a different value already in
-    the environment is replaced, with a warning). `suspend_strategies` are the
+    the environment is replaced, with a warning); on a GPU vLLM sizes its KV from
+    `gpu_memory_utilization` instead. `suspend_strategies` are the
     handling strategies this engine accepts, preserve always among them: swap (vLLM's
     KV offloading to host memory) exists on GPU hosts only, so the CPU build refuses
     it here, at configuration time."""
@@ -28,6 +29,9 @@ class VllmConfig(BaseModel):
 
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     kv_cache_space_gib: int = Field(default=1, ge=1, le=1024)  # whole GiB, as vLLM reads it
+    # GPU hosts: the share of the GPU's memory vLLM takes (weights, activations, then
+    # KV in what is left); None: vLLM's own default. The CPU build does not read it.
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     block_size: int = Field(default=VLLM_CPU_BLOCK_SIZE, ge=16, le=1024)
     max_model_len: int = Field(default=2048, ge=16)
     max_num_seqs: int = Field(default=64, ge=1)

@@ -98,6 +98,9 @@ def build_llm_engine(model_path: str | Path, config: VllmConfig) -> Any:
     vllm = import_vllm()
     if config.attention_backend is not None:
         check_attention_backend(path, config.attention_backend)
+    gpu_options: dict[str, Any] = {}
+    if config.gpu_memory_utilization is not None:
+        gpu_options["gpu_memory_utilization"] = config.gpu_memory_utilization
     args = vllm.EngineArgs(
         model=str(path),
         dtype=config.dtype,
@@ -119,6 +122,7 @@ def build_llm_engine(model_path: str | Path, config: VllmConfig) -> Any:
         max_lora_rank=config.max_lora_rank,
         # plan grammars: masks the requests that carry grammar args (grammar_processor.py)
         logits_processors=[PROCESSOR_FQCN],
+        **gpu_options,
     )
     try:
         return vllm.LLMEngine.from_engine_args(args)

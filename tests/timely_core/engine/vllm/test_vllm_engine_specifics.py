@@ -172,3 +172,26 @@ def test_the_engines_kv_space_replaces_the_environments_saying_so(
     caplog.clear()
     configure_environment(VllmConfig(kv_cache_space_gib=3))  # the same: nothing to say
     assert caplog.text == ""
+
+
+def test_gpu_memory_share_reaches_vllm_only_when_given(
+    planner: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import vllm
+
+    from timely_core.engine.vllm.runtime import build_llm_engine
+
+    built: list[Any] = []
+    monkeypatch.setattr(vllm.LLMEngine, "from_engine_args", built.append)
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # restored after the test
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    build_llm_engine(planner, VllmConfig(gpu_memory_utilization=0.4))
+    build_llm_engine(planner, VllmConfig())
+    given, default = built
+    assert given.gpu_memory_utilization == 0.4
+    assert (
+        default.gpu_memory_utilization == vllm.EngineArgs(model=str(planner)).gpu_memory_utilization
+    )
+    for share in (0, 1.5):
+        with pytest.raises(ValidationError, match="gpu_memory_utilization"):
+            VllmConfig(gpu_memory_utilization=share)
