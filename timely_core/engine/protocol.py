@@ -134,6 +134,34 @@ class EngineError(Exception):
     """Base of the engine's documented errors."""
 
 
+class GenerationsFailed(EngineError):
+    """Raised by `Engine.step` when some of the listed generations failed on their
+    own (a request the backend refused, an error about that request alone), so that
+    one robot's bad request never ends another's plan.
+
+    `failures`: gen_id -> a one-line reason, for each failed generation; the engine
+    has already ended them (as after `abort`: unknown to it from now on, their KV
+    freed). `outputs`: what the step produced for the other generations, exactly as
+    `step` would have returned it, to be processed as such (nothing is lost)."""
+
+    def __init__(self, failures: dict[int, str], outputs: list[StepOutput]) -> None:
+        self.failures = dict(failures)
+        self.outputs = list(outputs)
+        super().__init__(grouped_reasons(self.failures))
+
+
+def grouped_reasons(failures: dict[int, str]) -> str:
+    """Each distinct reason once, with the generations it ended: a step's error
+    never stamps one generation's reason on all."""
+    reasons: dict[str, list[int]] = {}
+    for gen_id, reason in failures.items():
+        reasons.setdefault(reason, []).append(gen_id)
+    return "; ".join(
+        f"{reason} (generation{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))})"
+        for reason, ids in reasons.items()
+    )
+
+
 class OutOfKvMemory(EngineError):
     """Raised instead of admitting or resuming a generation the pool cannot hold."""
 
@@ -197,7 +225,12 @@ class Engine(Protocol):
         """Run one iteration (chunked prefill mixed with decodes, within the
         engine's token budget) over the given runnable generations, most urgent
         first (prefill budget goes in this order); return one output per
-        generation that produced a token this iteration, in the same order."""
+        generation that produced a token this iteration, in the same order.
+
+        Raises GenerationsFailed when some generations failed on their own: they
+        are ended, the others' outputs ride on the exception, and the caller ends
+        only the failed ones. Any other EngineError concerns the whole step (a
+        wrong call, or a backend that cannot go on)."""
 
     def suspend(self, gen_id: int, strategy: HandlingStrategy) -> None:
         """Stop scheduling `gen_id`, keeping its token ids; handle its KV by `strategy`."""

@@ -6,7 +6,9 @@ generation (the policy; Eq. 4 for `timely`), the engine is told the ranking (who
 preempt first), and the scheduler admits greedily under the batch cap, the latency
 guide and KV memory; the engine runs one `step` over the batch, most urgent first,
 and each output goes to `SegmentDispatch`. An engine failure ends the running tasks, not the
-service; an error in one task's handling ends that task only.
+service; generations the engine failed on their own (`GenerationsFailed`) end those
+tasks only, each with its reason, and the others' tokens of that step go on as
+usual; an error in one task's handling ends that task only.
 
 The state's lock is released while the engine computes: a robot's `submit` or
 `segment_done` then waits for at most the short bookkeeping before or after a step,
@@ -24,7 +26,12 @@ import heapq
 import logging
 import time
 
-from timely_core.engine.protocol import OutOfKvMemory, SamplingParams, StepOutput
+from timely_core.engine.protocol import (
+    GenerationsFailed,
+    OutOfKvMemory,
+    SamplingParams,
+    StepOutput,
+)
 from timely_core.scheduling.batch_control import RunningBudget
 from timely_core.scheduling.policies.base import SlotOrder
 from timely_core.serving.generation import GenerationState
@@ -85,9 +92,14 @@ class ServiceIteration:
                 return False
             started = state.clock.now()
             batch = [g for g in ranking if g in state.running]  # most urgent first
-        outputs = state.engine.step(batch)  # without the lock: see the module docstring
+        failures: dict[int, str] = {}
+        try:
+            outputs = state.engine.step(batch)  # without the lock: see the module docstring
+        except GenerationsFailed as exc:  # those generations only: the others' tokens count
+            outputs, failures = exc.outputs, exc.failures
         with state.lock:
             self._on_outputs(batch, outputs, started)
+            self._fail_generations(failures)
         return True
 
     def _on_outputs(self, batch: list[int], outputs: list[StepOutput], started: float) -> None:
@@ -107,6 +119,18 @@ class ServiceIteration:
                 log.exception("task %s failed", generation.task_id)
                 if generation.state is not GenerationState.FINISHED:
                     state.fail(generation, f"internal error: {exc!r}")
+
+    def _fail_generations(self, failures: dict[int, str]) -> None:
+        """End the tasks of the generations the engine failed (and has already ended:
+        no abort is sent for them), each with its own reason."""
+        state = self._state
+        for gen_id, reason in failures.items():
+            generation = state.by_gen_id.get(gen_id)
+            if generation is None:
+                continue  # its task ended meanwhile
+            log.warning("task %s failed in the engine: %s", generation.task_id, reason)
+            generation.in_engine = False
+            state.fail(generation, f"engine failure: {reason}")
 
     def _release_arrivals(self, now: float) -> None:
         state = self._state

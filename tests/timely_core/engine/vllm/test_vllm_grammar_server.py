@@ -22,7 +22,12 @@ from vllm_grammar_testkit import ADVERSARIAL, LRTRACE, Robots, resume_after_ever
 from vllm_relay_testkit import Relay
 from vllm_testkit import VllmServer, plan_with_service
 
-from timely_core.engine.protocol import EngineError, HandlingStrategy, SamplingParams
+from timely_core.engine.protocol import (
+    EngineError,
+    GenerationsFailed,
+    HandlingStrategy,
+    SamplingParams,
+)
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.vllm.grammar_args import PROCESSOR_FQCN, GrammarArgs
@@ -160,10 +165,11 @@ def test_a_server_down_as_a_plan_starts_is_probed_before_its_first_grammar_reque
         if back_as == "without":
             flag = re.escape(f"--logits-processors {PROCESSOR_FQCN}")
             with pytest.raises(
-                EngineError, match=rf"{re.escape(second.url)} does not run .*{flag}"
-            ):
+                GenerationsFailed, match=rf"{re.escape(second.url)} does not run .*{flag}"
+            ) as failed:
                 engine.step([100])
-            assert late.grammar is False and engine.token_ids(100)[-4:] == got
+            assert late.grammar is False and list(failed.value.failures) == [100]
+            assert not failed.value.outputs  # no token taken from it
             return
         finished = False
         while not finished:

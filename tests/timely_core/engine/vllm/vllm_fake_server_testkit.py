@@ -4,7 +4,9 @@ it answers as vLLM 0.32 does (checked against a real server: /v1/models, /tokeni
 streamed /v1/completions with `token_ids`, the out-of-vocabulary 400, /metrics),
 starts in milliseconds, and can hang (accept connections, send nothing: SIGSTOP),
 die (close every connection and its port: SIGKILL), lack Timely's grammar
-processor, or serve another model (another tokenizer, vocabulary or context).
+processor, serve another model (another tokenizer, vocabulary or context), or refuse
+one request (chosen by its prompt's first id) as vLLM refuses a bad one: HTTP 400
+before streaming, or an error event in its stream.
 
 Its tokens are a function of the last id only (`next_id`), so a generation resumed
 anywhere from its kept ids goes on exactly as it would have (`expected`)."""
@@ -44,7 +46,10 @@ class FakeVllmServer:
     """`url` answers while started. `grammar`: it runs Timely's grammar processor
     (answers the probe with EOS). `vocab_size`, `max_model_len`, `tokenizer_shift`
     (added to every id /tokenize returns): another model's. `hang_after` /
-    `die_after`: it hangs / dies once it has sent that many tokens on one stream."""
+    `die_after`: it hangs / dies once it has sent that many tokens on one stream.
+    `refuse_first`: a request whose prompt starts with this id (a resume's prompt
+    does too) is answered `refuse_code` with vLLM's error body, or, with
+    `refuse_in_stream`, streams one token and then an error event of that code."""
 
     def __init__(
         self,
@@ -57,6 +62,9 @@ class FakeVllmServer:
         token_delay_s: float = 0.002,
         hang_after: int | None = None,
         die_after: int | None = None,
+        refuse_first: int | None = None,
+        refuse_in_stream: bool = False,
+        refuse_code: int = 400,
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -68,7 +76,11 @@ class FakeVllmServer:
         self.token_delay_s = token_delay_s
         self.hang_after = hang_after
         self.die_after = die_after
+        self.refuse_first = refuse_first
+        self.refuse_in_stream = refuse_in_stream
+        self.refuse_code = refuse_code
         self.streams = 0  # streamed completions it took (not probes)
+        self.refused = 0  # requests it refused (`refuse_first`)
         self._tokenizer = Tokenizer.from_file(str(model / "tokenizer.json"))
         self._awake = threading.Event()
         self._awake.set()
@@ -112,6 +124,18 @@ class FakeVllmServer:
     def track(self, sock: socket.socket, open_: bool) -> None:
         with self._lock:
             (self._open.add if open_ else self._open.discard)(sock)
+
+    def refusal(self, prompt: list[int]) -> dict[str, Any] | None:
+        """vLLM's error body if this request is to be refused (counted), else None."""
+        if self.refuse_first is None or prompt[0] != self.refuse_first:
+            return None
+        with self._lock:
+            self.refused += 1
+        kind = "BadRequestError" if self.refuse_code < 500 else "InternalServerError"
+        message = f"refused: the prompt starts with {self.refuse_first}"
+        return {
+            "error": {"message": message, "type": kind, "param": None, "code": self.refuse_code}
+        }
 
     def tokenize(self, text: str) -> list[int]:
         ids = self._tokenizer.encode(text, add_special_tokens=False).ids
@@ -184,6 +208,10 @@ class _Handler(BaseHTTPRequestHandler):
             choice = {"index": 0, "text": "", "token_ids": [token], "finish_reason": "stop"}
             self._json(200, {"choices": [choice], "usage": {}})
             return
+        refusal = self.fake.refusal(prompt)
+        if refusal is not None and not self.fake.refuse_in_stream:
+            self._json(self.fake.refuse_code, refusal)
+            return
         tokens = expected(prompt, int(body["max_tokens"]))
         usage = {"prompt_tokens_details": {"cached_tokens": 0}}
         if not body.get("stream"):
@@ -205,6 +233,10 @@ class _Handler(BaseHTTPRequestHandler):
                 "finish_reason": "length" if last else None,
             }
             self._event({"choices": [choice]})
+            if refusal is not None:  # as vLLM ends a stream on an error
+                self._event(refusal)
+                self.wfile.write(b"data: [DONE]\n\n")
+                return
             if sent == self.fake.hang_after:
                 self.fake.hang()
             if sent == self.fake.die_after:
