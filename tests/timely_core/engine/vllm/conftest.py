@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from vllm_fake_server_testkit import FakeVllmServer
 from vllm_testkit import PLANNER
 
 
@@ -38,3 +39,18 @@ def vllm_engine(planner: Path) -> Iterator[object]:
     engine = VllmEngine(planner, VllmConfig(max_num_seqs=32))
     yield engine
     engine.close()  # before the next module builds its own (see VllmEngine.close)
+
+
+@pytest.fixture
+def fakes() -> Iterator[Callable[..., FakeVllmServer]]:
+    """Start fake servers; each is stopped after the test."""
+    started: list[FakeVllmServer] = []
+
+    def start(**kwargs: object) -> FakeVllmServer:
+        server = FakeVllmServer(PLANNER, **kwargs).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.die()

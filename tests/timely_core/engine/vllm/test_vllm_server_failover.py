@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from vllm_fake_server_testkit import FakeVllmServer, expected
@@ -28,21 +28,6 @@ from timely_core.engine.vllm.server_router import Router, ServerState
 
 GRAMMAR = "start: /[a-z ]+/"
 PROMPTS = [[7 + i, 40 + i, 300 + i] for i in range(4)]
-
-
-@pytest.fixture
-def fakes() -> Iterator[Callable[..., FakeVllmServer]]:
-    """Start fake servers; each is stopped after the test."""
-    started: list[FakeVllmServer] = []
-
-    def start(**kwargs: object) -> FakeVllmServer:
-        server = FakeVllmServer(PLANNER, **kwargs).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.die()
 
 
 def _engine(*urls: str, **config: float) -> VllmServerEngine:

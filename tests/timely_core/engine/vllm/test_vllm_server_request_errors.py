@@ -10,7 +10,7 @@ test bounds its waits and asserts no durations."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from vllm_fake_server_testkit import FakeVllmServer, expected
@@ -29,21 +29,6 @@ GRAMMAR = "start: /[a-z ]+/"
 MARK = 1234  # a prompt starting with it is refused by the servers told so
 GOOD = [[7, 40, 300], [8, 41, 301]]
 BAD = [MARK, 42, 302]
-
-
-@pytest.fixture
-def fakes() -> Iterator[Callable[..., FakeVllmServer]]:
-    """Start fake servers; each is stopped after the test."""
-    started: list[FakeVllmServer] = []
-
-    def start(**kwargs: object) -> FakeVllmServer:
-        server = FakeVllmServer(PLANNER, **kwargs).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.die()
 
 
 def _engine(*urls: str) -> VllmServerEngine:
