@@ -15,7 +15,9 @@ class VllmServerConfig(BaseModel):
     --scheduling-policy priority --enable-prompt-tokens-details`, and for plans under
     grammars `--logits-processors` with grammar_args.PROCESSOR_FQCN (a server without
     it gets no grammar request). A server that fails, or hangs, is left out for
-    `retry_after_s`, then tried again; one serving another model, for good."""
+    `retry_after_s`, doubled for each failure in a row (up to 16 times as long), and
+    gets a stream again only once its /health answers within `connect_timeout_s`;
+    one serving another model is left out for good."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -684,6 +684,10 @@ class VllmServerEngine:
                 raise ServerDown(f"does not answer: {exc!r}") from None
         if server.unusable:
             raise ServerUnfit(server.unusable)
+        if server.suspect:  # a hung server answers no /health either: no stream waits on it
+            why = await asyncio.to_thread(self._unhealthy, server)
+            if why:
+                raise ServerDown(why)
         if state.params.grammar is not None:
             await self._probe_grammar(server)
         # what the server has not sent yet (appended ids count, as in `VllmGeneration`)
@@ -730,6 +734,18 @@ class VllmServerEngine:
             if stream.epoch == epoch and not stream.finished:
                 raise ServerDown("stream ended before the generation did")
 
+    def _unhealthy(self, server: ServerState) -> str:
+        """Why `server`, back after failing, is not fit to stream: its /health must
+        answer within `connect_timeout_s`; "" if it does (it is no longer suspect)."""
+        try:
+            reply = self._control.get(f"{server.url}/health", timeout=self.config.connect_timeout_s)
+        except self._httpx.HTTPError as exc:
+            return f"no answer to /health after failing ({exc!r})"
+        if reply.status_code != 200:
+            return f"/health answered HTTP {reply.status_code} after failing"
+        server.suspect = False
+        return ""
+
     def _on_event(self, state: VllmGeneration, stream: _Stream, epoch: int, event: Any) -> None:
         usage = event.get("usage") or {}
         details = usage.get("prompt_tokens_details") or {}
@@ -744,6 +760,8 @@ class VllmServerEngine:
                 for token in choice.get("token_ids") or ():
                     stream.received.append(int(token))
                     stream.buffer.append(int(token))
+                if choice.get("token_ids") and stream.server is not None:
+                    self.router.heard_from(stream.server)
                 if choice.get("finish_reason"):
                     stream.finished = True
             self._arrived.notify_all()

@@ -1,5 +1,5 @@
 """Which vLLM server runs a generation: cache affinity by prefix, balanced by load,
-and the servers that failed left out for a while.
+and the servers that failed left out for a while (longer for each failure in a row).
 
 A server can also be left out for good (`unusable`: it serves another model) or
 for grammar requests only (`grammar` False: it lacks Timely's grammar processor),
@@ -10,6 +10,10 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+
+# a server failing again and again is left out for at most 2**MAX_DOUBLINGS times
+# retry_after_s
+MAX_DOUBLINGS = 4
 
 
 @dataclass
@@ -27,6 +31,8 @@ class ServerState:
     homes: set[str] = field(default_factory=set)  # affinity keys it holds
     loras: set[str] = field(default_factory=set)  # LoRA adapters it serves (/v1/models)
     grammar: bool | None = None  # runs Timely's grammar processor (None: not probed yet)
+    strikes: int = 0  # failures in a row, no token between: each doubles its time out
+    suspect: bool = False  # failed since it last streamed: /health first, then a stream
 
 
 class Router:
@@ -86,10 +92,20 @@ class Router:
             server.load = max(0, server.load - 1)
 
     def mark_down(self, server: ServerState, reason: str) -> None:
+        """Left out for `retry_after_s`, doubled for each failure in a row (a server
+        that keeps failing is tried less and less often, up to MAX_DOUBLINGS)."""
         with self._lock:
-            server.down_until = time.monotonic() + self._retry_after_s
+            server.strikes += 1
+            backoff = 2 ** min(server.strikes - 1, MAX_DOUBLINGS)
+            server.down_until = time.monotonic() + self._retry_after_s * backoff
             server.last_error = reason
             server.failures += 1
+            server.suspect = True
+
+    def heard_from(self, server: ServerState) -> None:
+        """`server` streamed a token: it works again."""
+        server.strikes = 0
+        server.suspect = False
 
     def describe(self) -> str:
         """Each server's real state, for error messages: a server that answers is
@@ -100,7 +116,8 @@ class Router:
             if s.unusable:
                 state = f"left out: {s.unusable}"
             elif s.down_until > now:
-                state = f"down, retried in {s.down_until - now:.1f} s: {s.last_error}"
+                times = f", {s.strikes} failures in a row" if s.strikes > 1 else ""
+                state = f"down, retried in {s.down_until - now:.1f} s{times}: {s.last_error}"
             elif s.last_error:
                 state = f"up again after: {s.last_error}"
             else:

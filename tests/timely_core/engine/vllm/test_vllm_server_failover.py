@@ -101,6 +101,48 @@ def test_with_every_server_hung_a_step_fails_naming_each(
         engine.close()
 
 
+def test_a_hung_server_back_from_its_time_out_gets_no_stream_until_it_answers(
+    fakes: Callable[..., FakeVllmServer],
+) -> None:
+    """Once left out, a server must answer /health before it streams again: a still
+    hung one is found by that probe (within connect_timeout_s), not by a request
+    waiting token_timeout_s on it, and is left out twice as long. A server that
+    streams again is forgiven."""
+    good, hung = fakes(), fakes(hang_after=2)
+    engine = _engine(good.url, hung.url, retry_after_s=0.05, connect_timeout_s=0.2)
+    state = engine.router.servers[1]
+    try:
+        engine.add(0, list(PROMPTS[0]), SamplingParams(max_tokens=6))
+        engine.add(1, list(PROMPTS[1]), SamplingParams(max_tokens=6))
+        assert engine.server_of(1) == hung.url
+        _drive(engine, [0, 1])
+        assert "sent nothing" in state.last_error and state.strikes == 1
+        assert _eventually(lambda: state.down_until <= time.monotonic())
+        engine.add(2, list(PROMPTS[2]), SamplingParams(max_tokens=6))
+        engine.add(3, list(PROMPTS[3]), SamplingParams(max_tokens=6))
+        assert hung.url in {engine.server_of(2), engine.server_of(3)}  # back in routing
+        out = _drive(engine, [2, 3])
+        assert out == {g: expected(PROMPTS[g], 6) for g in (2, 3)}
+        assert "no answer to /health" in state.last_error and state.strikes == 2
+        assert "2 failures in a row" in engine.router.describe()
+    finally:
+        engine.close()
+
+
+def test_each_failure_in_a_row_doubles_a_servers_time_out() -> None:
+    server = ServerState("http://a")
+    router = Router([server], 0, 600)
+    left_out = []
+    for _ in range(6):
+        router.mark_down(server, "boom")
+        left_out.append(server.down_until - time.monotonic())
+    assert [round(t / 600) for t in left_out] == [1, 2, 4, 8, 16, 16]
+    assert server.suspect
+    router.heard_from(server)
+    router.mark_down(server, "boom")
+    assert round((server.down_until - time.monotonic()) / 600) == 1
+
+
 def test_the_servers_states_are_named_as_they_are() -> None:
     """A server that answers is "up", never lumped in with one that failed."""
     up, down = ServerState("http://a"), ServerState("http://b")
