@@ -289,12 +289,22 @@ class VllmServerEngine:
         return self._httpx.AsyncClient(timeout=timeout, limits=limits)
 
     def close(self) -> None:
+        """Close every stream and the clients; the loop stops once its tasks and
+        async generators (the streams' readers) have ended, none left pending."""
         for gen_id in list(self._streams):
             self._close_stream(gen_id)
-        asyncio.run_coroutine_threadsafe(self._client.aclose(), self._loop).result(10)
+        asyncio.run_coroutine_threadsafe(self._drain(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._control.close()
+
+    async def _drain(self) -> None:
+        await self._client.aclose()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._loop.shutdown_asyncgens()
 
     # ---- protocol: properties --------------------------------------------------
     @property
