@@ -32,6 +32,13 @@ class TaskRequest(BaseModel):
     # observation and generation goes on (up to `ServiceConfig.max_recoveries`).
     # False: the robot's failure ends the task, as before.
     replan_on_failure: bool = False
+    # The result waits for the robot's report of its last segment (`segment_done`,
+    # `segment_failed`): a caller that holds segments after the plan was decoded (a
+    # robot busy with another task, an operator's approval) and reports each start
+    # (`segment_started`) then gets them counted in the response and waiting times
+    # and the utility, with the robot's real execution. Only for a caller that
+    # reports every segment's end. False: the result comes when the plan is decoded.
+    result_after_reports: bool = False
 
     @field_validator("instruction", "scene")
     @classmethod

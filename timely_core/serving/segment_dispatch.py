@@ -315,12 +315,16 @@ class SegmentDispatch:
         state.counters["succeeded"] += 1
 
     def _awaits_reports(self, generation: Generation) -> bool:
-        """Whether the ended plan's result waits for the robot's reports: a failure
-        of a segment it still runs can then be replanned (failure_recovery.py)."""
+        """Whether the ended plan's result waits for the robot's reports: the caller
+        asked (`result_after_reports`: its holds and the robot's execution count), or
+        a failure of a segment it still runs can be replanned (failure_recovery.py)."""
         state = self._state
-        return (
-            generation.request.replan_on_failure
+        request = generation.request
+        replannable = (
+            request.replan_on_failure
             and isinstance(state.engine, RewritableEngine)
             and state.policy.dispatch is not DispatchMode.WHOLE
-            and any(r.finished_at_s is None for r in generation.records)
+        )
+        return (request.result_after_reports or replannable) and any(
+            r.finished_at_s is None for r in generation.records
         )

@@ -193,6 +193,10 @@ class PlanJob:
         request = self._checked.request
         if self._hooks.replan_on_failure:
             request = request.model_copy(update={"replan_on_failure": True})
+        if self._link is not None:  # it reports every segment's start and end: the
+            # result then counts a wait for the robot's turn or an approval after the
+            # plan was decoded
+            request = request.model_copy(update={"result_after_reports": True})
         try:
             handle = self._service.submit(request)
         except (ServiceError, ValueError) as err:
