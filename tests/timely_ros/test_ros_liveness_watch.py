@@ -95,3 +95,9 @@ def test_diagnostics_flag_a_full_queue_and_a_silent_robot() -> None:
     assert arm.level == DiagnosticStatus.ERROR and arm.hardware_id == "arm1"
     assert arm.name == "/timely_planner: robot arm1" and "not responding" in arm.message
     assert drone.level == DiagnosticStatus.OK and drone.message == "idle"
+    # a robot whose executor was never heard from: its goals would fail
+    unheard = diagnostics(status, params, "/p", Time(), never_heard=["drone1", "arm1"])
+    _, arm, drone = unheard.status
+    assert arm.level == DiagnosticStatus.ERROR  # heard, then gone: the worse state
+    assert drone.level == DiagnosticStatus.WARN
+    assert drone.message == "idle; no heartbeat from its executor yet"

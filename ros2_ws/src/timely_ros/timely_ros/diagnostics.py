@@ -4,6 +4,8 @@ monitor and diagnostic aggregators see Timely like any other driver."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Header
@@ -34,10 +36,13 @@ def diagnostics(
     stamp: Time,
     lifecycle_state: str = "active",
     twin: str | None = None,
+    never_heard: Collection[str] = (),
 ) -> DiagnosticArray:
     """One status for the planner (OK; WARN when it is not active, or the queue or the
     device KV is nearly full; ERROR with `twin`, why another planner of its name
-    stops it serving) and one per robot (OK; ERROR when it stopped responding)."""
+    stops it serving) and one per robot (OK; ERROR when it stopped responding; WARN
+    when it is in `never_heard`: a robot the planner dispatches to whose executor
+    has sent no heartbeat yet, so its goals would fail)."""
     warnings = [twin] if twin else []
     if lifecycle_state != "active":
         warnings.append(f"{lifecycle_state}: goals are rejected")
@@ -67,11 +72,13 @@ def diagnostics(
         status.robot_ids, status.robot_states, status.robot_goal_ids, strict=False
     ):
         gone = robot_id in status.robots_not_responding
+        unheard = not gone and robot_id in never_heard
+        level = DiagnosticStatus.WARN if unheard else DiagnosticStatus.OK
         robots.append(
             _status(
-                DiagnosticStatus.ERROR if gone else DiagnosticStatus.OK,
+                DiagnosticStatus.ERROR if gone else level,
                 f"{node_name}: robot {robot_id}",
-                state,
+                f"{state}; no heartbeat from its executor yet" if unheard else state,
                 robot_id,
                 goal_id=goal or "-",
             )

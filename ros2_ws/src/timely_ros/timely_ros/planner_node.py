@@ -514,6 +514,11 @@ class PlannerNode(LifecycleNode):
                 status.stamp,
                 state,
                 twin=self._twins.why(),
+                never_heard=[
+                    r.id
+                    for r in self.params.robots
+                    if r.dispatch and self._watch.liveness.silent_s(r.id) is None
+                ],
             )
         )
 
