@@ -28,24 +28,9 @@ from pydantic import (
 from lrtrace.catalog import Catalog
 from lrtrace.errors import LrtraceError
 from lrtrace.trace_format import one_line
+from lrtrace.workload import trace_id_list
 
 MIX_DIR = Path(__file__).resolve().parent / "mixes"
-
-
-def _id_list(value: object) -> object:
-    """`"1-8"`, `"1-3,9"` or a single int as well as a list, as the CLI accepts them."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return [value]
-    if not isinstance(value, str):
-        return value
-    out: list[int] = []
-    for part in value.split(","):
-        lo, dash, hi = part.partition("-")
-        try:
-            out.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
-        except ValueError:
-            raise ValueError(f"not a list of trace ids: {value!r} (e.g. 1-8 or 1,3,9)") from None
-    return out
 
 
 class RobotGroup(BaseModel):
@@ -66,7 +51,7 @@ class RobotGroup(BaseModel):
     @field_validator("trace_ids", mode="before")
     @classmethod
     def _parse_ids(cls, value: object) -> object:
-        return _id_list(value)
+        return trace_id_list(value)
 
     @field_validator("trace_ids")
     @classmethod

@@ -28,7 +28,9 @@ Target = Literal["service", "sim", "ros"]
 
 
 class SegmentRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # times on the replay's clock: finite (a NaN response would score a utility the
+    # run never earned)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     index: int = Field(ge=0)
     text: str
@@ -40,7 +42,7 @@ class SegmentRecord(BaseModel):
 
 
 class TaskRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     task_id: str
     trace_id: int

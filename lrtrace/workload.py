@@ -15,6 +15,22 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from lrtrace.errors import LrtraceError
 
 
+def trace_id_list(value: object) -> object:
+    """`"1-8"`, `"1-3,9"` or a single int as well as a list, as the CLI accepts them."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if not isinstance(value, str):
+        return value
+    out: list[int] = []
+    for part in value.split(","):
+        lo, dash, hi = part.partition("-")
+        try:
+            out.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
+        except ValueError:
+            raise ValueError(f"not a list of trace ids: {value!r} (e.g. 1-8 or 1,3,9)") from None
+    return out
+
+
 class WorkloadSpec(BaseModel):
     """What `compose` needs to build a trace; deterministic given `seed`."""
 
@@ -27,6 +43,11 @@ class WorkloadSpec(BaseModel):
     agents: int = Field(ge=1, le=100_000, description="agents per robot type in the workload")
     duration_s: float = Field(gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
     seed: int = Field(default=0, ge=0, lt=2**63)
+
+    @field_validator("trace_ids", mode="before")
+    @classmethod
+    def _parse_ids(cls, value: object) -> object:
+        return trace_id_list(value)
 
     @field_validator("trace_ids")
     @classmethod

@@ -85,3 +85,20 @@ def test_unknown_trace_id_is_refused() -> None:
     spec = WorkloadSpec(eps=1, max_tpe=1, trace_ids=(1, 12), agents=8, duration_s=10)
     with pytest.raises(LrtraceError, match="unknown trace id 12"):
         compose(spec, CATALOG)
+
+
+@pytest.mark.parametrize(
+    ("ids", "expected"), [("1-3", (1, 2, 3)), ("1-3,9", (1, 2, 3, 9)), (4, (4,)), ([2, 5], (2, 5))]
+)
+def test_a_workload_takes_trace_ids_as_the_cli_does(ids: object, expected: tuple[int, ...]) -> None:
+    spec = WorkloadSpec.model_validate(
+        {"eps": 1, "max_tpe": 2, "trace_ids": ids, "agents": 3, "duration_s": 5}
+    )
+    assert spec.trace_ids == expected
+
+
+def test_a_workload_names_bad_trace_ids() -> None:
+    with pytest.raises(ValueError, match=r"not a list of trace ids: '1-x'"):
+        WorkloadSpec.model_validate(
+            {"eps": 1, "max_tpe": 2, "trace_ids": "1-x", "agents": 3, "duration_s": 5}
+        )

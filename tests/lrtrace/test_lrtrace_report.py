@@ -11,6 +11,7 @@ from rich.console import Console
 
 from lrtrace import results_format
 from lrtrace.cli import main
+from lrtrace.errors import LrtraceError
 from lrtrace.report import kv_settings, print_report, stats_json
 from lrtrace.results_format import ResultsFile, RunRecord
 from lrtrace.workload import preset
@@ -76,3 +77,29 @@ def test_a_file_without_runs_draws_no_figures(
     assert f"no figures: {path} has no runs" in capsys.readouterr().out
     assert not figs.exists()
     assert json.loads(stats.read_text())["runs"] == []
+
+
+def test_a_results_file_with_a_time_that_is_not_a_number_is_refused(tmp_path: Path) -> None:
+    """A NaN start would score full utility (min(beta, nan) is beta): refused at read,
+    naming where."""
+    from lrtrace.results_format import SegmentRecord, TaskRecord
+    from timely_core.scheduling.tuf import Tuf
+
+    res = results(("timely", None, None))
+    segment = SegmentRecord(
+        index=0, text="mf(1);", statements=1, emitted_s=1.0, dispatched_s=1.01,
+        exec_start_s=1.01, exec_end_s=2.0,
+    )  # fmt: skip
+    task = TaskRecord(
+        task_id="t0", trace_id=1, agent_id="drone1", robot_type="drone", urgency="normal",
+        tuf=Tuf.normal(), arrival_s=0.5, segments=[segment], success=True, finished=True,
+    )  # fmt: skip
+    res.runs[0].tasks.append(task)
+    doc = json.loads(res.model_dump_json())
+    path = tmp_path / "ok.json"
+    path.write_text(json.dumps(doc))
+    assert results_format.read(path).runs[0].tasks[0].segments[0].exec_start_s == 1.01
+    doc["runs"][0]["tasks"][0]["segments"][0]["exec_start_s"] = float("nan")
+    path.write_text(json.dumps(doc))  # written as NaN, which JSON readers take
+    with pytest.raises(LrtraceError, match=r"invalid results: .*exec_start_s"):
+        results_format.read(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -47,7 +48,9 @@ class Tuf(BaseModel):
         raise ValueError(f"unknown urgency preset {name!r}; expected 'normal' or 'urgent'")
 
     def utility(self, t_s: float) -> float:
-        """TUF0: utility of the first segment after waiting `t_s` seconds."""
+        """TUF0: utility of the first segment after waiting `t_s` seconds (a NaN wait
+        is refused: `min` would give it the full utility)."""
+        _check_wait(t_s)
         u = min(
             self.initial_utility,
             self.slope * (t_s - self.expected_response_time_s) + self.initial_utility,
@@ -57,6 +60,7 @@ class Tuf(BaseModel):
     def resumed_utility(self, t_s: float) -> float:
         """TUF1: `min(beta, alpha * max(t, 0) + beta)` for later segments, t measured
         from the estimated end of the previous segment's execution (ERT 0)."""
+        _check_wait(t_s)
         u = min(self.initial_utility, self.slope * max(t_s, 0.0) + self.initial_utility)
         return max(u, 0.0)
 
@@ -65,3 +69,8 @@ class Tuf(BaseModel):
         if self.slope == 0:
             return float("inf")
         return self.expected_response_time_s + self.initial_utility / -self.slope
+
+
+def _check_wait(t_s: float) -> None:
+    if math.isnan(t_s):
+        raise ValueError("a TUF's wait must be a number of seconds, got NaN")

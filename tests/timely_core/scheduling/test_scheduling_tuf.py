@@ -47,3 +47,11 @@ def test_invalid_tuf_names_the_field(fields: dict[str, float], name: str) -> Non
 def test_unknown_preset() -> None:
     with pytest.raises(ValueError, match="unknown urgency preset"):
         Tuf.preset("later")  # type: ignore[arg-type]
+
+
+def test_a_nan_wait_is_refused_not_given_full_utility() -> None:
+    tuf = Tuf.normal()
+    for utility in (tuf.utility, tuf.resumed_utility):
+        with pytest.raises(ValueError, match="NaN"):
+            utility(float("nan"))
+    assert tuf.utility(float("inf")) == 0.0
