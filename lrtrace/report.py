@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from lrtrace.errors import LrtraceError
 from lrtrace.metrics import GroupStats, Summary, run_stats
 from lrtrace.results_format import ResultsFile, RunRecord
+from timely_core.errors import one_line
 
 SIMULATION_NOTE = (
     "SIMULATION: virtual-time replay on a latency profile, not a measurement of a real engine"
@@ -160,10 +163,30 @@ def write_json(results: ResultsFile, path: Path) -> None:
         raise LrtraceError(f"cannot write statistics {path}: {err.strerror}") from None
 
 
+def failures(results: ResultsFile, shown: int = 3) -> list[str]:
+    """Per run with failed tasks: how many, and why (each distinct reason once, the
+    most frequent first, at most `shown`), so a failure never shows as a bare count."""
+    lines = []
+    for run in results.runs:
+        reasons = Counter(
+            one_line(t.error, 200) or "no reason recorded"
+            for t in run.tasks
+            if t.finished and not t.success
+        )
+        if not reasons:
+            continue
+        said = "; ".join(f"{n} x {why}" for why, n in reasons.most_common(shown))
+        more = f"; {len(reasons) - shown} other reasons" if len(reasons) > shown else ""
+        lines.append(f"{run.label}: {sum(reasons.values())} tasks failed: {said}{more}")
+    return lines
+
+
 def print_report(results: ResultsFile, console: Console, groups: str = "all") -> None:
     console.print(table(results, groups))
     for line in (engine_busy(results), batch_caps(results), kv_settings(results)):
         if line is not None:
             console.print(line)
+    for line in failures(results):
+        console.print(f"[bold red]{escape(line)}[/]")
     if results.simulated:
         console.print(f"[bold yellow]{SIMULATION_NOTE}[/]")

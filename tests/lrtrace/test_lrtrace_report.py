@@ -103,3 +103,26 @@ def test_a_results_file_with_a_time_that_is_not_a_number_is_refused(tmp_path: Pa
     path.write_text(json.dumps(doc))  # written as NaN, which JSON readers take
     with pytest.raises(LrtraceError, match=r"invalid results: .*exec_start_s"):
         results_format.read(path)
+
+
+def test_failed_tasks_are_reported_with_their_reasons() -> None:
+    from lrtrace.results_format import TaskRecord
+    from timely_core.scheduling.tuf import Tuf
+
+    res = results(("timely", None, None), ("fcfs", None, None))
+
+    def task(n: int, error: str) -> TaskRecord:
+        return TaskRecord(
+            task_id=f"t{n}", trace_id=1, agent_id="arm1", robot_type="arm", urgency="normal",
+            tuf=Tuf.normal(), arrival_s=float(n), success=not error, finished=True, error=error,
+        )  # fmt: skip
+
+    bad = "invalid plan text: skill 'sw': unknown skill\n    for a arm"  # one line, said once
+    res.runs[0].tasks += [task(0, bad), task(1, bad), task(2, "queue full"), task(3, "")]
+    res.runs[1].tasks += [task(0, "")]
+    text = printed(res)
+    assert (
+        "timely: 3 tasks failed: 2 x invalid plan text: skill 'sw': unknown skill for a arm; "
+        "1 x queue full" in text
+    )
+    assert "fcfs:" not in text  # nothing failed there
