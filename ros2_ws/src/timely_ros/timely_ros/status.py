@@ -45,7 +45,8 @@ def status_msg(
     """`memory` is the engine's MemoryReport (for the host swap pool), or None.
     The `tasks_*` counters are `goals`' (what clients saw: a plan the service
     finished counts failed when its robot then failed it); `plans_completed` and
-    `segments_emitted` are the service's.
+    `segments_emitted` are the service's (a dispatched goal's plan completes with
+    the robot's report of its last segment).
     `queue_length` counts tasks waiting for their first admission, not generations
     suspended between segments (those are `suspended_generations`). `weights`: the
     engine's ResidentWeights (`PlanningService.resident_weights()`), or None."""
