@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from engine_testkit import drive
 from rewrite_testkit import running_prompts
-from vllm_testkit import VllmServer, free_port, plan_with_service, robot_prompts
+from vllm_testkit import VllmServer, eventually, free_port, plan_with_service, robot_prompts
 
 from timely_core.engine.protocol import EngineError, SamplingParams
 from timely_core.engine.torch.config import EngineConfig
@@ -248,14 +248,8 @@ def _settled(read: Callable[[], float], quiet_s: float = 2.0) -> float:
     return value
 
 
-def _eventually(condition: Callable[[], bool], timeout_s: float = 60) -> bool:
-    """Bounded wait for a server's state (a bound, never a timing assertion)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
+def _eventually(condition: Callable[[], bool]) -> bool:
+    return eventually(condition, 60, 0.1)
 
 
 def test_a_url_that_does_not_answer_is_named(planner: Path) -> None:

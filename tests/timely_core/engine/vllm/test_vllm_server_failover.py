@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import pytest
 from vllm_fake_server_testkit import FakeVllmServer, expected
-from vllm_testkit import PLANNER, free_port
+from vllm_testkit import PLANNER, eventually, free_port
 
 from timely_core.engine.protocol import EngineError, SamplingParams
 from timely_core.engine.vllm.grammar_args import PROCESSOR_FQCN
@@ -50,13 +50,8 @@ def _drive(engine: VllmServerEngine, gen_ids: list[int]) -> dict[int, list[int]]
     raise AssertionError(f"generations {live} did not finish")
 
 
-def _eventually(condition: Callable[[], bool], timeout_s: float = 30) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+def _eventually(condition: Callable[[], bool]) -> bool:
+    return eventually(condition, 30, 0.02)
 
 
 # ---- defect 1: a hung server ------------------------------------------------------------

@@ -9,12 +9,11 @@ test bounds its waits and asserts no durations."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
 from vllm_fake_server_testkit import FakeVllmServer, expected
-from vllm_testkit import PLANNER
+from vllm_testkit import PLANNER, eventually
 
 from timely_core.engine.protocol import (
     GenerationsFailed,
@@ -63,13 +62,8 @@ def _drive(
     raise AssertionError(f"generations {live} did not finish")
 
 
-def _eventually(condition: Callable[[], bool], timeout_s: float = 30) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+def _eventually(condition: Callable[[], bool]) -> bool:
+    return eventually(condition, 30, 0.01)
 
 
 @pytest.mark.parametrize("in_stream", [False, True], ids=["http-400", "error-event-400"])

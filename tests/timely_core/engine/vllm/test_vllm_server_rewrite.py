@@ -6,7 +6,6 @@ server from its rewritten ids."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from rewrite_testkit import (
     run,
     running_prompt,
 )
-from vllm_testkit import VllmServer
+from vllm_testkit import VllmServer, eventually
 
 from timely_core.engine.protocol import HandlingStrategy, SamplingParams
 from timely_core.engine.vllm.server_config import VllmServerConfig
@@ -55,14 +54,8 @@ def engine(planner: Path, servers: list[VllmServer]) -> Iterator[VllmServerEngin
     engine.close()
 
 
-def _eventually(condition: Callable[[], bool], timeout_s: float = 60) -> bool:
-    """Bounded wait for a server's report (a bound, never a timing assertion)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
+def _eventually(condition: Callable[[], bool]) -> bool:
+    return eventually(condition, 60, 0.1)
 
 
 def test_a_rollback_resumes_from_the_kept_ids_on_its_servers_cache(

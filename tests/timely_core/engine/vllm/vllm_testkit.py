@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -324,3 +325,14 @@ def plan_with_service(
     finally:
         service.stop()
     return failures, service.stats()
+
+
+def eventually(condition: Callable[[], bool], timeout_s: float, poll_s: float = 0.02) -> bool:
+    """Bounded wait for a server's or an engine's state (a bound, never a timing
+    assertion): whether `condition` held within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(poll_s)
+    return True
