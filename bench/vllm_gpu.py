@@ -65,10 +65,12 @@ SUSPEND_AFTER = 6  # tokens decoded before the suspension
 SUSPEND_TOKENS = 40
 
 
-def configurations(gpu: bool, widened: Path, gpu_memory: float) -> list[tuple[str, Path, Any]]:
-    """(label, checkpoint, VllmConfig) in the order they run."""
+def configurations(gpu: bool, gpu_memory: float) -> list[tuple[str, Path, Any]]:
+    """(label, checkpoint, VllmConfig) in the order they run (on a GPU, the planner
+    widened for FlashInfer first, into a temporary folder)."""
     if not gpu:
         return [("vLLM-CPU fp32", CHECKPOINT, VllmConfig(max_num_seqs=64))]
+    widened = widen(CHECKPOINT, Path(tempfile.mkdtemp(prefix="planner-hd64-")) / "planner", 64)
     common: dict[str, Any] = {"max_num_seqs": 64, "gpu_memory_utilization": gpu_memory}
     return [
         (
@@ -380,8 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     for robot, ids in prefixes.items():
         reference_engine.register_prefix(robot, ids)
     reference = greedy_all(reference_engine, prompts, 1)
-    widened = widen(CHECKPOINT, Path(tempfile.mkdtemp(prefix="planner-hd64-")) / "planner", 64)
-    for label, checkpoint, config in configurations(gpu, widened, args.gpu_memory):
+    for label, checkpoint, config in configurations(gpu, args.gpu_memory):
         if args.only and args.only not in label:
             continue
         run: dict[str, Any] = {"config": config.model_dump(mode="json")}
