@@ -1,8 +1,9 @@
 """`lrtrace`: compose, replay, report, capacity, profile-engine, record, fit.
 
 Every bad input (malformed trace, unknown trace id or policy, impossible workload,
-missing file) ends with one line on stderr and exit status 2; Ctrl-C during a replay
-writes what is done and exits 130.
+missing file, a flag the chosen target would ignore) ends with one line on stderr and
+exit status 2 (an invalid trace or workload: a line, then one per problem); Ctrl-C
+during a replay writes what is done and exits 130.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 from rich.console import Console
 
 from lrtrace.errors import LrtraceError
+
+DEFAULT_PROFILE = "paper-llama3-8b-rtx4090"  # the paper's (Table 1), built in
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -58,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--target", choices=("sim", "service", "ros"), default="sim")
     r.add_argument("--policy", default="timely", help="a policy or a comma-separated list")
     r.add_argument("--max-batch", default="", help="batch caps to sweep, e.g. 2,4,6,8 (Fig. 7)")
-    r.add_argument("--profile", default="paper-llama3-8b-rtx4090", help="sim latency profile")
+    r.add_argument("--profile", default=DEFAULT_PROFILE, help="sim latency profile")
     r.add_argument("--model", type=Path, help="checkpoint for --target service (default: planner)")
     r.add_argument(
         "--tokenizer", type=Path, help="tokenizer.json for --target sim (default: planner)"

@@ -11,7 +11,7 @@ from rich.console import Console
 from lrtrace import results_format, trace_format
 from lrtrace.errors import LrtraceError
 from lrtrace.outputs import check_file
-from lrtrace.workload import WorkloadSpec, load_yaml, parse_spec, preset
+from lrtrace.workload import WorkloadSpec, derived, load_yaml, parse_spec, preset
 
 _FLAG_FIELDS = {
     "name": "name",
@@ -25,22 +25,24 @@ _FLAG_FIELDS = {
 
 
 def _spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
+    """The workload of `--wid`/`--yaml` changed by the flags (named so: `derived`), or
+    one from the flags alone."""
     from lrtrace.cli import _ints
 
     if args.wid is not None and args.yaml is not None:
         raise LrtraceError("give --wid or --yaml, not both")
-    base: dict[str, object] = {}
-    if args.wid is not None:
-        base = preset(args.wid).model_dump()
-    elif args.yaml is not None:
-        base = load_yaml(args.yaml).model_dump()
+    changes: dict[str, object] = {}
     for flag, field in _FLAG_FIELDS.items():
         value = getattr(args, flag)
         if value is not None:
-            base[field] = _ints(value) if flag == "trace_ids" else value
-    if not base:
+            changes[field] = _ints(value) if flag == "trace_ids" else value
+    if args.wid is not None:
+        return derived(preset(args.wid), changes, "workload")
+    if args.yaml is not None:
+        return derived(load_yaml(args.yaml), changes, "workload")
+    if not changes:
         raise LrtraceError("say what to compose: --wid N, --yaml FILE, or --eps/--max-tpe/...")
-    return parse_spec(base, "workload")
+    return parse_spec(changes, "workload")
 
 
 def _count(n: int, noun: str) -> str:
@@ -83,18 +85,36 @@ def network_latency_s(ms: float) -> float:
     return ms / 1000
 
 
+def _given_flags(args: argparse.Namespace) -> list[str]:
+    """The replay flags set to something other than their default."""
+    from lrtrace.cli import DEFAULT_PROFILE
+
+    values = {
+        "--model": (args.model, None),
+        "--threads": (args.threads, None),
+        "--tokenizer": (args.tokenizer, None),
+        "--profile": (args.profile, DEFAULT_PROFILE),
+        "--max-batch": (args.max_batch, ""),
+    }
+    return [flag for flag, (value, default) in values.items() if value != default]
+
+
 def replay(args: argparse.Namespace, console: Console) -> int:
     from lrtrace.cli import _ints
     from lrtrace.replay.runner import replay as run_replay
+    from lrtrace.replay.runner import run_labels
     from lrtrace.replay.targets import make_target
     from lrtrace.replay.targets.common import ReplayServiceOptions
+    from lrtrace.replay.targets.flags import refuse_ignored
 
+    refuse_ignored(args.target, _given_flags(args))
     trace = trace_format.read(args.trace)
     check_file(args.out, "results")  # now, not after the first policy's replay
     policies = _policies(args.policy)
     batches: list[int | None] = list(_ints(args.max_batch)) if args.max_batch else [None]
     if any(b is not None and b < 1 for b in batches):
         raise LrtraceError("--max-batch values must be >= 1")
+    run_labels(policies, batches)  # now, not after the first run
     latency_s = network_latency_s(args.network_latency_ms)
     target = make_target(
         args.target,
@@ -127,7 +147,7 @@ def replay(args: argparse.Namespace, console: Console) -> int:
 
 
 def report(args: argparse.Namespace, console: Console) -> int:
-    from lrtrace.plots import all_figures
+    from lrtrace.plots import all_figures, runs_without_completed_tasks
     from lrtrace.report import print_report, write_json
 
     results = results_format.read(args.results)
@@ -145,6 +165,8 @@ def report(args: argparse.Namespace, console: Console) -> int:
             console.print(f"figure: {path}")
         if not figures:
             console.print(f"no figures: {args.results} has no runs")
+        for label in runs_without_completed_tasks(results):  # none without runs
+            console.print(f"fig6: run {label} has no completed task (its panel says so)")
     return 0
 
 

@@ -117,7 +117,8 @@ def executions_from_results(
 ) -> tuple[list[Execution], int]:
     """(the single-call segments of every finished task as executions, the number of
     executed segments skipped because they are not one skill call). `run_label`: only
-    that run (default: every run of the file)."""
+    that run (default: every run of the file); a label that several runs share is
+    refused rather than merging them."""
     from robot_models.language import load_language
     from robot_models.plan_ast import CallStmt, Return
 
@@ -125,6 +126,11 @@ def executions_from_results(
     if not runs:
         labels = ", ".join(r.label for r in results.runs) or "none"
         raise LrtraceError(f"{source}: no run labelled {run_label!r} (runs: {labels})")
+    if run_label is not None and len(runs) > 1:  # a hand-merged file: which run is meant?
+        raise LrtraceError(
+            f"{source}: {len(runs)} runs are labelled {run_label!r}; --run needs a label "
+            "that names one run (relabel the others in the file)"
+        )
     out: list[Execution] = []
     skipped = 0
     languages: dict[str, Any] = {}

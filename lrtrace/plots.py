@@ -1,7 +1,8 @@
 """The paper's figures from a results file (matplotlib, Agg backend, PNG).
 
 - fig5: utility / response / waiting per task type (trace id) and run (Fig. 5)
-- fig6: timeline of generation, dispatch and execution of a few tasks (Fig. 6)
+- fig6: timeline of generation, dispatch and execution of a few tasks (Fig. 6); a run
+  without a completed task is noted in its panel
 - fig7: mean utility vs max batch size per policy (Fig. 7; needs a batch sweep)
 - fig8: mean utility per task class and policy (Fig. 8)
 """
@@ -21,6 +22,7 @@ from lrtrace.metrics import run_stats
 from lrtrace.results_format import ResultsFile, RunRecord, TaskRecord
 
 SIM_STAMP = "SIMULATION (virtual time, latency profile)"
+NO_COMPLETED_TASK = "no completed task"
 
 
 def _title(results: ResultsFile, what: str) -> str:
@@ -56,64 +58,86 @@ def fig5(results: ResultsFile, path: Path) -> Path:
     return _save(fig, path)
 
 
+def _completed(run: RunRecord) -> list[TaskRecord]:
+    """The tasks of `run` with a timeline to draw: finished, with segments."""
+    return [t for t in run.tasks if t.finished and t.segments]
+
+
 def _pick_tasks(run: RunRecord, count: int) -> list[TaskRecord]:
     """An event with an urgent and a normal task (the paper shows tasks 71 and 72)."""
-    by_event: dict[str, list[TaskRecord]] = {}
-    done = [t for t in run.tasks if t.finished and t.segments]
-    for t in done:
-        by_event.setdefault(t.task_id.split("_")[0] if "_" in t.task_id else t.agent_id, []).append(
-            t
-        )
-    for t in done:
+    done = _completed(run)
+    for idx, t in enumerate(done):
         if t.urgency == "urgent":
-            idx = done.index(t)
-            return done[max(0, idx - count // 2) : max(0, idx - count // 2) + count]
+            start = max(0, idx - count // 2)
+            return done[start : start + count]
     return done[:count]
 
 
-def _bar(ax: plt.Axes, row: int, start: float, end: float, color: str) -> None:
-    ax.barh(row, end - start, left=start, color=color, height=0.5)
+def _timeline_runs(results: ResultsFile) -> list[RunRecord]:
+    return [r for r in results.runs if r.max_batch is None] or results.runs
 
 
-def fig6(results: ResultsFile, path: Path, count: int = 4) -> Path:
-    runs = [r for r in results.runs if r.max_batch is None] or results.runs
+def runs_without_completed_tasks(results: ResultsFile) -> list[str]:
+    """Labels of the runs Fig. 6 shows that have no completed task, so nothing of
+    theirs to draw (an interrupted or failed run): the figure says so in their panel,
+    and `lrtrace report` in a line."""
+    return [r.label for r in _timeline_runs(results) if not _completed(r)]
+
+
+def _draw_task(ax: plt.Axes, row: int, t: TaskRecord) -> None:
+    robot_free = t.arrival_s  # the robot waits for the planner from here
+    for s in t.segments:
+        if s.exec_start_s > robot_free:  # the robot is idle, waiting for this segment
+            planned = min(max(s.emitted_s, robot_free), s.exec_start_s)
+            ax.barh(row, planned - robot_free, left=robot_free, color="tab:orange", height=0.5)
+            ax.barh(row, s.exec_start_s - planned, left=planned, color="tab:gray", height=0.5)
+        ax.barh(
+            row, s.exec_end_s - s.exec_start_s, left=s.exec_start_s, color="tab:green", height=0.5
+        )
+        ax.plot([s.emitted_s], [row + 0.33], marker="v", color="black", ms=3, ls="")
+        robot_free = max(robot_free, s.exec_end_s)
+    ax.axvline(t.arrival_s + t.tuf.expected_response_time_s, color="tab:red", lw=0.6, ls=":")
+
+
+def timeline_figure(results: ResultsFile, count: int = 4) -> plt.Figure:
+    """Fig. 6: the same few tasks in every run, picked from the first run that
+    completed any (a run whose picked tasks have nothing drawn shows its own); a run
+    without a completed task says so in its panel instead of staying blank."""
+    runs = _timeline_runs(results)
     fig, axes = plt.subplots(
         len(runs), 1, figsize=(12, 1.2 + 0.55 * count * len(runs)), squeeze=False
     )
-    ids = [t.task_id for t in _pick_tasks(runs[0], count)]
+    source = next((r for r in runs if _completed(r)), None)
+    ids = {t.task_id for t in _pick_tasks(source, count)} if source else set()
     for ax, run in zip(axes[:, 0], runs, strict=True):
         tasks = [t for t in run.tasks if t.task_id in ids]
+        if _completed(run) and not any(t.segments for t in tasks):
+            tasks = _pick_tasks(run, count)
         for row, t in enumerate(tasks):
-            robot_free = t.arrival_s  # the robot waits for the planner from here
-            for s in t.segments:
-                if s.exec_start_s > robot_free:  # the robot is idle, waiting for this segment
-                    planned = min(max(s.emitted_s, robot_free), s.exec_start_s)
-                    ax.barh(
-                        row, planned - robot_free, left=robot_free, color="tab:orange", height=0.5
-                    )
-                    ax.barh(
-                        row, s.exec_start_s - planned, left=planned, color="tab:gray", height=0.5
-                    )
-                ax.barh(
-                    row,
-                    s.exec_end_s - s.exec_start_s,
-                    left=s.exec_start_s,
-                    color="tab:green",
-                    height=0.5,
-                )
-                ax.plot([s.emitted_s], [row + 0.33], marker="v", color="black", ms=3, ls="")
-                robot_free = max(robot_free, s.exec_end_s)
-            ax.axvline(
-                t.arrival_s + t.tuf.expected_response_time_s, color="tab:red", lw=0.6, ls=":"
-            )
+            _draw_task(ax, row, t)
         ax.set_yticks(range(len(tasks)), [f"{t.task_id} tr{t.trace_id} {t.urgency}" for t in tasks])
         ax.set_title(run.label, fontsize=9)
+        if not _completed(run):
+            why = "interrupted" if run.interrupted else f"{len(run.tasks)} tasks, none finished"
+            ax.text(
+                0.5,
+                0.5,
+                f"{NO_COMPLETED_TASK} in run {run.label} ({why})",
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+                color="tab:red",
+            )
     axes[-1, 0].set_xlabel(
         "time (s): orange = robot waits for planning, gray = network, green = execution, "
         "triangle = segment generated, red line = ERT"
     )
     fig.suptitle(_title(results, "timeline of a few tasks (cf. paper Fig. 6)"))
-    return _save(fig, path)
+    return fig
+
+
+def fig6(results: ResultsFile, path: Path, count: int = 4) -> Path:
+    return _save(timeline_figure(results, count), path)
 
 
 def fig7(results: ResultsFile, path: Path) -> Path:

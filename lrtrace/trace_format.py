@@ -2,7 +2,8 @@
 
 A trace is self-contained (instruction, scene and TUF are copied in), so it replays
 the same way on any target, and it is validated with pydantic on load so a malformed
-or truncated file is rejected with one line naming the problem.
+or truncated file is rejected naming the problem (a file that decodes but is invalid:
+every problem, one per line, each with its place, e.g. `tasks.3.urgency (t00003)`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from lrtrace.errors import LrtraceError
 from lrtrace.outputs import write_atomically
+from lrtrace.problems import Problems, a_or_an, listing, validation_problems
 from lrtrace.workload import WorkloadSpec
 from timely_core.scheduling.tuf import Tuf
 
@@ -62,29 +64,55 @@ class TraceFile(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> TraceFile:
-        types = {a.agent_id: a.robot_type for a in self.agents}
-        if len(types) != len(self.agents):
-            raise ValueError("agent ids must be distinct")
-        seen_ids: set[str] = set()
-        last = 0.0
-        for t in self.tasks:
-            if types.get(t.agent_id) != t.robot_type:
-                raise ValueError(f"task {t.task_id}: agent {t.agent_id!r} is not a {t.robot_type}")
-            if t.task_id in seen_ids:
-                raise ValueError(f"task id {t.task_id} appears twice")
-            if t.arrival_s < last:
-                raise ValueError(f"task {t.task_id}: arrivals must be in time order")
-            seen_ids.add(t.task_id)
-            last = t.arrival_s
+        """Every problem between agents and tasks, each naming its place (a hand-edited
+        trace often has several)."""
+        problems: list[str] = []
+        first_agent: dict[str, int] = {}
+        for i, a in enumerate(self.agents):
+            if a.agent_id in first_agent:
+                problems.append(
+                    f"{_at('agents', i, 'agent_id', a.agent_id)}: agent ids must be distinct "
+                    f"(also agents.{first_agent[a.agent_id]})"
+                )
+            first_agent.setdefault(a.agent_id, i)
+        types = {a.agent_id: a.robot_type for a in reversed(self.agents)}  # the first's
+        first_task: dict[str, int] = {}
+        for i, t in enumerate(self.tasks):
+            agent_type = types.get(t.agent_id)
+            if agent_type != t.robot_type:
+                why = "no such agent" if agent_type is None else f"it is {a_or_an(agent_type)}"
+                problems.append(
+                    f"{_at('tasks', i, 'agent_id', t.task_id)}: agent {t.agent_id!r} is not "
+                    f"{a_or_an(t.robot_type)} ({why})"
+                )
+            if t.task_id in first_task:
+                problems.append(
+                    f"{_at('tasks', i, 'task_id', t.task_id)}: task id {t.task_id} appears "
+                    f"twice (also tasks.{first_task[t.task_id]})"
+                )
+            if i and t.arrival_s < self.tasks[i - 1].arrival_s:
+                problems.append(
+                    f"{_at('tasks', i, 'arrival_s', t.task_id)}: arrivals must be in time "
+                    f"order ({t.arrival_s:g} s comes after {self.tasks[i - 1].arrival_s:g} s "
+                    f"of tasks.{i - 1})"
+                )
+            first_task.setdefault(t.task_id, i)
+        if problems:
+            raise Problems(problems)
         return self
 
 
+def _at(items: str, index: int, field: str, ident: str) -> str:
+    """Where a problem is, as `problems.where` writes it: `tasks.3.arrival_s (t00003)`."""
+    return f"{items}.{index}.{field} ({ident})"
+
+
 def one_line(err: ValidationError) -> str:
-    """The first validation problem as `field.path: message (+N more)`."""
-    first = err.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "document"
-    more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    return f"{where}: {first['msg']}{more}"
+    """The first validation problem as `field.path: message (+N more)`, where one
+    line must do (a file the user did not write; `problems.listing` lists them all)."""
+    lines = validation_problems(err)
+    more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+    return f"{lines[0]}{more}"
 
 
 def dumps(trace: TraceFile) -> bytes:
@@ -126,7 +154,8 @@ def loads(data: bytes, source: str = "trace") -> TraceFile:
     try:
         return TraceFile.model_validate(doc)
     except ValidationError as err:
-        raise LrtraceError(f"{source}: invalid trace: {one_line(err)}") from None
+        problems = listing(validation_problems(err, doc))
+        raise LrtraceError(f"{source}: invalid trace: {problems}") from None
 
 
 def _is_trace(doc: object) -> bool:

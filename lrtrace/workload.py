@@ -2,17 +2,24 @@
 
 A workload is a Poisson stream of *events* (rate `eps`); each event starts 1..`max_tpe`
 tasks at once on distinct agents. Specs come from presets, CLI flags or YAML, and are
-validated with pydantic so a bad file fails with one message naming the field.
+validated with pydantic so a bad file fails naming every wrong field. A preset with
+fields changed is named so (`WID1+eps,duration_s`, see `derived`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from lrtrace.errors import LrtraceError
+from lrtrace.problems import listing, validation_problems
+
+_NAME_MAX = 64
+_CHANGED = "+overrides"
+_SAME_WORKLOAD = frozenset({"name", "seed"})  # changing these keeps the workload
 
 
 def trace_id_list(value: object) -> object:
@@ -36,7 +43,7 @@ class WorkloadSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(default="custom", min_length=1, max_length=64)
+    name: str = Field(default="custom", min_length=1, max_length=_NAME_MAX)
     eps: float = Field(gt=0, le=1000, allow_inf_nan=False, description="events per second")
     max_tpe: int = Field(ge=1, le=10_000, description="maximum tasks per event")
     trace_ids: tuple[int, ...] = Field(min_length=1)
@@ -81,25 +88,42 @@ def preset(wid: int) -> WorkloadSpec:
     return PRESETS[wid]
 
 
-def _one_line(err: ValidationError) -> str:
-    first = err.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "workload"
-    more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    return f"{where}: {first['msg']}{more}"
-
-
 def parse_spec(data: object, source: str) -> WorkloadSpec:
-    """Validate a mapping (from YAML or flags) into a spec, or raise one clear line."""
+    """Validate a mapping (from YAML or flags) into a spec, or raise every problem,
+    one per line, each naming its field."""
     if not isinstance(data, dict):
         raise LrtraceError(f"{source}: a workload must be a mapping of fields")
     try:
         return WorkloadSpec.model_validate(data)
     except ValidationError as err:
-        raise LrtraceError(f"{source}: invalid workload: {_one_line(err)}") from None
+        problems = listing(validation_problems(err, data, root="workload"))
+        raise LrtraceError(f"{source}: invalid workload: {problems}") from None
+
+
+def derived(base: WorkloadSpec, changes: Mapping[str, object], source: str) -> WorkloadSpec:
+    """`base` (a preset, a YAML file's workload) with `changes`. Unless the changes
+    name it, a changed workload is called `<base>+<changed fields>` (`WID1+eps`), so
+    its trace, results and figures never pass it off as the original; a new `seed`
+    draws the same workload again and keeps the name."""
+    spec = parse_spec({**base.model_dump(), **changes}, source)
+    if "name" in changes:
+        return spec
+    changed = [
+        field
+        for field in WorkloadSpec.model_fields
+        if field not in _SAME_WORKLOAD and getattr(spec, field) != getattr(base, field)
+    ]
+    if not changed:
+        return spec
+    name = f"{base.name}+{','.join(changed)}"
+    if len(name) > _NAME_MAX:  # a long custom name: say that it changed, not how
+        name = f"{base.name[: _NAME_MAX - len(_CHANGED)]}{_CHANGED}"
+    return spec.model_copy(update={"name": name})
 
 
 def load_yaml(path: Path) -> WorkloadSpec:
-    """A custom workload from YAML; `wid: N` starts from a preset and overrides fields."""
+    """A custom workload from YAML; `wid: N` starts from a preset and overrides fields
+    (named as `derived` says)."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as err:
@@ -112,7 +136,5 @@ def load_yaml(path: Path) -> WorkloadSpec:
         wid = data.pop("wid")
         if not isinstance(wid, int) or isinstance(wid, bool):
             raise LrtraceError(f"{path}: wid must be 1, 2 or 3, got {wid!r}")
-        base = preset(wid).model_dump()
-        base.update(data)
-        data = base
+        return derived(preset(wid), data, str(path))
     return parse_spec(data, str(path))

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lrtrace import results_format
+from lrtrace.errors import LrtraceError
 from lrtrace.replay.target import ReplayTarget
 from lrtrace.results_format import ResultsFile, RunRecord, TaskRecord
 from lrtrace.trace_format import TraceFile
@@ -22,6 +23,23 @@ from lrtrace.trace_format import TraceFile
 
 def label_of(policy: str, max_batch: int | None) -> str:
     return policy if max_batch is None else f"{policy}@{max_batch}"
+
+
+def run_labels(policies: Sequence[str], max_batches: Sequence[int | None]) -> list[str]:
+    """The labels of the runs, in order; LrtraceError naming a label that would come
+    twice (a policy or batch cap given twice): reports and `record --run` tell runs
+    apart by label, so two runs under one label would be merged there."""
+    labels: list[str] = []
+    for policy in policies:
+        for max_batch in max_batches:
+            label = label_of(policy, max_batch)
+            if label in labels:
+                raise LrtraceError(
+                    f"run label {label!r} would be used twice: give each policy and "
+                    "each --max-batch value once"
+                )
+            labels.append(label)
+    return labels
 
 
 def replay(
@@ -35,6 +53,7 @@ def replay(
     network_latency_s: float = 0.008,
 ) -> tuple[ResultsFile, bool]:
     """Returns (results, interrupted). Results are written after every run."""
+    run_labels(policies, max_batches)
     target.check(trace)
     results = ResultsFile(workload=trace.workload, trace_path=trace_path)
     interrupted = False

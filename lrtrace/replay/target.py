@@ -26,7 +26,8 @@ class ReplayTarget(Protocol):
 
     def check(self, trace: TraceFile) -> None:
         """Raise LrtraceError, naming the tasks, for a trace this target cannot replay
-        (before any run starts)."""
+        (before any run starts); every target refuses tasks on a robot of another type
+        than their catalog task's (`lrtrace.replay.task_check`)."""
 
     def kv_settings(self, policy: str) -> tuple[HandlingStrategy | None, bool | None]:
         """(the KV handling strategy, KV prefetch) a run of `policy` uses; None where

@@ -39,7 +39,7 @@ def test_compose_replay_report(
     trace, res = tmp_path / "w.lrt", tmp_path / "r.json"
     assert main(["compose", "--wid", "1", "--duration", "40", "--seed", "5", "-o", str(trace)]) == 0
     loaded = trace_format.read(trace)
-    assert loaded.workload.name == "WID1" and loaded.workload.seed == 5 and loaded.tasks
+    assert loaded.workload.name == "WID1+duration_s" and loaded.workload.seed == 5 and loaded.tasks
     argv = ["replay", str(trace), "--target", "sim", "--policy", "timely,fcfs"]
     argv += ["--tokenizer", str(tokenizer_path), "--max-batch", "2,8", "-o", str(res)]
     assert main(argv) == 0

@@ -142,3 +142,37 @@ def test_compose_counts_in_words(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "on 1 agent (seed 1)" in out, out
     assert main([*argv, "--duration", "10", "-o", str(tmp_path / "t.lrt")]) == 0
     assert " tasks in " in capsys.readouterr().out
+
+
+def test_a_policy_or_batch_cap_given_twice_is_refused(
+    tmp_path: Path, trace: Path, capsys: pytest.CaptureFixture[str], no_replay: None
+) -> None:
+    out = str(tmp_path / "r.json")
+    argv = ["replay", str(trace), "--policy", "timely,fcfs,timely", "-o", out]
+    bad(capsys, argv, "run label 'timely' would be used twice")
+    argv = ["replay", str(trace), "--max-batch", "2,4,2", "-o", out]
+    bad(capsys, argv, "run label 'timely@2' would be used twice")
+
+
+@pytest.mark.parametrize(
+    ("target", "flags", "named"),
+    [
+        ("sim", ["--threads", "4"], "--threads has no effect with --target sim"),
+        ("sim", ["--model", "ckpt"], "--model has no effect with --target sim"),
+        ("service", ["--tokenizer", "t.json"], "--tokenizer has no effect with --target service"),
+        ("service", ["--profile", "other"], "--profile has no effect with --target service"),
+        ("ros", ["--max-batch", "4"], "--max-batch has no effect with --target ros"),
+        ("ros", ["--threads", "2"], "--threads has no effect with --target ros"),
+    ],
+)
+def test_a_flag_the_target_ignores_is_refused(
+    tmp_path: Path,
+    trace: Path,
+    capsys: pytest.CaptureFixture[str],
+    no_replay: None,
+    target: str,
+    flags: list[str],
+    named: str,
+) -> None:
+    argv = ["replay", str(trace), "--target", target, *flags, "-o", str(tmp_path / "r.json")]
+    bad(capsys, argv, named)

@@ -162,3 +162,22 @@ def test_record_of_a_results_file_names_a_missing_run(
     reports_file = reports(tmp_path / "a.jsonl", [{"robot_type": "arm", "skill": "hm"}])
     assert main(["record", str(reports_file), "--run", "x", "-o", str(tmp_path / "x.lrx")]) == 2
     assert "--run applies to a results file only" in capsys.readouterr().err
+
+
+def test_record_refuses_a_run_label_that_several_runs_share(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hand-merged results file with two 'timely' runs: --run timely would merge
+    them, so it is refused; without --run every run is recorded, as documented."""
+    from lrtrace import results_format
+
+    res = _results_file(tmp_path / "r.json")
+    doc = results_format.read(res)
+    doc.runs[1].label = "timely"
+    results_format.write(doc, res)
+    assert main(["record", str(res), "--run", "timely", "-o", str(tmp_path / "x.lrx")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "2 runs are labelled 'timely'" in err, err
+    assert not (tmp_path / "x.lrx").exists()
+    assert main(["record", str(res), "-o", str(tmp_path / "all.lrx")]) == 0
+    assert len(read(tmp_path / "all.lrx").executions) == 3

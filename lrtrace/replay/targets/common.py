@@ -12,6 +12,7 @@ from typing import Any, cast
 from lrtrace.errors import LrtraceError
 from lrtrace.replay.drive import Pacer, RealPacer, ServiceDriver, VirtualPacer
 from lrtrace.replay.fleet import ExecutionSampler
+from lrtrace.replay.task_check import check_robot_types
 from lrtrace.results_format import TaskRecord
 from lrtrace.trace_format import TraceFile
 from timely_core.engine.protocol import HandlingStrategy
@@ -153,7 +154,9 @@ class InProcessTarget:
         return min(asked, self._max_generations())
 
     def check(self, trace: TraceFile) -> None:
-        return None  # a real engine answers any request
+        """A real engine answers any request, but not a task on a robot of another
+        type than its catalog task's (`check_robot_types`, as every target)."""
+        check_robot_types(trace)
 
     def kv_settings(self, policy: str) -> tuple[HandlingStrategy | None, bool | None]:
         """The service config's, except the strategy of a policy that brings its own

@@ -18,6 +18,7 @@ from types import ModuleType
 
 from lrtrace.errors import LrtraceError
 from lrtrace.replay.fleet import NETWORK_LATENCY_S
+from lrtrace.replay.task_check import check_robot_types
 from lrtrace.results_format import Target, TaskRecord
 from lrtrace.trace_format import TraceFile
 from timely_core.engine.protocol import HandlingStrategy
@@ -53,7 +54,9 @@ class RosTarget:
         return None, None  # likewise
 
     def check(self, trace: TraceFile) -> None:
-        return None  # the planner answers any request
+        """The planner answers any request, but not a task on a robot of another type
+        than its catalog task's (`check_robot_types`, as every target)."""
+        check_robot_types(trace)
 
     def run(
         self,

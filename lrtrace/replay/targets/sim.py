@@ -22,6 +22,7 @@ from lrtrace.replay.targets.common import (
     no_prefix_cache_tag,
     planner_tokenizer,
 )
+from lrtrace.replay.task_check import check_robot_types
 from lrtrace.results_format import Target
 from lrtrace.trace_format import TraceFile
 from timely_core.clock import VirtualClock
@@ -127,9 +128,11 @@ class SimTarget(InProcessTarget):
         return target
 
     def check(self, trace: TraceFile) -> None:
-        """Refuse a trace with tasks the simulator has no plan for (an instruction or
-        scene that is not an LRTrace task's): up front, naming them, rather than each
-        failing in the engine."""
+        """Refuse a trace with tasks on a robot of another type than their catalog
+        task's (`check_robot_types`, as every target) or tasks the simulator has no
+        plan for (an instruction or scene that is not an LRTrace task's): up front,
+        naming them, rather than each failing in the engine."""
+        check_robot_types(trace, self._catalog)
         self._languages = languages_for(trace, self._languages)
         script = PlanScript(self._tokenizer, self._catalog, self._languages)
         known: dict[tuple[str, str, str], bool] = {}  # a trace repeats few requests
