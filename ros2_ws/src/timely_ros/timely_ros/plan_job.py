@@ -4,7 +4,11 @@ The service delivers segments and the result by callback into a queue; the goal'
 thread takes them in order, streams each segment as feedback and on
 /timely/segments, sends it to the robot and reports the robot's end with
 `segment_done`. `cancel` (from the cancel callback) stops the generation at once,
-frees its KV, and cancels the robot's outstanding ExecuteSkill goal.
+frees its KV, and cancels the robot's outstanding ExecuteSkill goal. A goal that
+ends early (cancelled, stopped, failed) reports the plan as far as it was streamed
+with the service's response time, waiting time and utility of its task
+(`TaskResult`: arrival -> dispatch of segment 0, the segments' waits, TUF0 of the
+response; before any dispatch, the time waited so far and utility 0).
 
 With `replan_on_failure` (PlannerParams) a segment the robot fails is reported
 with `segment_failed`: the service rolls the plan back to that segment's end and
@@ -70,6 +74,9 @@ from timely_ros.robot_link import Outcome, RobotLink, SegmentRun
 from timely_ros.robot_turns import RobotTurns
 
 _CANCELLED = object()
+# How long a goal that ended early waits for its task's result from the service (it
+# is delivered as the task is cancelled; this only bounds a service in trouble).
+SERVICE_RESULT_WAIT_S = 2.0
 
 
 @dataclass
@@ -482,6 +489,10 @@ class PlanJob:
         )
 
     def _finish(self, result: TaskResult) -> PlanTask.Result:
+        if not result.success and (
+            self._goal_handle.is_cancel_requested or self._run.cancelled.is_set()
+        ):  # ended by the cancel (or a stop): reported as any cancelled goal is
+            return self._cancelled()
         msg = PlanTask.Result(
             success=result.success,
             plan=result.plan_text,
@@ -496,17 +507,14 @@ class PlanJob:
         if result.success:
             self._goal_handle.succeed()
             self.succeeded = True
-        elif self._goal_handle.is_cancel_requested or self._run.cancelled.is_set():
-            ended = self._cancelled()
-            if self._stop_reason is not None:
-                msg.error = ended.error
         else:
             self._goal_handle.abort()
         return msg
 
     def _error(self, message: str) -> PlanTask.Result:
-        """A goal that ended early: the plan as far as it was streamed."""
-        return PlanTask.Result(
+        """A goal that ended early: the plan as far as it was streamed, with the
+        service's times and utility of its task (0 when it never reached the service)."""
+        msg = PlanTask.Result(
             success=False,
             error=message,
             plan="".join(s.text for s in self._streamed),
@@ -514,6 +522,34 @@ class PlanJob:
             segments=list(self._streamed),
             recovered_failures=list(self._recovered),
         )
+        result = self._service_result()
+        if result is not None:
+            msg.response_time_s = float(result.response_time_s)
+            msg.waiting_time_s = float(result.waiting_time_s)
+            msg.utility = float(result.utility)
+        return msg
+
+    def _service_result(self) -> TaskResult | None:
+        """The service's result of this goal's task, which is ended first if it still
+        runs (every early end has stopped it already, but a cancel callback that came
+        before the job was registered did not); None when the goal never reached the
+        service or the result did not come within SERVICE_RESULT_WAIT_S."""
+        with self._lock:
+            handle = self._handle
+        if handle is None:
+            return None
+        if not handle.done():  # (a cancel waits for the engine's iteration in progress)
+            with contextlib.suppress(ServiceError):  # ended meanwhile: its result is out
+                handle.cancel()
+        try:
+            result: TaskResult = handle.result(timeout_s=SERVICE_RESULT_WAIT_S)
+        except TimeoutError:
+            self._hooks.log(
+                f"event=service_result_missing task={handle.task_id} robot={self.robot_id} "
+                f"waited_s={SERVICE_RESULT_WAIT_S:g}"
+            )
+            return None
+        return result
 
 
 def _ended(outcome: Outcome) -> str:
