@@ -80,10 +80,7 @@ class IterationScheduler:
         """Chunks for this iteration over `states` (in ranking order, then as
         listed); `live` are all generations the engine holds (preemption candidates)."""
         budget = self.max_batched_tokens
-        states = sorted(states, key=self._urgency)  # stable: unranked ones last, as listed
-        decoding = [s.kv is KvLocation.DEVICE and s.num_pending == 1 for s in states]
-        order = [s for s, d in zip(states, decoding, strict=True) if d]
-        order += [s for s, d in zip(states, decoding, strict=True) if not d]
+        order = self._order(states)
         chunks: list[Chunk] = []
         for position, state in enumerate(order):
             if budget == 0:
@@ -104,6 +101,32 @@ class IterationScheduler:
             chunks.append(Chunk(state, state.num_computed, length))
             budget -= length
         return chunks
+
+    def _order(self, states: list[Sequence]) -> list[Sequence]:
+        """Decodes first, then the rest, each in ranking order (stable: unranked
+        ones last, as listed)."""
+        states = sorted(states, key=self._urgency)
+        decoding = [s.kv is KvLocation.DEVICE and s.num_pending == 1 for s in states]
+        order = [s for s, d in zip(states, decoding, strict=True) if d]
+        return order + [s for s, d in zip(states, decoding, strict=True) if not d]
+
+    def unfittable(self, states: list[Sequence], live: Iterable[Sequence]) -> Sequence:
+        """Of a step none of whose generations `schedule` could fit: the one to give
+        up. The first, in scheduling order, that needs more device blocks than are
+        free with every other live generation preempted (no later step could run it
+        either); if none does on its own (they block each other), the first."""
+        live = list(live)
+        order = self._order(states)
+        for state in order:
+            if state.kv is KvLocation.DEVICE:
+                end = state.num_computed + min(state.num_pending, self.max_batched_tokens)
+                need = self.blocks.blocks_to_grow(state, end)
+            else:
+                need = self.restore_cost(state)
+            others = [s for s in live if s is not state and s.kv is KvLocation.DEVICE]
+            if need > self.blocks.num_free_device + self._frees(others):
+                return state
+        return order[0]
 
     def resume(self, state: Sequence, live: Iterable[Sequence]) -> None:
         """Restore a suspended generation, preempting other suspended ones if it must

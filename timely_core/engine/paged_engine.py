@@ -12,8 +12,9 @@ when even that is not enough; `suspend(SWAP)` falls back to discard when the hos
 pool is full; inside `step`, a decode short of a block preempts
 (iteration_scheduler.py). A preempted generation stays runnable: the next step
 that lists it swaps it back in or re-prefills it once memory allows; until then it
-produces no token. Only a step none of whose generations fits with every other one
-preempted raises `OutOfKvMemory` (no later step could run them either).
+produces no token. A generation that does not fit even with every other one
+preempted (it outgrew the device) is ended alone: `step` raises `GenerationsFailed`
+naming it, with the others' tokens (no later step could run it either).
 
 Prefetch (`KvPrefetching`): a suspended generation's swapped-out KV copied back
 into free device blocks before its resume, the host copy kept until the resume, so
@@ -36,6 +37,7 @@ from timely_core.engine.block_manager import BlockCopier, BlockManager, PinnedPr
 from timely_core.engine.iteration_scheduler import Chunk, IterationScheduler
 from timely_core.engine.protocol import (
     EngineError,
+    GenerationsFailed,
     HandlingStrategy,
     MemoryReport,
     OutOfKvMemory,
@@ -366,24 +368,38 @@ class PagedEngine:
                 f"max_generations={self.max_generations} per iteration"
             )
         states = [self._runnable(g) for g in gen_ids]
+        failures: dict[int, str] = {}
         with self._copies():  # preemption swaps and swap-ins are block copies
             chunks = self.scheduler.schedule(states, self._gens.values())
-        if states and not chunks:
-            # The first generation does not fit even with every other one preempted:
-            # no later step could run it either, so say so rather than idle forever.
-            raise OutOfKvMemory(
-                f"generation {states[0].gen_id} does not fit in device KV memory "
-                f"({self.blocks.num_device_blocks} blocks) even with every other "
-                "generation preempted"
-            )
-        sampled = self._forward(chunks)
+            while states and not chunks:
+                # one does not fit even with every other one preempted: no later step
+                # could run it either, so it fails alone rather than idle forever
+                # (or end the others' plans with it)
+                stuck = self.scheduler.unfittable(states, self._gens.values())
+                failures[stuck.gen_id] = self._unfittable_reason(stuck)
+                self.abort(stuck.gen_id)
+                states.remove(stuck)
+                chunks = self.scheduler.schedule(states, self._gens.values())
+        sampled = self._forward(chunks) if chunks else []
         for chunk in chunks:
             state, end = chunk.state, chunk.start + chunk.length
             self.recomputed_tokens += max(0, min(end, state.discarded_computed) - chunk.start)
             state.num_computed = end
             self.blocks.register_full_blocks(state)
         outputs = {c.state.gen_id: self._append(c.state, token) for c, token in sampled}
-        return [outputs[g] for g in gen_ids if g in outputs]
+        produced = [outputs[g] for g in gen_ids if g in outputs]
+        if failures:
+            raise GenerationsFailed(failures, produced)
+        return produced
+
+    def _unfittable_reason(self, state: Sequence) -> str:
+        blocks = self.blocks
+        return (
+            f"generation {state.gen_id} does not fit in device KV memory even with every "
+            f"other generation preempted: {len(state.token_ids)} tokens against "
+            f"{blocks.num_device_blocks} blocks of {blocks.block_size} tokens, "
+            f"{blocks.num_pinned_blocks} of them held by pinned prompt prefixes"
+        )
 
     # ---- internals -------------------------------------------------------
     def _append(self, state: Sequence, token: int) -> StepOutput:

@@ -36,6 +36,7 @@ from typing import Any
 from timely_core.engine.protocol import (
     Engine,
     EngineError,
+    GenerationsFailed,
     HandlingStrategy,
     OutOfKvMemory,
     SamplingParams,
@@ -66,6 +67,7 @@ class _Deciding:
     variant: str | None
     candidates: dict[int, _Candidate]  # engine id -> state; its own id first
     suspended: bool = False
+    failure: str | None = None  # why its own candidate failed (the engine ended it)
 
     def live(self) -> list[int]:
         return [i for i, c in self.candidates.items() if not c.finished]
@@ -206,7 +208,12 @@ class CandidateEngine:
             if deciding is not None and deciding.suspended:
                 raise EngineError(f"generation {gen_id} is suspended; resume it first")
             batch += self._engine_ids(gen_id)[: self.inner.max_generations - len(batch)]
-        outputs = self.inner.step(batch) if batch else []
+        failures: dict[int, str] = {}
+        try:
+            outputs = self.inner.step(batch) if batch else []
+        except GenerationsFailed as exc:  # ended by the inner engine: map them to owners
+            outputs = exc.outputs
+            failures = self._failed(exc.failures)
         passed: dict[int, StepOutput] = {}
         for output in outputs:
             owner = self._owner.get(output.gen_id, output.gen_id)
@@ -227,7 +234,30 @@ class CandidateEngine:
             chosen = self._chosen.get(gen_id)
             if chosen is not None:
                 passed[gen_id] = self._hand_out(gen_id, chosen)
-        return [passed[g] for g in gen_ids if g in passed]
+        produced = [passed[g] for g in gen_ids if g in passed]
+        if failures:
+            raise GenerationsFailed(failures, produced)
+        return produced
+
+    def _failed(self, failures: dict[int, str]) -> dict[int, str]:
+        """The callers' generations that failed, from the inner engine's failed ids:
+        an alternative that failed is one candidate fewer; a generation fails once
+        none of its candidates is left, with its own candidate's reason if it has one
+        (an alternative's names an id the caller never saw)."""
+        failed: dict[int, str] = {}
+        for engine_id, reason in failures.items():
+            owner = self._owner.pop(engine_id, engine_id)
+            deciding = self._deciding.get(owner)
+            if deciding is None:
+                failed[owner] = reason
+                continue
+            deciding.candidates.pop(engine_id, None)
+            if engine_id == owner:
+                deciding.failure = reason
+            if not deciding.candidates:
+                del self._deciding[owner]
+                failed[owner] = deciding.failure or reason
+        return failed
 
     def _choose(self, gen_id: int, deciding: _Deciding) -> None:
         del self._deciding[gen_id]
@@ -246,7 +276,8 @@ class CandidateEngine:
             try:
                 self._add(gen_id, deciding.prompt, own, deciding.prefix_id, deciding.variant)
             except EngineError:  # no room or no prefix now: its own plan, as decoded
-                self._chosen[gen_id] = _Chosen(deciding.prompt, deciding.candidates[gen_id].ids)
+                kept = deciding.candidates.get(gen_id) or next(iter(deciding.candidates.values()))
+                self._chosen[gen_id] = _Chosen(deciding.prompt, kept.ids)
             self._record(CandidateChoice(gen_id, count, 0, True, True))
             return
         # ended first, then the score; a tie keeps the generation's own plan

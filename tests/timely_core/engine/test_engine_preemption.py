@@ -1,6 +1,7 @@
 """Preemption follows the policy's ranking (`set_ranking`), not admission order, on
 the torch engine and the simulator alike (they share the victim order); a step
-longer than the engine's `max_generations` is refused, not truncated."""
+longer than the engine's `max_generations` is refused, not truncated; a generation
+that outgrows the whole device fails alone."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import pytest
 
 from timely_core.clock import VirtualClock
 from timely_core.engine.paged_engine import PagedEngine
-from timely_core.engine.protocol import EngineError, HandlingStrategy, SamplingParams
+from timely_core.engine.protocol import (
+    EngineError,
+    GenerationsFailed,
+    HandlingStrategy,
+    SamplingParams,
+    UnknownGeneration,
+)
 from timely_core.engine.sequence import KvLocation
 from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
 from timely_core.engine.sim.latency import LatencyModel
@@ -123,3 +130,35 @@ def test_a_decode_preempts_a_less_urgent_one_in_its_step_before_an_urgent_waitin
     engine.abort(2)  # its room goes back: the least urgent runs again, the urgent kept
     assert {o.gen_id for o in engine.step([3])} == {3}
     assert engine.generation(1).kv is KvLocation.DEVICE
+
+
+def test_a_generation_that_outgrows_the_device_fails_alone(kind: str, qwen2_path: Path) -> None:
+    """Preempting every other one cannot make room for a generation longer than the
+    device: it is ended alone, with its reason (`GenerationsFailed`), and the one it
+    pushed aside while it grew decodes to its end."""
+    engine = make(kind, qwen2_path, device_blocks=4)
+    engine.add(1, prompt(1) + prompt(2)[:4], SamplingParams(max_tokens=8))  # 3 blocks
+    engine.add(2, [7, 8, 9], SamplingParams(max_tokens=10))  # 1 block, then 3
+    engine.set_ranking([1, 2])
+    failed: dict[int, str] = {}
+    produced: dict[int, list[int]] = {1: [], 2: []}
+    for _ in range(30):
+        live = [g for g in (1, 2) if g not in failed and len(produced[g]) < 10]
+        if not live:
+            break
+        try:
+            outputs = engine.step(live)
+        except GenerationsFailed as exc:
+            failed.update(exc.failures)
+            outputs = exc.outputs
+        for output in outputs:
+            produced[output.gen_id].append(output.token_id)
+            if output.finished:
+                produced[output.gen_id] += [0] * 10  # done
+    assert list(failed) == [1]
+    assert "does not fit in device KV memory" in failed[1]
+    assert "4 blocks of 4 tokens" in failed[1]
+    with pytest.raises(UnknownGeneration):  # ended: the engine holds it no more
+        engine.generation(1)
+    assert len(produced[2]) >= 10  # pushed aside while 1 grew, then decoded on
+    assert len(produced[1]) == 5  # 16 tokens fill the device; the 17th's KV cannot

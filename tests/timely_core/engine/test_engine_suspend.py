@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from timely_core.engine.protocol import (
     FIXED_STRATEGIES,
     EngineError,
+    GenerationsFailed,
     HandlingStrategy,
     OutOfKvMemory,
     SamplingParams,
@@ -226,14 +227,16 @@ def test_engine_resume_preempts_other_suspended_generations_only(qwen2_path: Pat
     check_memory(engine)
 
 
-def test_engine_step_raises_when_no_listed_generation_can_ever_fit(qwen2_path: Path) -> None:
+def test_engine_step_fails_a_generation_that_can_never_fit(qwen2_path: Path) -> None:
     """A generation that outgrows the whole device: a clear error, not an idle loop."""
     blocks = -(-len(PROMPTS[0]) // 8)
     engine = _engine(qwen2_path, device_bytes=blocks * BLOCK_BYTES)
     engine.add(0, PROMPTS[0], SamplingParams(max_tokens=8 * blocks))
-    with pytest.raises(OutOfKvMemory, match="generation 0 does not fit"):
+    with pytest.raises(GenerationsFailed, match="generation 0 does not fit") as failed:
         for _ in range(8 * blocks):
             engine.step([0])
+    assert list(failed.value.failures) == [0] and failed.value.outputs == []
+    assert engine.memory().device_blocks_free == blocks  # ended: its KV is free
 
 
 def test_engine_add_preempts_suspended_generations_never_runnable_ones(qwen2_path: Path) -> None:

@@ -118,10 +118,11 @@ class TorchEngine(PagedEngine):
 
     def step(self, gen_ids: list[int]) -> list[StepOutput]:
         started = time.perf_counter()
-        outputs = super().step(gen_ids)
-        self.timings.steps += 1
-        self.timings.total_s += time.perf_counter() - started
-        return outputs
+        try:
+            return super().step(gen_ids)
+        finally:  # a step that ended some generations alone computed the others'
+            self.timings.steps += 1
+            self.timings.total_s += time.perf_counter() - started
 
     # ---- fleet variants --------------------------------------------------
     def load_adapter(self, name: str, path: str | Path) -> LoraAdapter | BlockVariant:

@@ -67,9 +67,10 @@ class PacedSimulatedEngine:
 
     def step(self, gen_ids: list[int]) -> list[StepOutput]:
         before = self.clock.now()
-        outputs = self.inner.step(gen_ids)
-        self._paced(before)
-        return outputs
+        try:
+            return self.inner.step(gen_ids)
+        finally:  # paced too when it ended some generations alone (GenerationsFailed)
+            self._paced(before)
 
     def suspend(self, gen_id: int, strategy: HandlingStrategy) -> None:
         before = self.clock.now()

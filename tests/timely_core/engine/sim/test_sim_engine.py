@@ -11,6 +11,7 @@ from timely_core.clock import VirtualClock
 from timely_core.engine.protocol import (
     Engine,
     EngineError,
+    GenerationsFailed,
     HandlingStrategy,
     OutOfKvMemory,
     SamplingParams,
@@ -264,12 +265,14 @@ def test_resume_evicts_suspended_generations_never_runnable_ones() -> None:
     assert run_to_end(sim, [1])[1] == [8, 9, 8, EOS]
 
 
-def test_a_generation_outgrowing_the_device_raises_instead_of_idling() -> None:
+def test_a_generation_outgrowing_the_device_fails_instead_of_idling() -> None:
     sim, _ = engine(device_blocks=2)
     sim.add(1, [1, 2, 3, 4, 5, 6, 7, 8], GREEDY)  # 2 blocks; the first decode needs 3
     sim.step([1])
-    with pytest.raises(OutOfKvMemory, match="generation 1 does not fit"):
+    with pytest.raises(GenerationsFailed, match="generation 1 does not fit") as failed:
         sim.step([1])
+    assert list(failed.value.failures) == [1]
+    assert sim.memory().device_blocks_free == 2  # ended: its KV is free
 
 
 def test_a_preempted_generation_comes_back_by_evicting_a_suspended_one() -> None:
