@@ -26,9 +26,10 @@ the error names each server's state. Swap is refused as in process (the servers
 offload KV only on GPU hosts, and only they could).
 
 Errors about one request are that generation's alone: a server that refuses it
-(HTTP 4xx but 408 and 429, which say the server is busy) or ends its stream with an
-error event about it (such a code; vLLM sends server faults as 5xx) would refuse it
-anywhere, so it fails at once, with no failover and no server left out, and `step`
+(HTTP 4xx but 408 and 429, which say the server is busy, and a variant's 404, which
+says that server lacks its LoRA: below) or ends its stream with an error event about
+it (such a code; vLLM sends server faults as 5xx) would refuse it anywhere, so it
+fails at once, with no failover and no server left out, and `step`
 raises `GenerationsFailed` naming it, with the tokens the others produced in that
 step. A generation left with no server
 fails the same way, with the servers' states as its reason: the others keep the
@@ -56,9 +57,18 @@ generation refused, with an error naming them.
 or a failover later) sends prompt + kept + appended ids + what it received since.
 
 Fleet variants: each server serves the LoRA adapters it was started with
-(`--enable-lora --lora-modules name=folder`, listed in its /v1/models);
-`load_adapter` checks the folder against the base model and that every answering
-server lists it, and a variant's requests name the adapter as their `model`.
+(`--enable-lora --lora-modules name=folder`) or loaded at run time, listed in its
+/v1/models; servers may serve different sets. `load_adapter` checks the folder
+against the base model and that an answering server lists it, and a variant's
+requests name the adapter as their `model`. The router keeps each server's listing
+(read at discovery, again when a server comes back into routing after failing, and
+at `load_adapter`) and routes a variant's streams only among the servers that serve
+it, with affinity and load counted among them. A server that answers 404 for a
+variant (unloaded at run time) is listed again, counted as not serving it, and the
+generation fails over to one that does from its kept ids, as on a server fault.
+With no answering server serving it (their listings read again once first: one may
+have loaded it), that generation alone fails, naming the variant and what each
+server serves.
 """
 
 from __future__ import annotations
@@ -104,6 +114,7 @@ from timely_core.engine.vllm.server_model import (
     base_card,
     card_mismatch,
     mismatch_reason,
+    served_loras,
     tokenize_body,
     tokenizer_mismatch,
     vocab_body,
@@ -141,7 +152,18 @@ class RequestRefused(Exception):
 
 class ServerUnfit(Exception):
     """A server that answers but cannot run this generation (another model, no grammar
-    processor; its state says so): route the generation elsewhere."""
+    processor, not its variant; its state says so): route the generation elsewhere."""
+
+
+class VariantNotServed(Exception):
+    """A server answered 404 for a generation's LoRA (not served there, e.g. unloaded
+    at run time): it is counted as not serving that variant, and the generation goes
+    to a server that does."""
+
+    def __init__(self, server: ServerState, variant: str, answer: str) -> None:
+        super().__init__(f"vLLM server {server.url} does not serve LoRA {variant!r}: {answer}")
+        self.server = server
+        self.variant = variant
 
 
 @dataclass
@@ -263,7 +285,7 @@ class VllmServerEngine:
             if why is None and engine_len is not None and length < engine_len:
                 why = f"its context of {length} tokens is below the engine's {engine_len}"
             server.model = model
-            server.loras = {str(c["id"]) for c in cards if c.get("parent")}
+            self.router.set_loras(server, served_loras(cards))
             server.max_model_len = length
             server.known = True
             if why is not None:
@@ -271,6 +293,46 @@ class VllmServerEngine:
                 log.warning("vLLM server %s is left out: it %s", server.url, server.unusable)
                 return None
             return length
+
+    def _list_loras(self, server: ServerState) -> None:
+        """Read the LoRA adapters `server`'s /v1/models lists now (it may load and
+        unload them at run time); ServerDown if it does not answer."""
+        try:
+            reply = self._control.get(f"{server.url}/v1/models")
+            reply.raise_for_status()
+            cards = reply.json()["data"]
+            loras = served_loras(cards)
+        except (self._httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            raise ServerDown(f"/v1/models failed: {exc!r}") from None
+        self.router.set_loras(server, loras)
+
+    def _relist(self, grammar: bool) -> None:
+        """List again the LoRA adapters of every answering server (one may have loaded
+        an adapter at run time); one that does not answer is marked down."""
+        for server in self.router.up(grammar):
+            if not server.known:
+                continue  # listed when it is discovered, before its first request
+            try:
+                self._list_loras(server)
+            except ServerDown as exc:
+                self.router.mark_down(server, str(exc))
+
+    def _drop_variant(self, refused: VariantNotServed) -> None:
+        """`refused.server` answered 404 for `refused.variant`: its listing is read
+        again and it counts as not serving the variant (marked down if it does not
+        answer the listing)."""
+        server, variant = refused.server, refused.variant
+        try:
+            self._list_loras(server)
+        except ServerDown as exc:
+            self.router.mark_down(server, f"{refused}; then {exc}")
+            return
+        self.router.lacks(server, variant)
+        log.warning(
+            "%s (it lists: %s); the variant's requests go to the servers that serve it",
+            refused,
+            ", ".join(sorted(server.loras)) or "no LoRA",
+        )
 
     def _known(self, server: ServerState) -> bool:
         """Discover `server` if it was not (it did not answer at build): whether it
@@ -362,21 +424,51 @@ class VllmServerEngine:
 
     # ---- LoRA variants ---------------------------------------------------------
     def load_adapter(self, name: str, path: str | Path) -> None:
-        """Serve variant `name`, the peft LoRA adapter in `path`, which every answering
-        server must list (AdapterError naming the server and the flags it needs)."""
+        """Serve variant `name`, the peft LoRA adapter in `path`, which at least one
+        server must list (each answering server's listing is read again now); its
+        generations run only on the servers that list it. AdapterError naming each
+        server, what it serves and the flags to add when every server answers and
+        none lists it; when some do not answer, a warning (they may serve it)."""
         if name in self._adapters:
             raise AdapterError(f"variant {name!r} is already loaded")
         adapter = check_adapter(name, path, self._model_path, torch.float32)
+        asked: list[ServerState] = []
         for server in self.router.up():
-            if not self._known(server):
+            try:
+                if server.known:
+                    self._list_loras(server)  # it may have loaded adapters at run time
+                elif not self._known(server):  # discovery lists its adapters
+                    continue
+            except ServerDown as exc:
+                self.router.mark_down(server, str(exc))
                 continue
-            if name not in server.loras:
-                raise AdapterError(
-                    f"vLLM server {server.url} does not serve LoRA {name!r} (it serves: "
-                    f"{', '.join(sorted(server.loras)) or 'none'}): start every server with "
-                    f"--enable-lora --lora-modules {name}={path} and --max-loras one more "
-                    "than the adapters (docs/fleet-variants.md)"
-                )
+            if not server.unusable:
+                asked.append(server)
+        serving = [s.url for s in asked if name in s.loras]
+        lacking = "; ".join(
+            f"{s.url} does not serve LoRA {name!r} (it serves: "
+            f"{', '.join(sorted(s.loras)) or 'none'})"
+            for s in asked
+            if name not in s.loras
+        )
+        if not serving:
+            silent = [s.url for s in self.router.servers if not s.unusable and s not in asked]
+            how = (
+                f"start at least one server with --enable-lora --lora-modules {name}={path} "
+                "and --max-loras one more than its adapters (docs/fleet-variants.md)"
+            )
+            if not silent:
+                raise AdapterError(f"no vLLM server serves LoRA {name!r}: {lacking}: {how}")
+            log.warning(
+                "no answering vLLM server serves LoRA %r (%s); its generations fail unless "
+                "%s, which do not answer now, serve it: %s",
+                name,
+                lacking or "none answers",
+                ", ".join(silent),
+                how,
+            )
+        elif lacking:
+            log.info("LoRA %r runs on %s only (%s)", name, ", ".join(serving), lacking)
         self._adapters[name] = ResidentVariant(name, "lora", adapter.nbytes, str(path))
 
     def resident_weights(self) -> ResidentWeights:
@@ -400,19 +492,33 @@ class VllmServerEngine:
         with `variant`'s adapter (only generations of that variant may use it)."""
         check_prompt(-1, token_ids, self.vocab_size, self.max_model_len)
         self._check_variant(variant, f"prefix {prefix_id!r}")
-        for _ in range(len(self.router.servers)):
-            server = self.router.pick(prefix_id)
+        relisted = variant is None  # a variant nobody serves: listings read again, once
+        for _ in range(len(self.router.servers) + 1):
+            server = self.router.pick(prefix_id, variant=variant)
+            if server is None and not relisted:
+                relisted = True
+                self._relist(False)
+                server = self.router.pick(prefix_id, variant=variant)
             if server is None:
                 break
             try:
                 if not self._known(server):
                     continue  # marked down or left out: the next pick goes elsewhere
+                if variant is not None:
+                    if not server.listed:  # back in routing since it was listed
+                        self._list_loras(server)
+                    if variant not in server.loras:
+                        continue  # listed now: the next pick goes elsewhere
                 body = self._body(
                     server, list(token_ids), 1, SamplingParams(), -1, False, variant=variant
                 )
                 reply = self._control.post(f"{server.url}/v1/completions", json=body)
                 if reply.status_code >= 500:
                     raise ServerDown(f"HTTP {reply.status_code}")
+                if reply.status_code == 404 and variant is not None:
+                    answer = f"HTTP 404 {reply.text[:300]}"
+                    self._drop_variant(VariantNotServed(server, variant, answer))
+                    continue
                 reply.raise_for_status()
                 details = reply.json().get("usage", {}).get("prompt_tokens_details") or {}
                 self.prefix_cached_tokens[prefix_id] = int(details.get("cached_tokens") or 0)
@@ -423,6 +529,11 @@ class VllmServerEngine:
                 self.router.mark_down(server, f"prefix prefill failed: {exc!r}")
             finally:
                 self.router.release(server)
+        if variant is not None and not self.router.up(variant=variant):
+            raise EngineError(
+                f"no vLLM server could prefill prefix {prefix_id!r}: "
+                f"{self._nowhere(False, variant)}"
+            )
         raise EngineError(
             f"no vLLM server could prefill prefix {prefix_id!r}: {self.router.describe()}"
         )
@@ -589,7 +700,7 @@ class VllmServerEngine:
         self._streams[state.gen_id] = stream
         # routed here, so the server is known at once; failovers route in the stream
         grammar = state.params.grammar is not None
-        stream.server = self.router.pick(self._keys.get(state.gen_id), grammar)
+        stream.server = self.router.pick(self._keys.get(state.gen_id), grammar, state.variant)
         stream.holding = stream.server
         stream.future = asyncio.run_coroutine_threadsafe(self._run(state, stream), self._loop)
 
@@ -620,14 +731,26 @@ class VllmServerEngine:
         failover moves it only where a server is left, and it fails once every server
         was tried in a row without a token (servers coming back after
         `retry_after_s` must not keep a generation cycling among hung ones). A
-        refused request, or an error nobody foresaw in its stream, fails it alone."""
+        refused request, or an error nobody foresaw in its stream, fails it alone.
+        A variant's streams go only to servers that serve it; with none left, the
+        answering servers' listings are read again once before it fails."""
         epoch = stream.epoch
         server = stream.server
+        key, variant = self._keys.get(state.gen_id), state.variant
         grammar = state.params.grammar is not None
         fruitless = 0  # attempts in a row that ended without a token
+        relisted = variant is None  # a variant nobody serves: listings read again, once
+        failed: ServerState | None = None  # the server of the last attempt
         while True:
+            if server is None and not relisted:
+                relisted = True
+                await asyncio.to_thread(self._relist, grammar)
+                server = self.router.pick(key, grammar, variant)
+                stream.server = stream.holding = server
+                self._moved(state.gen_id, stream, failed, server)
+                continue
             if server is None or fruitless >= len(self.router.servers):
-                self._fail(stream, epoch, self._nowhere(grammar), nowhere=True)
+                self._fail(stream, epoch, self._nowhere(grammar, variant), nowhere=True)
                 return
             with self._arrived:
                 had = len(stream.received)
@@ -641,6 +764,8 @@ class VllmServerEngine:
                 self.router.mark_down(server, f"stream failed: {exc!r}")
             except ServerUnfit:
                 pass  # its state leaves it out of this generation's routing
+            except VariantNotServed as exc:
+                await asyncio.to_thread(self._drop_variant, exc)  # left out of its routing
             except RequestRefused as exc:
                 self._fail(stream, epoch, str(exc))
                 return
@@ -652,11 +777,17 @@ class VllmServerEngine:
                 self._release(stream)
             with self._arrived:
                 fruitless = 0 if len(stream.received) > had else fruitless + 1
-            failed, server = server, self.router.pick(self._keys.get(state.gen_id), grammar)
+            failed, server = server, self.router.pick(key, grammar, variant)
             stream.server = stream.holding = server
-            if server is not None and server is not failed:
-                stream.failovers += 1  # a move, only where there is another server
-                self._count_failover(state.gen_id)
+            self._moved(state.gen_id, stream, failed, server)
+
+    def _moved(
+        self, gen_id: int, stream: _Stream, failed: ServerState | None, server: ServerState | None
+    ) -> None:
+        """Count a failover: a move, only where there is another server."""
+        if failed is not None and server is not None and server is not failed:
+            stream.failovers += 1
+            self._count_failover(gen_id)
 
     async def _attempt(
         self, server: ServerState, state: VllmGeneration, stream: _Stream, epoch: int
@@ -698,6 +829,8 @@ class VllmServerEngine:
             why = await asyncio.to_thread(self._unhealthy, server)
             if why:
                 raise ServerDown(why)
+        if state.variant is not None:
+            await self._check_serves(server, state.variant)
         if state.params.grammar is not None:
             await self._probe_grammar(server)
         # what the server has not sent yet (appended ids count, as in `VllmGeneration`)
@@ -722,6 +855,8 @@ class VllmServerEngine:
                 raise ServerDown(f"HTTP {reply.status_code}")
             if reply.status_code != 200:
                 text = (await reply.aread()).decode(errors="replace")[:300]
+                if reply.status_code == 404 and state.variant is not None:
+                    raise VariantNotServed(server, state.variant, f"HTTP 404 {text}")
                 raise RequestRefused(
                     f"vLLM server {server.url} refused generation {state.gen_id}: "
                     f"HTTP {reply.status_code} {text}"
@@ -738,11 +873,19 @@ class VllmServerEngine:
                 except ValueError:  # cut off mid-event: the server went away
                     raise ServerDown(f"malformed event: {data[:100]!r}") from None
                 if "error" in event:
-                    _raise_event_error(server, state.gen_id, event["error"])
+                    _raise_event_error(server, state.gen_id, event["error"], state.variant)
                 self._on_event(state, stream, epoch, event)
         with self._arrived:
             if stream.epoch == epoch and not stream.finished:
                 raise ServerDown("stream ended before the generation did")
+
+    async def _check_serves(self, server: ServerState, variant: str) -> None:
+        """ServerUnfit unless `server` serves LoRA `variant`; one back in routing
+        since it was last listed (it may have been restarted) is listed first."""
+        if not server.listed:
+            await asyncio.to_thread(self._list_loras, server)
+        if variant not in server.loras:
+            raise ServerUnfit(f"{server.url} does not serve LoRA {variant!r}")
 
     def _unhealthy(self, server: ServerState) -> str:
         """Why `server`, back after failing, is not fit to stream: its /health must
@@ -796,9 +939,12 @@ class VllmServerEngine:
                 stream.error, stream.nowhere = reason, nowhere
                 self._arrived.notify_all()
 
-    def _nowhere(self, grammar: bool) -> str:
-        """Why a generation has no server left: each server's state (and, for a
-        grammar, the servers that lack the processor and the flag they need)."""
+    def _nowhere(self, grammar: bool, variant: str | None = None) -> str:
+        """Why a generation has no server left: each server's state (for a variant
+        no answering server serves, what each serves; for a grammar, the servers that
+        lack the processor and the flag they need)."""
+        if variant is not None and self.router.up() and not self.router.up(grammar, variant):
+            return self._no_variant_server(variant, grammar)
         if grammar and any(s.grammar is False for s in self.router.servers):
             lacking = [missing_processor(s.url) for s in self.router.servers if s.grammar is False]
             return (
@@ -806,6 +952,27 @@ class VllmServerEngine:
                 f"{'; '.join(lacking)} (servers: {self.router.describe()})"
             )
         return f"{NO_SERVER}: {self.router.describe()}"
+
+    def _no_variant_server(self, variant: str, grammar: bool) -> str:
+        """Why no answering server can run a generation of `variant`: none serves it
+        (what each serves, and how to serve it), or, for a grammar, none of those
+        that serve it runs the grammar processor."""
+        states = self.router.describe()
+        serving = self.router.up(variant=variant)
+        if grammar and serving:
+            lacking = "; ".join(missing_processor(s.url) for s in serving)
+            return (
+                f"no vLLM server that serves variant {variant!r} runs Timely's grammar "
+                f"processor: {lacking} (servers: {states})"
+            )
+        adapter = self._adapters.get(variant)
+        folder = adapter.source if adapter is not None else "<its folder>"
+        return (
+            f"no vLLM server that answers serves variant {variant!r} (its LoRA adapter, "
+            f"requested as the model): {self.router.describe_loras()} (servers: {states}); "
+            f"start one with --enable-lora --lora-modules {variant}={folder}, or load it "
+            "into one at run time (POST /v1/load_lora_adapter)"
+        )
 
     def _failure(self, failed: list[tuple[int, _Stream]]) -> dict[int, str]:
         """Each failed generation's own reason (`GenerationsFailed` names each distinct
@@ -918,13 +1085,19 @@ def _import_httpx() -> Any:
     return httpx
 
 
-def _raise_event_error(server: ServerState, gen_id: int, error: Any) -> NoReturn:
-    """An error event in a stream: RequestRefused where its code says the request
-    was at fault (4xx, as vLLM sends validation errors once streaming has begun),
-    else ServerDown (a server fault, or an error without a code: fail over)."""
+def _raise_event_error(
+    server: ServerState, gen_id: int, error: Any, variant: str | None = None
+) -> NoReturn:
+    """An error event in a stream: VariantNotServed for a 404 about a variant's
+    request (its LoRA is not served there: fail over to a server that serves it),
+    RequestRefused where its code says the request was at fault (4xx, as vLLM sends
+    validation errors once streaming has begun), else ServerDown (a server fault, or
+    an error without a code: fail over)."""
     code = error.get("code") if isinstance(error, dict) else None
     if isinstance(code, int) and 400 <= code < 500 and code not in SERVER_BUSY:
         message = str(error.get("message", ""))[:300]
+        if code == 404 and variant is not None:
+            raise VariantNotServed(server, variant, f"error event 404 {message}")
         raise RequestRefused(
             f"vLLM server {server.url} refused generation {gen_id} in its stream: {code} {message}"
         )

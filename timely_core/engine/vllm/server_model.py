@@ -65,6 +65,12 @@ def base_card(cards: list[dict[str, Any]]) -> dict[str, Any]:
     return next(c for c in cards if not c.get("parent"))
 
 
+def served_loras(cards: list[dict[str, Any]]) -> frozenset[str]:
+    """The LoRA adapters a server lists in /v1/models: vLLM lists each (started with
+    `--lora-modules`, or loaded at run time) as a card whose `parent` is the base."""
+    return frozenset(str(c["id"]) for c in cards if c.get("parent"))
+
+
 def card_mismatch(local: LocalModel, card: dict[str, Any]) -> str | None:
     """Why the /v1/models card is not the checkpoint's (None: no sign of it)."""
     positions = local.config.get("max_position_embeddings")

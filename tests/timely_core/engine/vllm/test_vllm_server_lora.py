@@ -1,14 +1,17 @@
 """Fleet variants on vLLM servers (`VllmServerEngine`): a real `vllm serve` started
 with the shipped LoRA adapters serves base and variant generations side by side with
 the torch engine's greedy tokens; an adapter the server was not started with, and an
-unknown variant, are refused naming what to do."""
+unknown variant, are refused naming what to do; its /v1/models listing and its 404
+for a LoRA it does not serve are read as the router expects (the routing itself:
+test_vllm_server_variants.py, against stand-in servers)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from vllm_fake_server_testkit import FakeVllmServer, expected
 from vllm_testkit import (
     SERVED,
     VARIANTS,
@@ -75,3 +78,33 @@ def test_adapters_the_server_lacks_and_unknown_variants_are_named(
     weights = lora_engine.resident_weights()
     assert weights.names() == list(SERVED)
     assert weights.total_bytes == weights.base_bytes + weights.variant_bytes
+
+
+def test_a_real_servers_404_for_a_lora_sends_the_generation_where_it_is_served(
+    planner: Path, lora_server: VllmServer, fakes: Callable[..., FakeVllmServer]
+) -> None:
+    """The real server's listing names its adapters; told it also lists packing-arm
+    (as before an unload at run time), it gets that variant's first request, answers
+    vLLM's 404, and the generation runs on the stand-in server that serves it."""
+    other = fakes(loras=("packing-arm",))
+    engine = VllmServerEngine(planner, VllmServerConfig(urls=[lora_server.url, other.url]))
+    try:
+        engine.load_adapter("packing-arm", VARIANTS / "packing-arm")
+        real = engine.router.servers[0]
+        assert real.loras == frozenset(SERVED) and real.listed
+        engine.router.set_loras(real, real.loras | {"packing-arm"})
+        prompt = [5, 6, 7]
+        engine.add(0, prompt, SamplingParams(max_tokens=8), variant="packing-arm")
+        assert engine.server_of(0) == lora_server.url
+        out: list[int] = []
+        for _ in range(100):
+            step = engine.step([0])
+            out += [o.token_id for o in step]
+            if any(o.finished for o in step):
+                break
+        assert out == expected(prompt, 8)
+        assert other.requests == [("packing-arm", prompt)]
+        assert real.loras == frozenset(SERVED) and real.down_until == 0
+        assert engine.generation_failovers.get(0) == 1
+    finally:
+        engine.close()

@@ -4,9 +4,11 @@ it answers as vLLM 0.32 does (checked against a real server: /v1/models, /tokeni
 streamed /v1/completions with `token_ids`, the out-of-vocabulary 400, /metrics),
 starts in milliseconds, and can hang (accept connections, send nothing: SIGSTOP),
 die (close every connection and its port: SIGKILL), lack Timely's grammar
-processor, serve another model (another tokenizer, vocabulary or context), or refuse
+processor, serve another model (another tokenizer, vocabulary or context), refuse
 one request (chosen by its prompt's first id) as vLLM refuses a bad one: HTTP 400
-before streaming, or an error event in its stream.
+before streaming, or an error event in its stream, serve LoRA adapters (listed in
+/v1/models as vLLM lists them, loaded and unloaded at run time; a request naming a
+model it does not serve gets vLLM's 404), and hold its streams after a token.
 
 Its tokens are a function of the last id only (`next_id`), so a generation resumed
 anywhere from its kept ids goes on exactly as it would have (`expected`)."""
@@ -49,7 +51,9 @@ class FakeVllmServer:
     `die_after`: it hangs / dies once it has sent that many tokens on one stream.
     `refuse_first`: a request whose prompt starts with this id (a resume's prompt
     does too) is answered `refuse_code` with vLLM's error body, or, with
-    `refuse_in_stream`, streams one token and then an error event of that code."""
+    `refuse_in_stream`, streams one token and then an error event of that code.
+    `loras`: the LoRA adapters it serves (`load_lora`/`unload_lora` at run time).
+    `hold_after`: each stream waits after that many tokens until `let_go`."""
 
     def __init__(
         self,
@@ -65,6 +69,8 @@ class FakeVllmServer:
         refuse_first: int | None = None,
         refuse_in_stream: bool = False,
         refuse_code: int = 400,
+        loras: tuple[str, ...] = (),
+        hold_after: int | None = None,
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -79,8 +85,13 @@ class FakeVllmServer:
         self.refuse_first = refuse_first
         self.refuse_in_stream = refuse_in_stream
         self.refuse_code = refuse_code
+        self.loras = set(loras)
+        self.hold_after = hold_after
         self.streams = 0  # streamed completions it took (not probes)
         self.refused = 0  # requests it refused (`refuse_first`)
+        self.not_found = 0  # completions naming a model it does not serve (404)
+        self.requests: list[tuple[str, list[int]]] = []  # streamed: (model, prompt)
+        self._held = threading.Event()
         self._tokenizer = Tokenizer.from_file(str(model / "tokenizer.json"))
         self._awake = threading.Event()
         self._awake.set()
@@ -96,6 +107,54 @@ class FakeVllmServer:
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True).start()
         return self
+
+    def load_lora(self, name: str) -> None:
+        """As POST /v1/load_lora_adapter: listed and served from now on."""
+        with self._lock:
+            self.loras.add(name)
+
+    def unload_lora(self, name: str) -> None:
+        """As POST /v1/unload_lora_adapter: a request naming it gets 404 from now on."""
+        with self._lock:
+            self.loras.discard(name)
+
+    def let_go(self) -> None:
+        """Streams held (`hold_after`) go on, and no stream is held from now on."""
+        self._held.set()
+
+    def hold(self, sent: int) -> None:
+        """A stream that has sent `sent` tokens waits here while held (or till dead)."""
+        if self.hold_after is not None and sent >= self.hold_after:
+            while not self._held.wait(0.05) and not self._stopped.is_set():
+                pass
+
+    def cards(self) -> list[dict[str, Any]]:
+        """/v1/models' data as vLLM 0.32 lists it: the base, then each LoRA with the
+        base as its parent."""
+        base = {
+            "id": self.model,
+            "object": "model",
+            "root": self.model,
+            "parent": None,
+            "max_model_len": self.max_model_len,
+        }
+        with self._lock:
+            loras = sorted(self.loras)
+        return [base] + [
+            {"id": n, "object": "model", "root": f"/adapters/{n}", "parent": self.model}
+            for n in loras
+        ]
+
+    def missing(self, model: str | None) -> dict[str, Any] | None:
+        """vLLM's 404 body if it does not serve `model` (counted), else None."""
+        with self._lock:
+            if not model or model == self.model or model in self.loras:
+                return None
+            self.not_found += 1
+        message = f"The model `{model}` does not exist. Valid aliases: {self.model}."
+        return {
+            "error": {"message": message, "type": "NotFoundError", "param": "model", "code": 404}
+        }
 
     def hang(self) -> None:
         """Keep every connection open and send nothing more, new requests included."""
@@ -166,14 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.fake.gate()
             if self.path == "/v1/models":
-                card = {
-                    "id": self.fake.model,
-                    "object": "model",
-                    "root": self.fake.model,
-                    "parent": None,
-                    "max_model_len": self.fake.max_model_len,
-                }
-                self._json(200, {"object": "list", "data": [card]})
+                self._json(200, {"object": "list", "data": self.fake.cards()})
             elif self.path == "/metrics":
                 text = (
                     'vllm:cache_config_info{block_size="32",num_gpu_blocks="1001",'
@@ -197,6 +249,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(404, {})
 
     def _complete(self, body: dict[str, Any]) -> None:
+        missing = self.fake.missing(body.get("model"))
+        if missing is not None:  # vLLM checks the model first
+            self._json(404, missing)
+            return
         prompt = [int(i) for i in body["prompt"]]
         bad = [i for i in prompt if not 0 <= i < self.fake.vocab_size]
         if bad:
@@ -219,6 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, {"choices": [choice], "usage": usage})
             return
         self.fake.streams += 1
+        self.fake.requests.append((str(body.get("model")), prompt))
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
@@ -241,6 +298,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.fake.hang()
             if sent == self.fake.die_after:
                 self.fake.die()
+            self.fake.hold(sent)
             self.fake._stopped.wait(self.fake.token_delay_s)
         self._event({"choices": [], "usage": usage})
         self.wfile.write(b"data: [DONE]\n\n")
