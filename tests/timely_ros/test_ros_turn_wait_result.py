@@ -1,11 +1,13 @@
 """A goal that waits for its robot to end another goal: the planner decodes its
-plan at once, but the robot gets its first segment only when its turn comes, and
-the goal's result says so (response and waiting time from arrival to the robot's
-real start, utility on that), not the time its plan was decoded."""
+plan at once, but the robot gets its first segment only when its turn comes, its
+client gets it (feedback) then too, and the goal's result says so (response and
+waiting time from arrival to the robot's real start, utility on that), not the time
+its plan was decoded."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tests.timely_ros.ros_support import (
     TEST_PLANNER_TIMEOUT_S,
@@ -38,3 +40,9 @@ def test_a_goal_waiting_for_its_robots_turn_reports_the_wait(
     assert second.response_time_s > first.response_time_s + 1.0, (first, second)
     assert second.waiting_time_s >= second.response_time_s
     assert second.utility < first.utility
+    # streamed as it went to the arm: after every segment of the goal before it
+    assert _seconds(second.segments[0].stamp) > _seconds(first.segments[-1].stamp)
+
+
+def _seconds(stamp: Any) -> float:
+    return float(stamp.sec) + stamp.nanosec * 1e-9

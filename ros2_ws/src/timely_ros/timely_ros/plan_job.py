@@ -268,13 +268,16 @@ class PlanJob:
                 return self._error(failure)
 
     def _deliver(self, handle: Any, segment: Segment) -> str | None:
-        """Stream one segment and, when dispatching, run it on the robot.
+        """Stream one segment and, when dispatching, run it on the robot: streamed
+        as it goes to the robot, so after an approval it waits for and after its
+        robot's turn (a segment denied or cancelled while held was never sent).
         Returns the robot's reason when it did not complete the segment."""
-        msg = self._publish(segment)
         if self._link is None:
+            self._publish(segment)
             return None
         event, relay = self._progress(segment.task_id, segment.index)
         if segment.streamed_elements:  # its elements ran, each sent as it came
+            self._publish(segment)
             event("end", 1.0, outcome="done")  # its `start` was its first element's
             with contextlib.suppress(ServiceError):
                 handle.segment_done(segment.index, finished_at_s=self._service.clock.now())
@@ -287,6 +290,7 @@ class PlanJob:
         refused = self._take_turn(handle, segment.index)
         if refused is not None:
             return refused
+        msg = self._publish(segment)
         event("start", 0.0)
         self.state = f"executing segment {segment.index}"
         outcome = self._link.execute(msg, self._run, relay)
