@@ -3,15 +3,15 @@ OpenAI-compatible servers (`engine: vllm-server`).
 
 The service stays the admission controller: a generation is streamed from a server
 (`/v1/completions` with token-id prompts, `return_token_ids`, per-request
-`priority` from the policy's ranking) only while it is runnable; `step` returns at
-most one new token per listed generation, waiting until at least one has arrived.
-Tokens that arrive early wait in the generation's buffer; a generation suspended,
-parked (runnable but not listed) or aborted has its stream closed, which aborts the
-request on the server, and keeps only the tokens already reported, so resume
-re-submits exactly prompt + reported ids (the server's prefix cache restores the
-KV). The server reports the cached tokens in a request's last chunk, so only a
-request that runs to its end reports them (`cache_reports`, kept after the
-generation finishes); one closed early reports nothing.
+`priority` from the policy's ranking: server_request.py) only while it is runnable;
+`step` returns at most one new token per listed generation, waiting until at least
+one has arrived. Tokens that arrive early wait in the generation's buffer; a
+generation suspended, parked (runnable but not listed) or aborted has its stream
+closed, which aborts the request on the server, and keeps only the tokens already
+reported, so resume re-submits exactly prompt + reported ids (the server's prefix
+cache restores the KV). The server reports the cached tokens in a request's last
+chunk, so only a request that runs to its end reports them (`cache_reports`, kept
+after the generation finishes); one closed early reports nothing.
 
 Routing (server_router.py): a generation with a prefix goes to the server holding
 that prefix (cache affinity; a new prefix to the server holding the fewest) unless
@@ -25,50 +25,39 @@ fails only when no server is left to try (each tried once without a token), and
 the error names each server's state. Swap is refused as in process (the servers
 offload KV only on GPU hosts, and only they could).
 
-Errors about one request are that generation's alone: a server that refuses it
-(HTTP 4xx but 408 and 429, which say the server is busy, and a variant's 404, which
-says that server lacks its LoRA: below) or ends its stream with an error event about
-it (such a code; vLLM sends server faults as 5xx) would refuse it anywhere, so it
-fails at once, with no failover and no server left out, and `step`
-raises `GenerationsFailed` naming it, with the tokens the others produced in that
-step. A generation left with no server
-fails the same way, with the servers' states as its reason: the others keep the
-tokens they already hold (a stream that ran to its end needs no server), and each
-fails in its turn once it needs one. Plain EngineError is kept for what concerns
-the whole step (a wrong call; no token from any server within the backstop).
+Errors about one request are that generation's alone (server_errors.py): a server
+that refuses it (HTTP 4xx but 408 and 429, which say the server is busy, and a
+variant's 404, which says that server lacks its LoRA: below) or ends its stream with
+an error event about it (such a code; vLLM sends server faults as 5xx) would refuse
+it anywhere, so it fails at once, with no failover and no server left out, and
+`step` raises `GenerationsFailed` naming it, with the tokens the others produced in
+that step. A generation left with no server fails the same way, with the servers'
+states as its reason: the others keep the tokens they already hold (a stream that
+ran to its end needs no server), and each fails in its turn once it needs one.
+Plain EngineError is kept for what concerns the whole step (a wrong call; no token
+from any server within the backstop).
 
-Each server's model is compared with the local checkpoint before its first request
-(server_model.py: /v1/models, /tokenize, the vocabulary's end), at build or, for a
-server that did not answer then (a warning names it), when it first does: one that
-serves another model is left out for good, and the build refused if none serves it.
+Each server's model is compared with the local checkpoint before its first request,
+at build or when it first answers (server_discovery.py): one that serves another
+model is left out for good, and the build refused if none serves it.
 
-Grammars: each server must run Timely's grammar processor (`--logits-processors
-timely_core.engine.vllm.grammar_processor:GrammarLogitsProcessor`); a generation's
-requests carry its grammar args as `vllm_xargs`, so any request of it (a resume, a
-failover) continues the plan's grammar where it stands. Each server is probed once
-before its first grammar request (server_probe.py): one without the processor gets
-no grammar request (a warning names it and the flag), never left to decode
-unconstrained, and serves the others; only when no server runs it is a grammar
-generation refused, with an error naming them.
-`set_closing` reopens a running generation's stream with the new closing flag.
+Grammars: a generation's requests carry its grammar args as `vllm_xargs`, and go
+only to servers that run Timely's grammar processor, each probed once before its
+first grammar request (server_grammar.py); a grammar generation is refused only
+when no server runs it. `set_closing` reopens a running generation's stream with
+the new closing flag.
 
 `rewrite` (plans that react) changes a suspended generation's ids only
 (generation.rewrite_generation); it has no stream then, and the next one (the resume,
 or a failover later) sends prompt + kept + appended ids + what it received since.
 
-Fleet variants: each server serves the LoRA adapters it was started with
-(`--enable-lora --lora-modules name=folder`) or loaded at run time, listed in its
-/v1/models; servers may serve different sets. `load_adapter` checks the folder
-against the base model and that an answering server lists it, and a variant's
-requests name the adapter as their `model`. The router keeps each server's listing
-(read at discovery, again when a server comes back into routing after failing, and
-at `load_adapter`) and routes a variant's streams only among the servers that serve
-it, with affinity and load counted among them. A server that answers 404 for a
-variant (unloaded at run time) is listed again, counted as not serving it, and the
-generation fails over to one that does from its kept ids, as on a server fault.
-With no answering server serving it (their listings read again once first: one may
-have loaded it), that generation alone fails, naming the variant and what each
-server serves.
+Fleet variants (server_variants.py): the LoRA adapters each server lists, requested
+by name as the `model`; `load_adapter` checks the folder against the base model and
+that an answering server lists it. A variant's streams go only to the servers that
+list it; one that answers 404 for it is listed again and failed over from. With no
+answering server serving it, that generation alone fails, naming what each serves.
+
+`memory` sums the servers' KV pools, read from their /metrics (server_metrics.py).
 """
 
 from __future__ import annotations
@@ -83,7 +72,7 @@ from collections import OrderedDict, deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 
@@ -98,7 +87,6 @@ from timely_core.engine.protocol import (
     UnknownGeneration,
 )
 from timely_core.engine.variants import ResidentVariant, ResidentWeights
-from timely_core.engine.vllm.config import VLLM_CPU_BLOCK_SIZE
 from timely_core.engine.vllm.generation import (
     VllmGeneration,
     check_params,
@@ -109,61 +97,28 @@ from timely_core.engine.vllm.generation import (
 )
 from timely_core.engine.vllm.grammar_checks import GrammarChecks
 from timely_core.engine.vllm.server_config import VllmServerConfig
-from timely_core.engine.vllm.server_model import (
-    LocalModel,
-    base_card,
-    card_mismatch,
-    mismatch_reason,
-    served_loras,
-    tokenize_body,
-    tokenizer_mismatch,
-    vocab_body,
-    vocab_mismatch,
+from timely_core.engine.vllm.server_discovery import ServerDiscovery
+from timely_core.engine.vllm.server_errors import (
+    NO_SERVER,
+    SERVER_BUSY,
+    RequestRefused,
+    ServerDown,
+    ServerUnfit,
+    VariantNotServed,
+    raise_event_error,
 )
-from timely_core.engine.vllm.server_probe import (
-    answered_by_processor,
-    missing_processor,
-    probe_body,
-)
+from timely_core.engine.vllm.server_grammar import ServerGrammar
+from timely_core.engine.vllm.server_metrics import kv_pools
+from timely_core.engine.vllm.server_model import LocalModel
+from timely_core.engine.vllm.server_request import prefill_body, stream_body
 from timely_core.engine.vllm.server_router import Router, ServerState
+from timely_core.engine.vllm.server_variants import ServerLoras
 from timely_core.engine.vllm.variants import check_adapter, checkpoint_bytes, unknown_variant
 
 MAX_CACHE_REPORTS = 4096
 SUSPEND_STRATEGIES = frozenset({HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD})
-NO_SERVER = "no vLLM server answers"
 
 log = logging.getLogger(__name__)
-
-
-# 4xx codes about the server's state, not the request (timed out, overloaded): another
-# server may take the request, so they fail over as 5xx do
-SERVER_BUSY = frozenset({408, 429})
-
-
-class ServerDown(Exception):
-    """A server failed a stream (connection, 5xx, an error event that does not blame
-    the request, silence): fail over."""
-
-
-class RequestRefused(Exception):
-    """A server refused one generation's request (HTTP 4xx, or an error event with a
-    4xx code): any server would, so that generation fails, alone."""
-
-
-class ServerUnfit(Exception):
-    """A server that answers but cannot run this generation (another model, no grammar
-    processor, not its variant; its state says so): route the generation elsewhere."""
-
-
-class VariantNotServed(Exception):
-    """A server answered 404 for a generation's LoRA (not served there, e.g. unloaded
-    at run time): it is counted as not serving that variant, and the generation goes
-    to a server that does."""
-
-    def __init__(self, server: ServerState, variant: str, answer: str) -> None:
-        super().__init__(f"vLLM server {server.url} does not serve LoRA {variant!r}: {answer}")
-        self.server = server
-        self.variant = variant
 
 
 @dataclass
@@ -200,18 +155,31 @@ class VllmServerEngine:
             [ServerState(u) for u in config.urls], config.affinity_slack, config.retry_after_s
         )
         self._model_path = Path(model_path)
-        self._local = LocalModel.read(self._model_path, model)
-        self._discovery = threading.Lock()
+        local = LocalModel.read(self._model_path, model)
+        self._discovery = ServerDiscovery(
+            self.router, self._control, import_httpx, local, self._model_path, config
+        )
         self.grammars = GrammarChecks(self._model_path, self.vocab_size)
         self._adapters: dict[str, ResidentVariant] = {}  # loaded variants, in load order
+        known = self._discovery.known
+        self._loras = ServerLoras(self.router, self._control, import_httpx, self._adapters, known)
         self._prefix_variants: dict[str, str | None] = {}
-        self.max_model_len = self._discover()
+        self.max_model_len = self._discovery.discover()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self._client: Any = asyncio.run_coroutine_threadsafe(
             self._new_client(), self._loop
         ).result()
+        self._server_grammar = ServerGrammar(
+            self.router,
+            self._control,
+            self._client,
+            import_httpx,
+            self.eos_token_id,
+            self.vocab_size,
+            known,
+        )
         self._gens: dict[int, VllmGeneration] = {}
         self._streams: dict[int, _Stream] = {}
         self._keys: dict[int, str | None] = {}
@@ -228,123 +196,6 @@ class VllmServerEngine:
         self.rewrites = 0
 
     # ---- set-up and shut-down --------------------------------------------------
-    def _discover(self) -> int:
-        """Each server's model and context length. A server that does not answer is
-        named in a warning and retried (its model checked when it first answers);
-        EngineError if none answers, or none that answers serves the checkpoint."""
-        lengths = []
-        for server in self.router.servers:
-            try:
-                length = self._discover_one(server)
-            except Exception as exc:
-                self.router.mark_down(server, f"does not answer: {exc!r}")
-                log.warning(
-                    "vLLM server %s does not answer (%r); it is left out and tried again "
-                    "every %g s",
-                    server.url,
-                    exc,
-                    self.config.retry_after_s,
-                )
-                continue
-            if length is not None:
-                lengths.append(length)
-        if lengths:
-            return min(lengths)
-        if any(s.unusable for s in self.router.servers):
-            raise EngineError(
-                f"no vLLM server serves the checkpoint {self._model_path}: {self.router.describe()}"
-            )
-        raise EngineError(f"{NO_SERVER}: {self.router.describe()}")
-
-    def _discover_one(self, server: ServerState) -> int | None:
-        """Read `server`'s model and compare it with the checkpoint (once): its
-        context length, or None if it serves another model (then left out for good,
-        with a warning). Raises what the requests raise (it does not answer)."""
-        with self._discovery:
-            if server.known:
-                return None if server.unusable else server.max_model_len
-            reply = self._control.get(f"{server.url}/v1/models")
-            reply.raise_for_status()
-            cards = reply.json()["data"]
-            card = base_card(cards)
-            model = str(card["id"])
-            why = card_mismatch(self._local, card)
-            if why is None:
-                tokenized = self._control.post(f"{server.url}/tokenize", json=tokenize_body(model))
-                reply_json = tokenized.json() if tokenized.status_code == 200 else None
-                why = tokenizer_mismatch(self._local, tokenized.status_code, reply_json)
-            if why is None:
-                probe = self._control.post(
-                    f"{server.url}/v1/completions", json=vocab_body(self._local, model)
-                )
-                if probe.status_code >= 500:
-                    probe.raise_for_status()
-                why = vocab_mismatch(self._local, probe.status_code)
-            length = int(card.get("max_model_len") or 2048)
-            engine_len = getattr(self, "max_model_len", None)  # set once built
-            if why is None and engine_len is not None and length < engine_len:
-                why = f"its context of {length} tokens is below the engine's {engine_len}"
-            server.model = model
-            self.router.set_loras(server, served_loras(cards))
-            server.max_model_len = length
-            server.known = True
-            if why is not None:
-                server.unusable = mismatch_reason(self._local, card, why)
-                log.warning("vLLM server %s is left out: it %s", server.url, server.unusable)
-                return None
-            return length
-
-    def _list_loras(self, server: ServerState) -> None:
-        """Read the LoRA adapters `server`'s /v1/models lists now (it may load and
-        unload them at run time); ServerDown if it does not answer."""
-        try:
-            reply = self._control.get(f"{server.url}/v1/models")
-            reply.raise_for_status()
-            cards = reply.json()["data"]
-            loras = served_loras(cards)
-        except (self._httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
-            raise ServerDown(f"/v1/models failed: {exc!r}") from None
-        self.router.set_loras(server, loras)
-
-    def _relist(self, grammar: bool) -> None:
-        """List again the LoRA adapters of every answering server (one may have loaded
-        an adapter at run time); one that does not answer is marked down."""
-        for server in self.router.up(grammar):
-            if not server.known:
-                continue  # listed when it is discovered, before its first request
-            try:
-                self._list_loras(server)
-            except ServerDown as exc:
-                self.router.mark_down(server, str(exc))
-
-    def _drop_variant(self, refused: VariantNotServed) -> None:
-        """`refused.server` answered 404 for `refused.variant`: its listing is read
-        again and it counts as not serving the variant (marked down if it does not
-        answer the listing)."""
-        server, variant = refused.server, refused.variant
-        try:
-            self._list_loras(server)
-        except ServerDown as exc:
-            self.router.mark_down(server, f"{refused}; then {exc}")
-            return
-        self.router.lacks(server, variant)
-        log.warning(
-            "%s (it lists: %s); the variant's requests go to the servers that serve it",
-            refused,
-            ", ".join(sorted(server.loras)) or "no LoRA",
-        )
-
-    def _known(self, server: ServerState) -> bool:
-        """Discover `server` if it was not (it did not answer at build): whether it
-        may be used; a server that still does not answer is marked down."""
-        if not server.known:
-            try:
-                self._discover_one(server)
-            except Exception as exc:
-                self.router.mark_down(server, f"does not answer: {exc!r}")
-                return False
-        return not server.unusable
-
     async def _new_client(self) -> Any:
         timeout = self._httpx.Timeout(None, connect=self.config.connect_timeout_s)
         limits = self._httpx.Limits(max_connections=None, max_keepalive_connections=64)
@@ -403,22 +254,7 @@ class VllmServerEngine:
         now = time.monotonic()
         if self._memory is not None and now - self._memory[0] < self.config.metrics_period_s:
             return self._memory[1]
-        total = free = block_bytes = 0
-        for server in self.router.up():
-            try:
-                text = self._control.get(f"{server.url}/metrics").text
-                blocks, usage, pool_bytes = _kv_metrics(text)
-            except self._httpx.TransportError as exc:
-                # left out, so a hung server stalls the service's loop once, not on
-                # every refresh
-                self.router.mark_down(server, f"/metrics failed: {exc!r}")
-                continue
-            except Exception:
-                continue
-            total += blocks
-            free += round(blocks * (1.0 - usage))
-            block_bytes = pool_bytes // max(1, blocks + 1)
-        report = MemoryReport(VLLM_CPU_BLOCK_SIZE, block_bytes, total, free, 0, 0, 0)
+        report = kv_pools(self.router, self._control, self._httpx)  # server_metrics.py
         self._memory = (now, report)
         return report
 
@@ -432,43 +268,7 @@ class VllmServerEngine:
         if name in self._adapters:
             raise AdapterError(f"variant {name!r} is already loaded")
         adapter = check_adapter(name, path, self._model_path, torch.float32)
-        asked: list[ServerState] = []
-        for server in self.router.up():
-            try:
-                if server.known:
-                    self._list_loras(server)  # it may have loaded adapters at run time
-                elif not self._known(server):  # discovery lists its adapters
-                    continue
-            except ServerDown as exc:
-                self.router.mark_down(server, str(exc))
-                continue
-            if not server.unusable:
-                asked.append(server)
-        serving = [s.url for s in asked if name in s.loras]
-        lacking = "; ".join(
-            f"{s.url} does not serve LoRA {name!r} (it serves: "
-            f"{', '.join(sorted(s.loras)) or 'none'})"
-            for s in asked
-            if name not in s.loras
-        )
-        if not serving:
-            silent = [s.url for s in self.router.servers if not s.unusable and s not in asked]
-            how = (
-                f"start at least one server with --enable-lora --lora-modules {name}={path} "
-                "and --max-loras one more than its adapters (docs/fleet-variants.md)"
-            )
-            if not silent:
-                raise AdapterError(f"no vLLM server serves LoRA {name!r}: {lacking}: {how}")
-            log.warning(
-                "no answering vLLM server serves LoRA %r (%s); its generations fail unless "
-                "%s, which do not answer now, serve it: %s",
-                name,
-                lacking or "none answers",
-                ", ".join(silent),
-                how,
-            )
-        elif lacking:
-            log.info("LoRA %r runs on %s only (%s)", name, ", ".join(serving), lacking)
+        self._loras.check_load(name, path)
         self._adapters[name] = ResidentVariant(name, "lora", adapter.nbytes, str(path))
 
     def resident_weights(self) -> ResidentWeights:
@@ -497,27 +297,22 @@ class VllmServerEngine:
             server = self.router.pick(prefix_id, variant=variant)
             if server is None and not relisted:
                 relisted = True
-                self._relist(False)
+                self._loras.relist(False)
                 server = self.router.pick(prefix_id, variant=variant)
             if server is None:
                 break
             try:
-                if not self._known(server):
+                if not self._discovery.known(server):
                     continue  # marked down or left out: the next pick goes elsewhere
-                if variant is not None:
-                    if not server.listed:  # back in routing since it was listed
-                        self._list_loras(server)
-                    if variant not in server.loras:
-                        continue  # listed now: the next pick goes elsewhere
-                body = self._body(
-                    server, list(token_ids), 1, SamplingParams(), -1, False, variant=variant
-                )
+                if variant is not None and not self._loras.serves(server, variant):
+                    continue  # listed now: the next pick goes elsewhere
+                body = prefill_body(server, token_ids, variant)
                 reply = self._control.post(f"{server.url}/v1/completions", json=body)
                 if reply.status_code >= 500:
                     raise ServerDown(f"HTTP {reply.status_code}")
                 if reply.status_code == 404 and variant is not None:
                     answer = f"HTTP 404 {reply.text[:300]}"
-                    self._drop_variant(VariantNotServed(server, variant, answer))
+                    self._loras.drop(VariantNotServed(server, variant, answer))
                     continue
                 reply.raise_for_status()
                 details = reply.json().get("usage", {}).get("prompt_tokens_details") or {}
@@ -560,7 +355,7 @@ class VllmServerEngine:
         check_params(gen_id, params)
         self.grammars.check_add(gen_id, params)
         if params.grammar is not None:
-            self._check_grammar_servers()
+            self._server_grammar.check_servers()
         self._check_variant(variant, f"generation {gen_id}")
         if prefix_id is not None:
             check_prefix_use(
@@ -744,7 +539,7 @@ class VllmServerEngine:
         while True:
             if server is None and not relisted:
                 relisted = True
-                await asyncio.to_thread(self._relist, grammar)
+                await asyncio.to_thread(self._loras.relist, grammar)
                 server = self.router.pick(key, grammar, variant)
                 stream.server = stream.holding = server
                 self._moved(state.gen_id, stream, failed, server)
@@ -765,7 +560,7 @@ class VllmServerEngine:
             except ServerUnfit:
                 pass  # its state leaves it out of this generation's routing
             except VariantNotServed as exc:
-                await asyncio.to_thread(self._drop_variant, exc)  # left out of its routing
+                await asyncio.to_thread(self._loras.drop, exc)  # left out of its routing
             except RequestRefused as exc:
                 self._fail(stream, epoch, str(exc))
                 return
@@ -820,33 +615,20 @@ class VllmServerEngine:
             kept = list(stream.received)  # prompt + every token received so far
         if not server.known:  # it did not answer at build: check its model first
             try:
-                await asyncio.to_thread(self._discover_one, server)
+                await asyncio.to_thread(self._discovery.discover_one, server)
             except Exception as exc:
                 raise ServerDown(f"does not answer: {exc!r}") from None
         if server.unusable:
             raise ServerUnfit(server.unusable)
         if server.suspect:  # a hung server answers no /health either: no stream waits on it
-            why = await asyncio.to_thread(self._unhealthy, server)
+            why = await asyncio.to_thread(self._discovery.unhealthy, server)
             if why:
                 raise ServerDown(why)
         if state.variant is not None:
-            await self._check_serves(server, state.variant)
+            await self._loras.check_serves(server, state.variant)
         if state.params.grammar is not None:
-            await self._probe_grammar(server)
-        # what the server has not sent yet (appended ids count, as in `VllmGeneration`)
-        seed_state = VllmGeneration(state.gen_id, kept, state.prompt_len, state.params)
-        seed_state.closing, seed_state.closing_from = state.closing, state.closing_from
-        body = self._body(
-            server,
-            kept,
-            seed_state.request_max_tokens,
-            state.params,
-            state.priority,
-            True,
-            seed_state.request_seed(),
-            state.variant,
-            seed_state.request_grammar(),
-        )
+            await self._server_grammar.probe(server)
+        body = stream_body(server, state, kept)
         state.submissions += 1
         url = f"{server.url}/v1/completions"
         async with self._client.stream("POST", url, json=body) as reply:
@@ -873,31 +655,11 @@ class VllmServerEngine:
                 except ValueError:  # cut off mid-event: the server went away
                     raise ServerDown(f"malformed event: {data[:100]!r}") from None
                 if "error" in event:
-                    _raise_event_error(server, state.gen_id, event["error"], state.variant)
+                    raise_event_error(server, state.gen_id, event["error"], state.variant)
                 self._on_event(state, stream, epoch, event)
         with self._arrived:
             if stream.epoch == epoch and not stream.finished:
                 raise ServerDown("stream ended before the generation did")
-
-    async def _check_serves(self, server: ServerState, variant: str) -> None:
-        """ServerUnfit unless `server` serves LoRA `variant`; one back in routing
-        since it was last listed (it may have been restarted) is listed first."""
-        if not server.listed:
-            await asyncio.to_thread(self._list_loras, server)
-        if variant not in server.loras:
-            raise ServerUnfit(f"{server.url} does not serve LoRA {variant!r}")
-
-    def _unhealthy(self, server: ServerState) -> str:
-        """Why `server`, back after failing, is not fit to stream: its /health must
-        answer within `connect_timeout_s`; "" if it does (it is no longer suspect)."""
-        try:
-            reply = self._control.get(f"{server.url}/health", timeout=self.config.connect_timeout_s)
-        except self._httpx.HTTPError as exc:
-            return f"no answer to /health after failing ({exc!r})"
-        if reply.status_code != 200:
-            return f"/health answered HTTP {reply.status_code} after failing"
-        server.suspect = False
-        return ""
 
     def _on_event(self, state: VllmGeneration, stream: _Stream, epoch: int, event: Any) -> None:
         usage = event.get("usage") or {}
@@ -944,35 +706,10 @@ class VllmServerEngine:
         no answering server serves, what each serves; for a grammar, the servers that
         lack the processor and the flag they need)."""
         if variant is not None and self.router.up() and not self.router.up(grammar, variant):
-            return self._no_variant_server(variant, grammar)
-        if grammar and any(s.grammar is False for s in self.router.servers):
-            lacking = [missing_processor(s.url) for s in self.router.servers if s.grammar is False]
-            return (
-                f"no vLLM server that answers runs Timely's grammar processor: "
-                f"{'; '.join(lacking)} (servers: {self.router.describe()})"
-            )
+            return self._loras.no_server(variant, grammar)
+        if grammar:
+            return self._server_grammar.nowhere()
         return f"{NO_SERVER}: {self.router.describe()}"
-
-    def _no_variant_server(self, variant: str, grammar: bool) -> str:
-        """Why no answering server can run a generation of `variant`: none serves it
-        (what each serves, and how to serve it), or, for a grammar, none of those
-        that serve it runs the grammar processor."""
-        states = self.router.describe()
-        serving = self.router.up(variant=variant)
-        if grammar and serving:
-            lacking = "; ".join(missing_processor(s.url) for s in serving)
-            return (
-                f"no vLLM server that serves variant {variant!r} runs Timely's grammar "
-                f"processor: {lacking} (servers: {states})"
-            )
-        adapter = self._adapters.get(variant)
-        folder = adapter.source if adapter is not None else "<its folder>"
-        return (
-            f"no vLLM server that answers serves variant {variant!r} (its LoRA adapter, "
-            f"requested as the model): {self.router.describe_loras()} (servers: {states}); "
-            f"start one with --enable-lora --lora-modules {variant}={folder}, or load it "
-            "into one at run time (POST /v1/load_lora_adapter)"
-        )
 
     def _failure(self, failed: list[tuple[int, _Stream]]) -> dict[int, str]:
         """Each failed generation's own reason (`GenerationsFailed` names each distinct
@@ -986,92 +723,11 @@ class VllmServerEngine:
             for gen_id, stream in failed
         }
 
-    def _body(
-        self,
-        server: ServerState,
-        prompt: list[int],
-        max_tokens: int,
-        params: SamplingParams,
-        priority: int,
-        stream: bool,
-        seed: int | None = None,
-        variant: str | None = None,
-        grammar: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": variant or server.model,  # a LoRA is served under its own name
-            "prompt": prompt,
-            "max_tokens": max_tokens,
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-            "stop_token_ids": list(params.stop_token_ids),
-            "priority": priority,
-            "return_token_ids": True,
-            "stream": stream,
-        }
-        if seed is not None:
-            body["seed"] = seed
-        if grammar is not None:
-            body["vllm_xargs"] = grammar  # read by the servers' grammar processor
-        if stream:
-            body["stream_options"] = {"include_usage": True}
-        return body
-
     def _state(self, gen_id: int) -> VllmGeneration:
         state = self._gens.get(gen_id)
         if state is None:
             raise UnknownGeneration(f"no live generation {gen_id}")
         return state
-
-    # ---- grammar processor on the servers ------------------------------------------
-    def _probe_body(self, server: ServerState) -> dict[str, Any]:
-        eos = self.eos_token_id
-        return probe_body(server.model, eos, (eos + 1) % self.vocab_size)
-
-    def _check_grammar_servers(self) -> None:
-        """Probe each answering server not probed yet (one that fails the probe is
-        marked down, one without the processor left out of grammar routing); an
-        EngineError naming them only when no answering server runs the processor."""
-        for server in self.router.up(grammar=True):
-            if server.grammar is not None or not self._known(server):
-                continue
-            try:
-                reply = self._control.post(
-                    f"{server.url}/v1/completions", json=self._probe_body(server)
-                )
-            except self._httpx.TransportError as exc:
-                self.router.mark_down(server, f"grammar probe failed: {exc!r}")
-                continue
-            if reply.status_code >= 500:
-                self.router.mark_down(server, f"grammar probe: HTTP {reply.status_code}")
-                continue
-            self._set_grammar(server, reply.status_code, reply)
-        if not any(s.grammar for s in self.router.up(grammar=True)):
-            raise EngineError(self._nowhere(True))
-
-    async def _probe_grammar(self, server: ServerState) -> None:
-        """Before a grammar request to `server`: ServerDown if the probe cannot reach
-        it, ServerUnfit if it lacks the processor (the request goes elsewhere)."""
-        if server.grammar is None:
-            url = f"{server.url}/v1/completions"
-            reply = await self._client.post(url, json=self._probe_body(server))
-            if reply.status_code >= 500:
-                raise ServerDown(f"grammar probe: HTTP {reply.status_code}")
-            self._set_grammar(server, reply.status_code, reply)
-        if not server.grammar:
-            raise ServerUnfit(missing_processor(server.url))
-
-    def _set_grammar(self, server: ServerState, status: int, reply: Any) -> None:
-        """Record the probe's answer; a server without the processor (or refusing the
-        probe) is named once, in a warning, and gets no grammar request."""
-        server.grammar = status == 200 and answered_by_processor(reply.json(), self.eos_token_id)
-        if not server.grammar:
-            refused = "" if status == 200 else f" (HTTP {status} to the probe: {reply.text[:300]})"
-            log.warning(
-                "%s%s; grammar requests go to the other servers",
-                missing_processor(server.url),
-                refused,
-            )
 
 
 def _import_httpx() -> Any:
@@ -1085,47 +741,8 @@ def _import_httpx() -> Any:
     return httpx
 
 
-def _raise_event_error(
-    server: ServerState, gen_id: int, error: Any, variant: str | None = None
-) -> NoReturn:
-    """An error event in a stream: VariantNotServed for a 404 about a variant's
-    request (its LoRA is not served there: fail over to a server that serves it),
-    RequestRefused where its code says the request was at fault (4xx, as vLLM sends
-    validation errors once streaming has begun), else ServerDown (a server fault, or
-    an error without a code: fail over)."""
-    code = error.get("code") if isinstance(error, dict) else None
-    if isinstance(code, int) and 400 <= code < 500 and code not in SERVER_BUSY:
-        message = str(error.get("message", ""))[:300]
-        if code == 404 and variant is not None:
-            raise VariantNotServed(server, variant, f"error event 404 {message}")
-        raise RequestRefused(
-            f"vLLM server {server.url} refused generation {gen_id} in its stream: {code} {message}"
-        )
-    raise ServerDown(f"error event: {error}")
-
-
 def _read_config(path: Path) -> str:
     try:
         return (path / "config.json").read_text()
     except OSError as exc:
         raise EngineError(f"no model config at {path}: {exc}") from None
-
-
-def _kv_metrics(text: str) -> tuple[int, float, int]:
-    """(KV blocks, fraction in use, pool bytes) from a vLLM server's Prometheus text."""
-    blocks, usage, pool_bytes = 0, 0.0, 0
-    for line in text.splitlines():
-        if line.startswith("vllm:cache_config_info{"):
-            blocks = int(_label(line, "num_gpu_blocks")) - 1  # block 0 is the null block
-            pool_bytes = int(_label(line, "kv_cache_memory_bytes") or 0)
-        elif line.startswith("vllm:kv_cache_usage_perc{"):
-            usage = float(line.rsplit(" ", 1)[1])
-    return blocks, usage, pool_bytes
-
-
-def _label(line: str, name: str) -> str:
-    """A Prometheus label's value ("" when absent or not a number)."""
-    if f'{name}="' not in line:
-        return ""
-    value = line.split(f'{name}="', 1)[1].split('"', 1)[0]
-    return value if value.isdigit() else ""
