@@ -266,8 +266,10 @@ class PlanningService:
         clock; now if omitted). Corrects the timing of the task's next segment and,
         on the first report of a segment, refines the robot's execution-time model
         when its language learns (`execution_feedback`), also after the result.
-        A plan held open for its robot's reports (`replan_on_failure`) ends with
-        the report of its last segment."""
+        A plan held open for its robot's reports (`replan_on_failure`,
+        `result_after_reports`) ends with the report of its last segment; a report
+        after the task ended (failed, cancelled, a repeated report) changes nothing
+        in its result."""
         state = self._state
         with state.lock:
             generation, record = self._dispatched(task_id, index)
@@ -278,8 +280,10 @@ class PlanningService:
             if first_report:
                 report_execution(generation, index)
             state.kv_handling.on_segment_done(generation, index, first_report)
-            ended = generation.awaiting_reports and all(
-                r.finished_at_s is not None for r in generation.records
+            ended = (
+                generation.state is not GenerationState.FINISHED  # a late or repeated report
+                and generation.awaiting_reports
+                and all(r.finished_at_s is not None for r in generation.records)
             )
             if ended:  # its result waited for the robot (replan_on_failure)
                 state.end(generation, error="")

@@ -294,6 +294,7 @@ class ServiceState:
         self.by_gen_id.pop(generation.gen_id, None)
         self.kv_handling.forget(generation)
         generation.state = GenerationState.FINISHED
+        generation.awaiting_reports = False  # ended: no later report ends it again
         self.tools.task_ended(generation.task_id)
         result = generation.result(error, self.clock.now())
         handle = self.handles[generation.task_id]

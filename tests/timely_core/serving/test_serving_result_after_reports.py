@@ -50,3 +50,37 @@ def test_the_result_counts_a_hold_reported_after_the_plan_was_decoded() -> None:
     # three segments of 1 s each, as the robot reported them
     assert held.completion_time_s - held.response_time_s == pytest.approx(3.0)
     assert held.waiting_time_s == pytest.approx(held.response_time_s)
+
+
+@pytest.mark.parametrize("end", ["failed", "cancelled", "done"])
+def test_a_report_after_the_result_changes_nothing(end: str) -> None:
+    """A late or repeated report (a retransmission) after the task ended, failed,
+    cancelled or done: its result stays as delivered, delivered once, counted once."""
+    service, _, _ = make_service(PLANS)
+    handle = service.submit(
+        TaskRequest(robot_id="drone1", instruction="fly out", result_after_reports=True)
+    )
+    segments: list[Segment] = []
+    results: list[TaskResult] = []
+    handle.on_segment(segments.append)
+    handle.on_result(results.append)
+    service.run_until_idle()
+    for segment in segments[:-1]:
+        handle.segment_done(segment.index)
+    last = segments[-1].index
+    if end == "failed":
+        handle.segment_failed(last, "motor stalled")
+    elif end == "cancelled":
+        handle.cancel()
+    else:
+        handle.segment_done(last)
+    service.run_until_idle()
+    first = handle.result(timeout_s=0)
+    for segment in segments:  # every report again, the last one included
+        if end != "cancelled" or segment.index < last:
+            handle.segment_done(segment.index)
+    service.run_until_idle()
+    assert handle.result(timeout_s=0) == first and results == [first]
+    assert first.success is (end == "done")
+    stats = service.stats()
+    assert stats.succeeded + stats.failed + stats.cancelled == stats.submitted == 1
