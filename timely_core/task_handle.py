@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Protocol
 
 from timely_core.events import Rollback, Segment, StreamedElement, TaskResult
@@ -48,7 +49,8 @@ class TaskHandle:
         self.task_id = task_id
         self.robot_id = robot_id
         self._cond = threading.Condition()
-        self._segments: list[Segment] = []
+        self._segments: list[Segment] = []  # every segment delivered, withdrawn ones too
+        self._live: list[Segment] = []  # without the segments rollbacks withdrew
         self._result: TaskResult | None = None
         self._segment_callbacks: list[SegmentCallback] = []
         self._result_callbacks: list[ResultCallback] = []
@@ -59,23 +61,29 @@ class TaskHandle:
 
     def segments(self, timeout_s: float | None = None) -> Iterator[Segment]:
         """Segments in order, blocking for each; ends after the task's result.
-        Raises TimeoutError if none arrives within `timeout_s`."""
+        Segments a rollback withdrew (a failed segment replanned, `segment_failed`)
+        are skipped: after the rollback the next one is the replacement of the first
+        withdrawn, so a robot loop over this never runs a withdrawn segment. Raises
+        TimeoutError if none arrives within `timeout_s`."""
         index = 0
         while True:
             with self._cond:
-                arrived = self._cond.wait_for(
-                    lambda i=index: i < len(self._segments) or self._result is not None,  # type: ignore[misc]
-                    timeout=timeout_s,
-                )
+                arrived = self._cond.wait_for(partial(self._ready, index), timeout=timeout_s)
+                index = min(index, len(self._live))  # withdrawn meanwhile: their replacements
                 if not arrived:
                     raise TimeoutError(
                         f"task {self.task_id}: no segment {index} within {timeout_s} s"
                     )
-                if index >= len(self._segments):
+                if index >= len(self._live):
                     return
-                segment = self._segments[index]
+                segment = self._live[index]
             index += 1
             yield segment
+
+    def _ready(self, index: int) -> bool:
+        """Whether `segments()` at `index` may go on: a segment there (or, past a
+        rollback, at the first withdrawn index), or the result."""
+        return min(index, len(self._live)) < len(self._live) or self._result is not None
 
     def result(self, timeout_s: float | None = None) -> TaskResult:
         """The final result; blocks. Raises TimeoutError after `timeout_s`."""
@@ -162,6 +170,7 @@ class TaskHandle:
     def deliver_segment(self, segment: Segment) -> None:
         with self._cond:
             self._segments.append(segment)
+            self._live.append(segment)
             callbacks = list(self._segment_callbacks)
             self._cond.notify_all()
         for callback in callbacks:
@@ -177,6 +186,7 @@ class TaskHandle:
     def deliver_rollback(self, rollback: Rollback) -> None:
         with self._cond:
             self._rollbacks.append(rollback)
+            self._live = [s for s in self._live if s.index <= rollback.failed_index]
             callbacks = list(self._rollback_callbacks)
         for callback in callbacks:
             _call(callback, rollback)

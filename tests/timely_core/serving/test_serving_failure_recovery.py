@@ -166,6 +166,25 @@ def test_segments_delivered_past_the_failure_are_withdrawn_and_replaced() -> Non
     assert (stats.segments_emitted, stats.segments_withdrawn, stats.rollbacks) == (4, 1, 1)
 
 
+def test_a_robot_loop_over_segments_never_gets_a_withdrawn_segment() -> None:
+    """`handle.segments()`, as a robot loop reads it: segment 0 fails after segment 1
+    was delivered ahead; the loop's next segment is segment 1's replacement."""
+    setup = make()
+    handle, log = submit(setup)
+    step_until(setup, lambda: len(log) == 2)  # segment 1 delivered ahead
+    segments = handle.segments(timeout_s=0)
+    first = next(segments)
+    assert first.text.strip() == "mf(50);"
+    setup.service.segment_failed(handle.task_id, first.index, "blocked")  # rolls 1 back
+    step_until(setup, lambda: len(log) == 4)  # its replacement delivered
+    replacement = next(segments)
+    assert (replacement.index, replacement.text.strip()) == (1, "tl(90);")
+    handle.segment_done(replacement.index)
+    finish(setup, handle)
+    assert [s.text.strip() for s in segments] == ["say('went around');"]
+    assert handle.result(timeout_s=0).success
+
+
 def test_the_kv_past_the_failure_point_is_freed() -> None:
     setup = make(block_size=2)  # a block per two ids: counts follow ids closely
     handle, log = submit(setup)
