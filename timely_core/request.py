@@ -22,28 +22,41 @@ class TaskRequest(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
 
-    robot_id: str = Field(min_length=1, max_length=64, pattern=ROBOT_ID_PATTERN)
-    instruction: str = Field(min_length=1, max_length=MAX_INSTRUCTION_CHARS)
-    scene: str = Field(default="", max_length=MAX_SCENE_CHARS)
+    # strict: bytes or numbers for a text, "yes" for a flag are a caller's mistake
+    robot_id: str = Field(min_length=1, max_length=64, pattern=ROBOT_ID_PATTERN, strict=True)
+    instruction: str = Field(min_length=1, max_length=MAX_INSTRUCTION_CHARS, strict=True)
+    scene: str = Field(default="", max_length=MAX_SCENE_CHARS, strict=True)
     tuf: Tuf = Field(default_factory=Tuf.normal)
-    task_id: str = Field(default="", max_length=128)
+    task_id: str = Field(default="", max_length=128, strict=True)
     # Plans that react: a segment the robot reports failed (`segment_failed`) rolls
     # the generation back to that segment's end, appends the failure as an
     # observation and generation goes on (up to `ServiceConfig.max_recoveries`).
     # False: the robot's failure ends the task, as before.
-    replan_on_failure: bool = False
+    replan_on_failure: bool = Field(default=False, strict=True)
     # The result waits for the robot's report of its last segment (`segment_done`,
     # `segment_failed`): a caller that holds segments after the plan was decoded (a
     # robot busy with another task, an operator's approval) and reports each start
     # (`segment_started`) then gets them counted in the response and waiting times
     # and the utility, with the robot's real execution. Only for a caller that
     # reports every segment's end. False: the result comes when the plan is decoded.
-    result_after_reports: bool = False
+    result_after_reports: bool = Field(default=False, strict=True)
 
     @field_validator("instruction", "scene")
     @classmethod
     def _printable(cls, text: str) -> str:
         return check_printable(text)
+
+    @field_validator("task_id")
+    @classmethod
+    def _one_line(cls, task_id: str) -> str:
+        """An id is logged, published and matched: printable, on one line."""
+        check_printable(task_id)
+        for position, char in enumerate(task_id):
+            if char in "\t\n\r":
+                raise ValueError(
+                    f"{char!r} at position {position}; a task id is one line without tabs"
+                )
+        return task_id
 
 
 def check_printable(text: str) -> str:

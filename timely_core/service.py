@@ -326,9 +326,17 @@ class PlanningService:
         with state.engine_gate.caller(), state.lock:  # it rewrites: not inside a step
             ended = state.generations.get(task_id)
             if ended is not None and ended.state is GenerationState.FINISHED:
+                request = ended.request
+                if request.replan_on_failure or request.result_after_reports:
+                    why = "cannot be replanned"
+                else:  # a result at the plan's decoding: the robot's failure comes after
+                    why = (
+                        "is not in its result, which came when its plan was decoded "
+                        "(result_after_reports=True makes the result wait for the "
+                        "robot's reports, replan_on_failure=True replans)"
+                    )
                 raise TaskFinished(
-                    f"task {task_id!r} has already ended; its failed segment {index} "
-                    "cannot be replanned"
+                    f"task {task_id!r} has already ended; its failed segment {index} {why}"
                 )
             generation, _ = self._dispatched(task_id, index)
             reported = [

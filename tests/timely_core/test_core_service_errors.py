@@ -103,6 +103,11 @@ def test_robot_type_from_the_service_languages() -> None:
         ({"instruction": "go", "scene": "visible: cat\x00"}, "scene\n.*U\\+0000"),
         ({"instruction": "turn \u202eleft"}, "instruction\n.*format character U\\+202E"),
         ({"instruction": "go", "scene": "\ufeffcat"}, "scene\n.*U\\+FEFF at position 0"),
+        ({"instruction": "go", "task_id": "job\n7"}, "task_id\n.*'\\\\n' at position 3"),
+        ({"instruction": "go", "task_id": "\u202ejob"}, "task_id\n.*U\\+202E"),
+        ({"instruction": b"go"}, "instruction\n.*valid string"),
+        ({"instruction": "go", "replan_on_failure": "yes"}, "replan_on_failure\n.*boolean"),
+        ({"instruction": "go", "result_after_reports": 1}, "result_after_reports\n.*boolean"),
     ],
 )
 def test_invalid_requests_name_the_field(fields: dict[str, object], field_name: str) -> None:

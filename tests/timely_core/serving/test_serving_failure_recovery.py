@@ -249,6 +249,17 @@ def test_without_the_flag_a_failure_ends_the_task_as_before() -> None:
     assert memory.device_blocks_free == memory.device_blocks_total - memory.pinned_prefix_blocks
 
 
+def test_a_failure_after_a_plain_tasks_result_says_how_to_have_it_recorded() -> None:
+    """Without replan_on_failure or result_after_reports the result comes when the
+    plan is decoded; a robot's failure reported after it says what to ask for."""
+    setup = make()
+    handle, _ = submit(setup, replan=False)
+    setup.service.run_until_idle()
+    assert handle.result(timeout_s=0).success
+    with pytest.raises(TaskFinished, match=r"not in its result.*result_after_reports=True"):
+        setup.service.segment_failed(handle.task_id, 0, "blocked")
+
+
 class NoRewrite:
     """The simulated engine without `rewrite` (an engine that cannot roll back)."""
 
