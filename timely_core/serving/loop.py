@@ -3,11 +3,18 @@
 clock jumps to the next arrival (or scene prefill) when nothing else can happen.
 Each pass prefills a published scene if one is due, then runs an iteration; it holds
 the state's `engine_gate` (and its `lock` only around the bookkeeping); deliveries
-run after each iteration, outside both."""
+run after each iteration, outside both.
+
+A started loop is stopped at interpreter exit too (`atexit`): a daemon thread still
+inside an engine step while the interpreter tears down can crash the process (torch
+segfaults), so a program that exits without `stop()` ends cleanly.
+"""
 
 from __future__ import annotations
 
+import atexit
 import threading
+import weakref
 
 from timely_core.serving.iteration import ServiceIteration
 from timely_core.serving.scene_prefill import ScenePrefill
@@ -32,6 +39,7 @@ class ServiceLoop:
                 target=self._serve, name="planning-service", daemon=True
             )
             self._thread.start()
+            _RUNNING.add(self)
 
     def stop(self, timeout_s: float) -> None:
         """Stop the background thread; unfinished tasks stay as they are."""
@@ -40,6 +48,7 @@ class ServiceLoop:
             state.stopping = True
             state.signal_work()
             thread, self._thread = self._thread, None
+        _RUNNING.discard(self)
         if thread is not None:
             thread.join(timeout_s)
 
@@ -107,3 +116,14 @@ class ServiceLoop:
                 return
             state.clock.sleep_until(next_event)
         raise RuntimeError(f"the service did not become idle within {max_iterations} iterations")
+
+
+_RUNNING: weakref.WeakSet[ServiceLoop] = weakref.WeakSet()  # started, not stopped
+EXIT_STOP_TIMEOUT_S = 10.0  # an engine step in progress ends first
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    """Stop every loop still running when the interpreter exits."""
+    for loop in list(_RUNNING):
+        loop.stop(EXIT_STOP_TIMEOUT_S)
