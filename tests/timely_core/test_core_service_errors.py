@@ -250,6 +250,17 @@ def test_duplicate_task_id_and_bad_segment_index() -> None:
     assert_good_task_unharmed(service, good)
 
 
+def test_a_callers_id_in_the_assigned_form_never_blocks_a_request_without_one() -> None:
+    service, _, _, good = service_with_good_task()
+    mine = service.submit(TaskRequest(robot_id="d2", instruction="look for the cat"))
+    _, incarnation, seq = mine.task_id.rsplit("-", 2)
+    taken = f"task-{incarnation}-{int(seq) + 2}"  # what the request after this one gets
+    service.submit(TaskRequest(robot_id="d2", instruction="look for the cat", task_id=taken))
+    later = service.submit(TaskRequest(robot_id="d2", instruction="look for the cat"))
+    assert later.task_id not in (taken, mine.task_id)
+    assert_good_task_unharmed(service, good)
+
+
 def test_unknown_policy() -> None:
     with pytest.raises(UnknownPolicy, match=r"'lifo'.*timely"):
         make_service(PLANS, policy="lifo")

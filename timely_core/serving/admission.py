@@ -45,7 +45,7 @@ def admit(
             )
         seq = state.next_gen_id
         state.next_gen_id += 1
-        task_id = request.task_id or f"task-{state.incarnation}-{seq}"
+        task_id = request.task_id or _assigned_id(state, seq)
         if task_id in state.generations:
             raise DuplicateTask(f"task id {task_id!r} was already submitted")
         arrival = now if at_s is None else float(at_s)
@@ -139,3 +139,16 @@ def _prompt(state: ServiceState, request: TaskRequest) -> tuple[Robot, list[int]
         log.warning("robot %s: request does not start with the stored header", robot.robot_id)
         return robot, prompt_ids, ""
     return robot, prompt_ids, robot.prefix.prefix_id or ""
+
+
+def _assigned_id(state: ServiceState, seq: int) -> str:
+    """The id of a request that gave none: `task-<incarnation>-<seq>`, suffixed when
+    a caller's own id took that form already (a caller's id never makes a later
+    request without one fail)."""
+    task_id = f"task-{state.incarnation}-{seq}"
+    suffix = 1
+    candidate = task_id
+    while candidate in state.generations:
+        suffix += 1
+        candidate = f"{task_id}-{suffix}"
+    return candidate
