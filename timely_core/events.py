@@ -54,7 +54,9 @@ class TaskResult:
     plan_text: str
     segment_count: int
     response_time_s: float  # arrival -> first action (dispatch of segment 0), W(s0)
-    waiting_time_s: float  # completion - robot execution time: all delay due to planning
+    # sum of segment_waits_s: all delay due to planning (completion - robot execution);
+    # with no segment, the time waited until the task ended, as response_time_s
+    waiting_time_s: float
     utility: float  # time utility: TUF0 (Eq. 1) on the response time
     error: str = ""
     completion_time_s: float = 0.0  # arrival -> end of the last segment's execution
