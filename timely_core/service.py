@@ -472,6 +472,7 @@ class PlanningService:
                 rollbacks=counters["rollbacks"],
                 tokens_rolled_back=counters["tokens_rolled_back"],
                 segments_withdrawn=counters["segments_withdrawn"],
+                awaiting_reports=sum(1 for g in live if g.awaiting_reports),
             )
 
 

@@ -47,3 +47,6 @@ class ServiceStats:
     rollbacks: int = 0
     tokens_rolled_back: int = 0
     segments_withdrawn: int = 0
+    # plans decoded whose results wait for their robots' reports (result_after_reports,
+    # replan_on_failure): open tasks, in no other count until they end
+    awaiting_reports: int = 0

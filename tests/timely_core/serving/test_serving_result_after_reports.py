@@ -65,6 +65,7 @@ def test_a_report_after_the_result_changes_nothing(end: str) -> None:
     handle.on_segment(segments.append)
     handle.on_result(results.append)
     service.run_until_idle()
+    assert service.stats().awaiting_reports == 1  # decoded, open for its reports
     for segment in segments[:-1]:
         handle.segment_done(segment.index)
     last = segments[-1].index
@@ -84,3 +85,4 @@ def test_a_report_after_the_result_changes_nothing(end: str) -> None:
     assert first.success is (end == "done")
     stats = service.stats()
     assert stats.succeeded + stats.failed + stats.cancelled == stats.submitted == 1
+    assert stats.awaiting_reports == 0
