@@ -13,12 +13,10 @@ from collections.abc import Callable
 
 import pytest
 from vllm_fake_server_testkit import FakeVllmServer, expected
-from vllm_testkit import PLANNER, eventually
+from vllm_testkit import PLANNER, drive_to_end, eventually
 
 from timely_core.engine.protocol import (
-    GenerationsFailed,
     SamplingParams,
-    StepOutput,
     UnknownGeneration,
 )
 from timely_core.engine.vllm.server_config import VllmServerConfig
@@ -34,32 +32,6 @@ def _engine(*urls: str) -> VllmServerEngine:
     """Servers left out for long once failed; a silent one after 0.5 s."""
     settings = {"urls": list(urls), "retry_after_s": 600, "token_timeout_s": 0.5}
     return VllmServerEngine(PLANNER, VllmServerConfig.model_validate(settings))
-
-
-def _drive(
-    engine: VllmServerEngine, gen_ids: list[int]
-) -> tuple[dict[int, list[int]], list[GenerationsFailed]]:
-    """Step `gen_ids` to their ends (bounded), as the service does: a failed step's
-    outputs count as a step's, its failed generations leave the batch. The tokens
-    of each, and each GenerationsFailed raised."""
-    out: dict[int, list[int]] = {g: [] for g in gen_ids}
-    raised: list[GenerationsFailed] = []
-    live = list(gen_ids)
-    for _ in range(10_000):
-        if not live:
-            return out, raised
-        outputs: list[StepOutput]
-        try:
-            outputs = engine.step(live)
-        except GenerationsFailed as exc:
-            raised.append(exc)
-            outputs = exc.outputs
-            live = [g for g in live if g not in exc.failures]
-        for o in outputs:
-            out[o.gen_id].append(o.token_id)
-            if o.finished:
-                live.remove(o.gen_id)
-    raise AssertionError(f"generations {live} did not finish")
 
 
 def _eventually(condition: Callable[[], bool]) -> bool:
@@ -81,7 +53,7 @@ def test_a_refused_request_fails_only_its_generation(
         assert _eventually(lambda: min(engine.received_ahead(g) for g in (0, 1)) >= 5)
         engine.add(2, list(BAD), params)
         assert _eventually(lambda: engine._streams[2].error is not None)  # refused now
-        out, raised = _drive(engine, [0, 1, 2])
+        out, raised = drive_to_end(engine, [0, 1, 2])
         assert len(raised) == 1
         failed = raised[0]
         assert list(failed.failures) == [2]
@@ -111,7 +83,7 @@ def test_a_server_fault_or_a_busy_server_still_fails_over(
     try:
         engine.add(0, list(BAD), SamplingParams(max_tokens=20))
         assert engine.server_of(0) == faulty.url  # the least loaded, first listed
-        out, raised = _drive(engine, [0])
+        out, raised = drive_to_end(engine, [0])
         assert not raised and out[0] == expected(BAD, 20)
         assert faulty.refused == 1 and engine.generation_failovers.get(0) == 1
         said = engine.router.servers[0].last_error
@@ -134,7 +106,7 @@ def test_a_grammar_generation_left_without_the_processor_fails_alone(
         engine.add(1, list(GOOD[1]), SamplingParams(max_tokens=30))
         assert engine.server_of(0) == with_processor.url
         assert engine.server_of(1) == without.url
-        out, raised = _drive(engine, [0, 1])
+        out, raised = drive_to_end(engine, [0, 1])
         assert len(raised) == 1 and list(raised[0].failures) == [0]
         reason = raised[0].failures[0]
         assert "runs Timely's grammar processor" in reason and without.url in reason

@@ -16,14 +16,12 @@ from collections.abc import Callable
 
 import pytest
 from vllm_fake_server_testkit import FakeVllmServer, expected
-from vllm_testkit import PLANNER, VARIANTS, eventually
+from vllm_testkit import PLANNER, VARIANTS, drive_to_end, eventually
 
 from timely_core.engine.protocol import (
     AdapterError,
-    GenerationsFailed,
     HandlingStrategy,
     SamplingParams,
-    StepOutput,
 )
 from timely_core.engine.vllm.server_config import VllmServerConfig
 from timely_core.engine.vllm.server_engine import VllmServerEngine
@@ -42,32 +40,6 @@ def _engine(*urls: str, variants: tuple[str, ...] = (), **config: float) -> Vllm
     for name in variants:
         engine.load_adapter(name, VARIANTS / name)
     return engine
-
-
-def _drive(
-    engine: VllmServerEngine, gen_ids: list[int]
-) -> tuple[dict[int, list[int]], list[GenerationsFailed]]:
-    """Step `gen_ids` to their ends (bounded), as the service does: a failed step's
-    outputs count as a step's, its failed generations leave the batch. The tokens
-    of each, and each GenerationsFailed raised."""
-    out: dict[int, list[int]] = {g: [] for g in gen_ids}
-    raised: list[GenerationsFailed] = []
-    live = list(gen_ids)
-    for _ in range(10_000):
-        if not live:
-            return out, raised
-        outputs: list[StepOutput]
-        try:
-            outputs = engine.step(live)
-        except GenerationsFailed as exc:
-            raised.append(exc)
-            outputs = exc.outputs
-            live = [g for g in live if g not in exc.failures]
-        for o in outputs:
-            out[o.gen_id].append(o.token_id)
-            if o.finished:
-                live.remove(o.gen_id)
-    raise AssertionError(f"generations {live} did not finish")
 
 
 def _eventually(condition: Callable[[], bool]) -> bool:
@@ -94,7 +66,7 @@ def test_variants_are_routed_only_to_servers_listing_them_balanced_among_those(
         assert routed == [a.url, b.url, a.url, b.url, b.url, b.url, c.url, c.url]
         for fake in (a, b, c):
             fake.let_go()
-        out, raised = _drive(engine, list(range(len(PROMPTS))))
+        out, raised = drive_to_end(engine, list(range(len(PROMPTS))))
         assert not raised
         assert out == {g: expected(p, 12) for g, p in enumerate(PROMPTS)}
         assert sorted(m for m, _ in a.requests) == [HEAVY, HEAVY]
@@ -126,7 +98,7 @@ def test_a_variants_prefix_lives_on_a_server_serving_it(
                 gen_id, [*PREFIX, 5 + gen_id], SamplingParams(max_tokens=6), "drone@heavy", HEAVY
             )
             assert engine.server_of(gen_id) == heavy.url
-        out, raised = _drive(engine, [0, 1, 2])
+        out, raised = drive_to_end(engine, [0, 1, 2])
         assert not raised and out == {g: expected([*PREFIX, 5 + g], 6) for g in range(3)}
         assert plain.not_found == heavy.not_found == 0
     finally:
@@ -154,7 +126,7 @@ def test_a_404_for_the_variant_fails_over_to_a_server_serving_it(
         with caplog.at_level(logging.WARNING):
             engine.resume(0)
             assert engine.server_of(0) == a.url  # its prefix's home, still listed
-            out, raised = _drive(engine, [0])
+            out, raised = drive_to_end(engine, [0])
         assert not raised
         assert got + out[0] == expected(prompt, 30)
         assert a.not_found == 1 and b.requests == [(HEAVY, [*prompt, *got])]
@@ -170,7 +142,7 @@ def test_a_404_for_the_variant_fails_over_to_a_server_serving_it(
         assert engine.server_of(1) == b.url  # A is no longer asked for it
         engine.add(2, list(PROMPTS[2]), SamplingParams(max_tokens=4))
         assert engine.server_of(2) == a.url  # but serves the base as before
-        _drive(engine, [1, 2])
+        drive_to_end(engine, [1, 2])
         assert a.not_found == 1
     finally:
         engine.close()
@@ -189,7 +161,7 @@ def test_a_404_error_event_mid_stream_keeps_the_tokens_received(
     try:
         engine.add(0, list(prompt), SamplingParams(max_tokens=20), variant=HEAVY)
         assert engine.server_of(0) == a.url
-        out, raised = _drive(engine, [0])
+        out, raised = drive_to_end(engine, [0])
         assert not raised and out[0] == expected(prompt, 20)
         assert a.refused == 1 and b.requests == [(HEAVY, [*prompt, expected(prompt, 1)[0]])]
         assert HEAVY not in engine.router.servers[0].loras  # though A lists it
@@ -216,7 +188,7 @@ def test_a_variant_no_server_serves_fails_alone_naming_what_each_serves(
         engine.add(1, list(PROMPTS[1]), SamplingParams(max_tokens=40), variant=HEAVY)
         assert engine.server_of(1) == a.url  # still listed as serving it
         assert _eventually(lambda: engine._streams[1].error is not None)
-        out, raised = _drive(engine, [0, 1])
+        out, raised = drive_to_end(engine, [0, 1])
         assert len(raised) == 1 and list(raised[0].failures) == [1]
         assert {o.gen_id for o in raised[0].outputs} == {0}  # its step's token kept
         reason = raised[0].failures[1]
@@ -242,7 +214,7 @@ def test_a_variant_loaded_at_run_time_is_found_before_failing(
         a.unload_lora(HEAVY)
         b.load_lora(HEAVY)
         engine.add(0, list(PROMPTS[0]), SamplingParams(max_tokens=10), variant=HEAVY)
-        out, raised = _drive(engine, [0])
+        out, raised = drive_to_end(engine, [0])
         assert not raised and out[0] == expected(PROMPTS[0], 10)
         assert a.not_found == 1 and [m for m, _ in b.requests] == [HEAVY]
         assert engine.generation_failovers.get(0) == 1
