@@ -56,6 +56,10 @@ class RobotPlanLanguage:
     def exec_time(self) -> ExecTimeModel:
         return self._exec_time
 
+    def skill_names(self) -> frozenset[str]:
+        """`SkillNames`: each skill's short form and full name."""
+        return frozenset(n for s in self._skills.skills for n in (s.short, s.name))
+
     @property
     def streamed_skills(self) -> bool:
         return self._streamed

@@ -30,7 +30,7 @@ from timely_core.engine.protocol import Engine, EngineError, OutOfKvMemory
 from timely_core.engine.variants import ResidentWeights
 from timely_core.errors import TaskFinished, UnknownPolicy, UnknownRobot, UnknownTask
 from timely_core.events import Rollback
-from timely_core.language.plan_language import PlanLanguage
+from timely_core.language.plan_language import PlanLanguage, SkillNames
 from timely_core.language.statement_guard import GuardFactory
 from timely_core.request import SceneUpdate, TaskRequest
 from timely_core.scheduling.policies import Policy, make_policy
@@ -204,12 +204,16 @@ class PlanningService:
         """Start a tool plugin (Conveyor) in its own process for `robot_id`'s tasks:
         it gets their calls of the skills it consumes as they are decoded. Returns
         what it consumes and whether its network is isolated. Raises pydantic
-        ValidationError, UnknownRobot or ToolStartError (docs/service-api.md)."""
+        ValidationError, UnknownRobot, ToolStartError, or ValueError for a tool of
+        skills the robot's plans never call (docs/service-api.md)."""
         spec = spec if isinstance(spec, ToolSpec) else ToolSpec.model_validate(spec)
         with self._state.lock:
-            if robot_id not in self._state.robots:
+            robot = self._state.robots.get(robot_id)
+            if robot is None:
                 raise UnknownRobot(f"unknown robot id {robot_id!r}; register it first")
-        return self._state.tools.register(robot_id, spec)
+        language = robot.language
+        calls = language.skill_names() if isinstance(language, SkillNames) else None
+        return self._state.tools.register(robot_id, spec, calls)
 
     def unregister_tool(self, robot_id: str, name: str) -> None:
         """Stop a robot's tool (KeyError if it has none of that name)."""

@@ -64,3 +64,13 @@ class FailureObservation(Protocol):
 
     def failure_observation(self, segment_text: str, error: str) -> str:
         """One line: the failed statements (as decoded) and the robot's error."""
+
+
+@runtime_checkable
+class SkillNames(Protocol):
+    """Optional for a `PlanLanguage`: the names its plans call skills by, so a tool
+    registered for a skill these plans never call (a typo, another robot type's
+    skill) is refused instead of silently never being called."""
+
+    def skill_names(self) -> frozenset[str]:
+        """Every name a call in these plans may have (short forms and full names)."""

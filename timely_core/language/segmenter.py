@@ -50,6 +50,7 @@ class Segmenter:
         self._pending_text = ""  # decoded, not yet part of any cut
         self._pending_ids: list[int] = []
         self._text = ""  # everything decoded so far
+        self._last_token_text = ""  # what the last pushed id decoded to
 
     @property
     def text(self) -> str:
@@ -60,6 +61,7 @@ class Segmenter:
         """Add one generated id; return a cut if it completed a statement."""
         self._pending_ids.append(token_id)
         delta = self._detokenizer.push(token_id)
+        self._last_token_text = delta
         statements = self._feed(delta) if delta else []
         if statements:
             return self._cut(statements)
@@ -73,6 +75,7 @@ class Segmenter:
     def push_text(self, text: str) -> SegmentCut | None:
         """Add text that no generated id of this segmenter produced (the end of a
         statement re-appended as input after a rollback); a cut if it completed one."""
+        self._last_token_text = ""
         statements = self._feed(text) if text else []
         return self._cut(statements) if statements else None
 
@@ -100,6 +103,12 @@ class Segmenter:
     def pending_tokens(self) -> int:
         """Ids decoded since the last cut (the segment being generated)."""
         return len(self._pending_ids)
+
+    @property
+    def last_token_text(self) -> str:
+        """The text the last generated id decoded to ("" when it ended inside a
+        character, or when text was pushed since)."""
+        return self._last_token_text
 
     @property
     def trailing_text(self) -> str:

@@ -1,46 +1,88 @@
-"""The duplex channel between the service and a plugin process: msgpack maps over a
-stream socket (msgpack's streaming unpacker frames them), and the wire form of
-calls and replies."""
+"""The duplex channel between the service and a plugin process, and the wire form
+of calls and replies.
+
+Each message is a msgpack map behind its length (4 bytes, big-endian). The length
+comes first, so a message over `MAX_MESSAGE_BYTES` is refused from its header,
+before any of it is buffered (`MessageTooLarge`); msgpack's streaming unpacker,
+without lengths, could only fail in the middle of a stream it cannot resume. The
+plugin's process checks each reply before sending it (worker.py), so a reply over
+the limit fails its call alone; a message over it that still arrives, or one that
+is not a msgpack map (`ChannelError`), means the stream cannot be trusted: the
+service restarts that process (process.py)."""
 
 from __future__ import annotations
 
 import select
 import socket
+import struct
 from typing import Any
 
 import msgpack
 
 from timely_core.tools.plugin import ArgValue, ToolCall, ToolReply, Unresolved
 
-_READ_CHUNK = 65536
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # one message, so one reply, encoded
+_HEADER = struct.Struct(">I")
+_READ_CHUNK = 1 << 20
 
 
 class ChannelClosed(Exception):
     """The other end closed the channel (its process ended)."""
 
 
+class ChannelError(ValueError):
+    """The other end sent something that is not a message: the stream is lost."""
+
+
+class MessageTooLarge(ChannelError):
+    """A message over `MAX_MESSAGE_BYTES` (to send, or announced by its header)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        super().__init__(
+            f"{size_text(size)}, over the limit of {size_text(MAX_MESSAGE_BYTES)} per "
+            "message (MAX_MESSAGE_BYTES)"
+        )
+
+
+def size_text(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB ({size} bytes)"
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """The message framed for the wire. Raises MessageTooLarge, or what msgpack
+    raises for a value it cannot carry (TypeError, ValueError, OverflowError)."""
+    body = msgpack.packb(message, use_bin_type=True)
+    if len(body) > MAX_MESSAGE_BYTES:
+        raise MessageTooLarge(len(body))
+    return _HEADER.pack(len(body)) + body
+
+
 class Channel:
     def __init__(self, sock: socket.socket) -> None:
         sock.setblocking(True)
         self._sock = sock
-        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=16 * 1024 * 1024)
+        self._buffer = bytearray()
 
     def fileno(self) -> int:
         return self._sock.fileno()
 
     def send(self, message: dict[str, Any]) -> None:
-        """Raises ChannelClosed if the other end is gone."""
+        """Raises ChannelClosed if the other end is gone (and what `encode` raises)."""
+        self.send_encoded(encode(message))
+
+    def send_encoded(self, data: bytes) -> None:
         try:
-            self._sock.sendall(msgpack.packb(message, use_bin_type=True))
+            self._sock.sendall(data)
         except OSError as exc:
             raise ChannelClosed(str(exc)) from exc
 
     def receive(self, timeout_s: float | None) -> dict[str, Any] | None:
-        """The next message, or None if none arrived within `timeout_s` (None: wait)."""
+        """The next message, or None if none arrived within `timeout_s` (None: wait).
+        Raises ChannelClosed, or ChannelError (the channel is then unusable)."""
         while True:
-            for message in self._unpacker:
-                if not isinstance(message, dict):
-                    raise ValueError(f"channel message is not a map: {message!r:.80}")
+            message = self._take()
+            if message is not None:
                 return message
             if timeout_s is not None:
                 ready, _, _ = select.select([self._sock], [], [], timeout_s)
@@ -52,7 +94,27 @@ class Channel:
                 raise ChannelClosed(str(exc)) from exc
             if not data:
                 raise ChannelClosed("end of stream")
-            self._unpacker.feed(data)
+            self._buffer += data
+
+    def _take(self) -> dict[str, Any] | None:
+        """The first whole message in the buffer, taken out of it."""
+        if len(self._buffer) < _HEADER.size:
+            return None
+        (size,) = _HEADER.unpack_from(self._buffer)
+        if size > MAX_MESSAGE_BYTES:
+            raise MessageTooLarge(size)
+        end = _HEADER.size + size
+        if len(self._buffer) < end:
+            return None
+        body = bytes(self._buffer[_HEADER.size : end])
+        del self._buffer[:end]
+        try:
+            message = msgpack.unpackb(body, raw=False)
+        except Exception as exc:  # msgpack raises several kinds for bad data
+            raise ChannelError(f"a malformed message ({type(exc).__name__}: {exc})") from exc
+        if not isinstance(message, dict):
+            raise ChannelError(f"a message that is not a map: {message!r:.80}")
+        return message
 
     def close(self) -> None:
         self._sock.close()

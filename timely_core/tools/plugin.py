@@ -58,7 +58,7 @@ class ToolReply:
     kind: str = "ok"  # one of REPLY_KINDS
     value: Any = None  # a value or an observation (msgpack-serialisable)
     message: str = ""  # for an error: what was wrong
-    argument: int | None = None  # for an error: index of the argument at fault
+    argument: int | None = None  # for an error: index in `call.args` (from 0) at fault
 
     def __post_init__(self) -> None:
         if self.kind not in REPLY_KINDS:
@@ -84,6 +84,11 @@ class ToolReply:
 
     @staticmethod
     def error(message: str, argument: int | None = None) -> ToolReply:
+        """The call is wrong (or the tool failed on it): the task ends with
+        `message`. `argument` is the index in `call.args` of the argument at fault,
+        counting from 0; the task's error names it counting from 1, as people read
+        it (`argument=1` reads "rejected argument 2 (...) of call ..."). An index
+        the call does not have is reported as such."""
         return ToolReply("error", message=message, argument=argument)
 
 

@@ -44,121 +44,54 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from timely_core.engine.protocol import Engine, EngineError, HandlingStrategy, RewritableEngine
 from timely_core.errors import one_line
-from timely_core.language.segmenter import SegmentationError
 from timely_core.tools.answer_times import AnswerStats, AnswerTimes
 from timely_core.tools.call_stream import CallEvent, CallStream
+from timely_core.tools.outcomes import (
+    HeldFailure,
+    StreamedOut,
+    ToolOutcome,
+    ToolRejected,
+    error_message,
+)
 from timely_core.tools.plugin import ToolCall, ToolReply
 from timely_core.tools.process import PendingCall, PluginProcess, ToolInfo
+from timely_core.tools.routed import RoutedTask, RoutedTool, Ticket
 from timely_core.tools.spec import ToolSpec
+from timely_core.tools.streamed_elements import StreamedElements, accept_elements
+
+__all__ = [  # the outcomes' types are the router's to its users
+    "OBSERVATION_FORMAT",
+    "HeldFailure",
+    "StreamedOut",
+    "ToolOutcome",
+    "ToolRejected",
+    "ToolRouter",
+]
 
 if TYPE_CHECKING:
+    from timely_core.language.segmenter import Segmenter
     from timely_core.serving.generation import Generation
 
 OBSERVATION_FORMAT = "\n{observation}\n"  # how an appended observation reads
 KEPT_FINISHED_TASKS = 1000  # outcomes kept for tasks that ended
-VERDICT_GRACE_S = 5.0  # past a validator's wall time, its process is killed anyway
+# how long past the time a tool is bound to have answered or failed a call
+# (`PluginProcess.due_s`) a verdict is waited for: the tool's own limits end it first
+VERDICT_GRACE_S = 5.0
+NO_VERDICT = "no verdict from its validating tool"
 
 
-class ToolRejected(SegmentationError):
-    """A tool rejected a call (or failed on it): the task ends with this message."""
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    """One reply of a tool to one call of a task (monotonic clock times)."""
-
-    tool: str
-    call_index: int
-    skill: str
-    call_text: str
-    complete: bool
-    kind: str  # ok, value, observation, error
-    value: Any
-    message: str
-    sent_s: float
-    replied_s: float
-
-
-@dataclass(frozen=True)
-class StreamedOut:
-    """An element a streaming tool accepted, for the robot: `text` is an executable
-    call (e.g. "fp(100,0,50)"); `element` counts from 0 within its call."""
-
-    call_index: int
-    skill: str
-    element: int
-    text: str
-    call_text: str  # the call as decoded when the element was accepted
-    tool: str
-
-
-@dataclass(frozen=True)
-class HeldFailure:
-    """The robot failed `element` (from 0) of the streamed call that segment `index`
-    will hold, before that segment was cut (failure_recovery.py)."""
-
-    index: int
-    element: int
-    error: str
-    at_s: float  # service clock
-
-
-@dataclass
-class _Tool:
-    spec: ToolSpec
-    process: PluginProcess
-
-    @property
-    def info(self) -> ToolInfo:
-        return self.process.info
-
-
-@dataclass
-class _Task:
-    task_id: str
-    robot_id: str
-    scene: str
-    tools: list[_Tool]
-    stream: CallStream = field(default_factory=CallStream)
-    fed: int = 0  # characters of the decoded text already fed to `stream`
-    awaiting: set[int] = field(default_factory=set)  # tickets of unanswered validations
-    error: str = ""  # the first tool error: ends the task
-    error_s: float | None = None
-    outcomes: list[ToolOutcome] = field(default_factory=list)
-    observations: list[str] = field(default_factory=list)  # to append, in arrival order
-    ended: bool = False
-    epoch: int = 0  # rollbacks so far: replies to calls of older text are only recorded
-    streaming: set[int] = field(default_factory=set)  # tickets of unanswered streamed calls
-    elements: list[StreamedOut] = field(default_factory=list)  # accepted, not yet taken
-    element_counts: dict[int, int] = field(default_factory=dict)  # per call index
-    uncut: int = 0  # elements taken since the last segment cut (`cut_elements`)
-    failure: HeldFailure | None = None  # an element of the call in progress failed
-    answer_deadline: float | None = None  # a deferred wait for verdicts fails past it
-    sent: dict[int, tuple[str, float]] = field(default_factory=dict)  # ticket -> tool, sent
-
-
-@dataclass(frozen=True)
-class _Ticket:
-    number: int
-    task: _Task
-    tool: _Tool
-    event: CallEvent
-    epoch: int = 0
-
-
-class ToolRouter:
+class ToolRouter(StreamedElements):
     def __init__(self, engine: Engine | None = None, tokenizer: Any = None) -> None:
         """`engine` and `tokenizer` (the service's) append observations."""
         self._engine = engine
         self._tokenizer = tokenizer
-        self._tools: dict[str, list[_Tool]] = {}  # by robot id
-        self._tasks: dict[str, _Task] = {}  # live tasks of robots with tools
-        self._finished: OrderedDict[str, _Task] = OrderedDict()
+        self._tools: dict[str, list[RoutedTool]] = {}  # by robot id
+        self._tasks: dict[str, RoutedTask] = {}  # live tasks of robots with tools
+        self._finished: OrderedDict[str, RoutedTask] = OrderedDict()
         self._cond = threading.Condition()
         self._tickets = 0
         self.answer_times = AnswerTimes()  # per (robot, tool): measured reply times
@@ -166,16 +99,30 @@ class ToolRouter:
 
     # ------------------------------------------------------------------ registration
 
-    def register(self, robot_id: str, spec: ToolSpec) -> ToolInfo:
+    def register(
+        self, robot_id: str, spec: ToolSpec, calls: frozenset[str] | None = None
+    ) -> ToolInfo:
         """Start `spec`'s process for `robot_id` (replacing a tool of the same name);
-        tasks that start from now on use it. Raises ToolStartError, or ValueError
-        for `append_observations` without a validating tool or a rewritable engine."""
+        tasks that start from now on use it. `calls`: the names the robot's plans
+        call skills by (None: not known). Raises ToolStartError, or ValueError for
+        a tool that consumes skills those plans never call (it would never be
+        called: a safety validator silently off), or for `append_observations`
+        without a validating tool or a rewritable engine; the robot's tool of that
+        name, if any, stays then."""
         if spec.append_observations and not isinstance(self._engine, RewritableEngine):
             raise ValueError(
                 f"tool {spec.name!r}: append_observations needs an engine that can "
                 f"rewrite a generation; {type(self._engine).__name__} cannot"
             )
-        tool = _Tool(spec, PluginProcess(spec, self._on_reply))
+        tool = RoutedTool(spec, PluginProcess(spec, self._on_reply))
+        unknown = sorted(tool.info.skills - calls) if calls is not None else []
+        if unknown:
+            tool.process.close()
+            raise ValueError(
+                f"tool {spec.name!r} of robot {robot_id!r} consumes "
+                f"{', '.join(map(repr, unknown))}, which its plans never call; they call: "
+                f"{', '.join(sorted(calls or ()))}"
+            )
         if spec.append_observations and not tool.info.validates:
             tool.process.close()
             raise ValueError(
@@ -246,16 +193,11 @@ class ToolRouter:
                     self._send(task, tool, event, before)
         with self._cond:
             # each streamed element before the next token
-            streaming = [t for t in task.tools if t.info.streams]
-            self._await(task, task.streaming, streaming, "no answer from its streaming tool")
-            validating = [t for t in task.tools if t.info.validates]
+            self._await(task, task.streaming, "no answer from its streaming tool")
             if segment_done and defer and task.awaiting and not task.error:
-                wall_s = max(t.spec.wall_s for t in validating)
-                task.answer_deadline = time.monotonic() + wall_s + VERDICT_GRACE_S
                 return True
             if segment_done:
-                self._await(task, task.awaiting, validating, "no verdict from its validating tools")
-            task.answer_deadline = None
+                self._await(task, task.awaiting, NO_VERDICT)
             if task.error:
                 raise ToolRejected(task.error)
             if not (segment_done and task.observations and generation.in_engine):
@@ -266,14 +208,13 @@ class ToolRouter:
 
     def answered(self, task_id: str) -> bool:
         """Whether a deferred wait is over: every verdict is in, or the task failed
-        (also by a verdict overdue past the validators' wall time and a grace)."""
+        (also by a verdict overdue: `_verdict_due`)."""
         with self._cond:
             task = self._tasks.get(task_id)
             if task is None or not task.awaiting or task.error:
                 return True
-            deadline = task.answer_deadline
-            if deadline is not None and time.monotonic() >= deadline:
-                task.error = f"robot {task.robot_id}: no verdict from its validating tools"
+            if time.monotonic() >= self._verdict_due(task, task.awaiting):
+                task.error = self._overdue(task, task.awaiting, NO_VERDICT)
                 return True
             return False
 
@@ -305,91 +246,66 @@ class ToolRouter:
         with self._cond:
             self._cond.wait(timeout_s)
 
-    def _await(self, task: _Task, tickets: set[int], tools: list[_Tool], missing: str) -> None:
-        """Wait (cond held) until `tickets` are answered or the task failed, for at
-        most the slowest of `tools`' wall time and a grace; past it the task fails
-        with `missing`."""
-        if not tickets or task.error:
-            return
-        wall_s = max(t.spec.wall_s for t in tools)
-        deadline = time.monotonic() + wall_s + VERDICT_GRACE_S
-        while tickets and not task.error and time.monotonic() < deadline:
-            self._cond.wait(deadline - time.monotonic())
-        if tickets and not task.error:
-            task.error = f"robot {task.robot_id}: {missing}"
+    def _await(self, task: RoutedTask, tickets: set[int], missing: str) -> None:
+        """Wait (cond held) until `tickets` are answered or the task failed; past
+        `_verdict_due` the task fails with `missing`."""
+        while tickets and not task.error:
+            remaining = self._verdict_due(task, tickets) - time.monotonic()
+            if remaining <= 0:
+                task.error = self._overdue(task, tickets, missing)
+                return
+            self._cond.wait(remaining)
+
+    def _verdict_due(self, task: RoutedTask, tickets: set[int]) -> float:
+        """Until when `tickets` are waited for (cond held): a grace past the latest
+        time their tools are bound to have answered or failed them. That moves on
+        with the tool (`PluginProcess.due_s`: the wall time of the call it is on, or
+        a restart's timeout), so a call queued behind another, or behind a slow
+        restart, is waited for; only a tool that broke its own limits is overdue."""
+        names = {task.sent[t][0] for t in tickets if t in task.sent}
+        dues = [t.process.due_s() for t in task.tools if t.spec.name in names]
+        return max(dues, default=time.monotonic()) + VERDICT_GRACE_S
+
+    @staticmethod
+    def _overdue(task: RoutedTask, tickets: set[int], missing: str) -> str:
+        names = sorted({task.sent[t][0] for t in tickets if t in task.sent})
+        return (
+            f"robot {task.robot_id}: {missing} {', '.join(map(repr, names))}: it neither "
+            "answered nor failed the call within its limits (its wall time, or a "
+            f"restart's timeout) and a grace of {VERDICT_GRACE_S:g} s"
+        )
 
     def _append(self, generation: Generation, observations: list[str]) -> None:
-        """Append the observations after the generated ids (engine gate held)."""
+        """Append the observations after the statement that called the tool (engine
+        gate held). When the token that completed it also decoded text past it (`}?`
+        of `...}?lk('mug')`), that token is replaced by its two parts with the
+        observations between them, so they land between the statements and the
+        segmenter, which has seen the token, still reads the same plan text."""
         engine = self._engine
-        assert isinstance(engine, RewritableEngine) and self._tokenizer is not None
+        tokenizer = self._tokenizer
+        assert isinstance(engine, RewritableEngine) and tokenizer is not None
         text = "".join(OBSERVATION_FORMAT.format(observation=o) for o in observations)
-        ids = list(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        before, after = _split_last_token(generation.segmenter)
+        ids = list(tokenizer.encode(before + text, add_special_tokens=False).ids)
+        if after:
+            ids += tokenizer.encode(after, add_special_tokens=False).ids
+        replaced = 1 if after else 0
         gen_id = generation.gen_id
         try:
             engine_prompt = len(generation.prompt_ids) + generation.engine_base
-            generated = len(engine.token_ids(gen_id)) - engine_prompt
+            generated = len(engine.token_ids(gen_id)) - engine_prompt - replaced
             suspended = generation.suspended  # waited for the answer suspended: stays so
             if not suspended:
                 engine.suspend(gen_id, HandlingStrategy.PRESERVE)
             engine.rewrite(gen_id, generated, ids)
             if not suspended:
                 engine.resume(gen_id)
-            generation.written_ids.extend(ids)
+            generation.written_ids[len(generation.written_ids) - replaced :] = ids
         except (EngineError, ValueError) as exc:
             raise ToolRejected(
                 f"robot {generation.robot_id}: the observation {one_line(text, 200)!r} "
                 f"could not be appended to the plan: {one_line(str(exc), 300)}"
             ) from exc
-
-    def take_elements(self, task_id: str) -> list[StreamedOut]:
-        """The elements streaming tools accepted since the last take, in order."""
-        with self._cond:
-            task = self._tasks.get(task_id)
-            if task is None:
-                return []
-            elements, task.elements = task.elements, []
-            task.uncut += len(elements)
-            return elements
-
-    def handed_elements(self, task_id: str) -> int:
-        """How many elements of the call in progress were taken (handed on)."""
-        with self._cond:
-            task = self._tasks.get(task_id)
-            return 0 if task is None else task.uncut
-
-    def hold_failure(self, task_id: str, failure: HeldFailure) -> None:
-        """The robot failed an element of the call in progress: its later elements
-        are not handed on, and `failure` waits for the call's segment."""
-        with self._cond:
-            task = self._tasks[task_id]
-            task.failure = failure
-            task.elements.clear()  # accepted, not yet taken: never handed on
-
-    def holds_failure(self, task_id: str) -> bool:
-        with self._cond:
-            task = self._tasks.get(task_id)
-            return task is not None and task.failure is not None
-
-    def failure_due(self, task_id: str, dispatched: int) -> HeldFailure | None:
-        """The held failure, once its segment is among the `dispatched` ones (it is
-        then no longer held)."""
-        with self._cond:
-            task = self._tasks.get(task_id)
-            failure = None if task is None else task.failure
-            if task is None or failure is None or failure.index >= dispatched:
-                return None
-            task.failure = None
-            return failure
-
-    def cut_elements(self, task_id: str) -> int:
-        """How many elements were taken since the last cut (or rollback): those of
-        the call the segment being cut holds."""
-        with self._cond:
-            task = self._tasks.get(task_id)
-            if task is None:
-                return 0
-            count, task.uncut = task.uncut, 0
-            return count
 
     def task_ended(self, task_id: str) -> None:
         """The task ended: its tools drop what they hold for it."""
@@ -442,20 +358,20 @@ class ToolRouter:
 
     # ------------------------------------------------------------------ internals
 
-    def _task(self, task_id: str, robot_id: str, scene: str) -> _Task | None:
+    def _task(self, task_id: str, robot_id: str, scene: str) -> RoutedTask | None:
         with self._cond:
             task = self._tasks.get(task_id)
             if task is None:
                 tools = list(self._tools.get(robot_id, ()))
                 if not tools:
                     return None
-                task = self._tasks[task_id] = _Task(task_id, robot_id, scene, tools)
+                task = self._tasks[task_id] = RoutedTask(task_id, robot_id, scene, tools)
             return task
 
-    def _send(self, task: _Task, tool: _Tool, event: CallEvent, before: str) -> None:
+    def _send(self, task: RoutedTask, tool: RoutedTool, event: CallEvent, before: str) -> None:
         with self._cond:
             self._tickets += 1
-            ticket = _Ticket(self._tickets, task, tool, event, task.epoch)
+            ticket = Ticket(self._tickets, task, tool, event, task.epoch)
             if tool.info.validates:
                 task.awaiting.add(ticket.number)
                 task.sent[ticket.number] = (tool.spec.name, time.monotonic())
@@ -482,7 +398,7 @@ class ToolRouter:
 
     def _on_reply(self, pending: PendingCall, reply: ToolReply) -> None:
         """From a tool's reader thread (or `_send`)."""
-        ticket: _Ticket = pending.context
+        ticket: Ticket = pending.context
         task, tool, event = ticket.task, ticket.tool, ticket.event
         now = time.monotonic()
         with self._cond:
@@ -495,7 +411,7 @@ class ToolRouter:
             task.sent.pop(ticket.number, None)
             task.streaming.discard(ticket.number)
             if current and tool.info.streams and reply.kind == "value" and not task.error:
-                self._accept_elements(task, tool, event, reply.value)
+                accept_elements(task, tool, event, reply.value)
             task.outcomes.append(
                 ToolOutcome(
                     tool=tool.spec.name,
@@ -513,7 +429,7 @@ class ToolRouter:
             if current and reply.kind == "observation" and tool.spec.append_observations:
                 task.observations.append(str(reply.value))
             if current and reply.kind == "error" and not task.error:
-                task.error = _error_message(
+                task.error = error_message(
                     task.robot_id, tool.spec.name, event, reply, tool.info.validates
                 )
                 task.error_s = now
@@ -521,33 +437,12 @@ class ToolRouter:
         if self.answer_listener is not None:
             self.answer_listener()
 
-    def _accept_elements(self, task: _Task, tool: _Tool, event: CallEvent, value: Any) -> None:
-        """A streaming tool's elements, numbered within their call (cond held); none
-        is handed on past a failed one."""
-        texts = value if isinstance(value, list) else [value]
-        for text in texts:
-            number = task.element_counts.get(event.index, 0)
-            task.element_counts[event.index] = number + 1
-            if task.failure is not None:
-                continue
-            task.elements.append(
-                StreamedOut(event.index, event.skill, number, str(text), event.text, tool.spec.name)
-            )
 
-
-def _error_message(
-    robot_id: str, tool: str, event: CallEvent, reply: ToolReply, validates: bool
-) -> str:
-    """The task's error for a tool's error reply. A validating tool answers before
-    its statement is sent; any other may answer after the robot has it."""
-    where = f"call {one_line(event.text, 200)!r}" + ("" if event.complete else " (partial)")
-    if reply.argument is not None and 0 <= reply.argument < len(event.args):
-        value = event.args[reply.argument]
-        where = f"argument {reply.argument + 1} ({value!r}) of {where}"
-    verb = "rejected" if reply.argument is not None else "failed on"
-    what = (
-        "this statement and everything after it were not sent"
-        if validates
-        else "the plan ends here (the statement may have been sent already)"
-    )
-    return f"robot {robot_id}: tool {tool!r} {verb} {where}: {one_line(reply.message)}; {what}"
+def _split_last_token(segmenter: Segmenter) -> tuple[str, str]:
+    """("", "") when the last token ended at the statement's end; else the last
+    token's text before and after that end (the text past the last cut)."""
+    past = segmenter.trailing_text
+    last = segmenter.last_token_text
+    if not past or len(past) >= len(last) or not last.endswith(past):
+        return "", ""
+    return last[: -len(past)], past

@@ -1,14 +1,23 @@
 """Limits a plugin process applies to itself before it imports the plugin: no
 network (a new network namespace, Linux `unshare(CLONE_NEWNET)` through libc since
-Python 3.11 has no `os.unshare`), an address-space limit, and a CPU-time budget
-renewed per call (RLIMIT_CPU is cumulative, so each call gets `used + cpu_s`;
-past it the kernel sends SIGXCPU, which ends the process)."""
+Python 3.11 has no `os.unshare`), an address-space limit, and a CPU-time budget per
+call.
+
+The CPU budget: a profiling timer (`ITIMER_PROF`, the process's user and system
+time, all its threads) armed with `cpu_s` when a call starts and disarmed when it
+returns; past it the kernel sends SIGPROF, whose default action ends the process
+wherever it is (also in C code holding the GIL). RLIMIT_CPU is the backstop (a
+plugin that handles SIGPROF itself, or CPU burnt between calls): it counts whole
+seconds of the process's life, so each call renews it to `used + cpu_s`, rounded
+up, plus a second; past it the kernel sends SIGXCPU."""
 
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import resource
+import signal
 
 CLONE_NEWNET = 0x40000000
 NETWORK_ISOLATED = "isolated"
@@ -59,7 +68,13 @@ def cpu_used_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def renew_cpu_budget(seconds: float) -> None:
-    """Allow `seconds` more CPU time from now (whole seconds, rounded up)."""
-    soft = int(cpu_used_s() + seconds) + 1
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
+def start_cpu_budget(seconds: float) -> None:
+    """Allow the call about to run `seconds` of CPU time (module docstring)."""
+    backstop = math.ceil(cpu_used_s() + seconds) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (backstop, resource.RLIM_INFINITY))
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+
+
+def stop_cpu_budget() -> None:
+    """The call returned: its CPU time no longer counts."""
+    signal.setitimer(signal.ITIMER_PROF, 0)

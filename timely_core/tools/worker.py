@@ -1,52 +1,43 @@
 """A plugin's process: `python -m timely_core.tools.worker FD`, FD the inherited
-socket of its channel. It waits for the "start" message, limits itself
+socket of its channel. It first forks its keeper (keeper.py: what the plugin starts
+ends with it, and the process ends when the service's process does, even in a call
+that never returns). It then waits for the "start" message, limits itself
 (`sandbox.py`), imports and starts the plugin, says "ready" with what the plugin
 consumes, then answers each call with one reply until "stop" or the end of the
-channel (the service is gone). A plugin that raises answers with an error; one
-that runs out of memory ends the process ("fatal"), which the host restarts.
-The process also ends when the service's process does, even in the middle of a
-call that never returns (it would never read the channel's end): a watcher thread
-sees the worker re-parented."""
+channel (the service is gone). A plugin that raises answers with an error naming
+the exception and where it was raised; a reply over the channel's limit
+(`MAX_MESSAGE_BYTES`), or one msgpack cannot carry, is answered with an error
+instead, and the process goes on. One that runs out of memory ends the process
+("fatal"), which the host restarts, and so does a call past its CPU budget."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import os
 import socket
 import sys
-import threading
-import time
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 from timely_core.tools.channel import (
     Channel,
     ChannelClosed,
+    MessageTooLarge,
     call_from_wire,
+    encode,
     reply_to_wire,
 )
+from timely_core.tools.keeper import split
 from timely_core.tools.plugin import ToolPlugin, ToolReply
 from timely_core.tools.sandbox import (
     EXIT_MEMORY,
     isolate_network,
     limit_memory,
-    renew_cpu_budget,
+    start_cpu_budget,
+    stop_cpu_budget,
 )
-
-PARENT_POLL_S = 0.5  # how soon an orphaned worker notices
-
-
-def exit_with_parent() -> None:
-    """End this process once its parent (the service's process) is gone."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_S)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def load_plugin(path: str, options: dict[str, Any]) -> ToolPlugin:
@@ -83,20 +74,6 @@ def start(channel: Channel) -> tuple[ToolPlugin, float]:
     return plugin, float(message["cpu_s"])
 
 
-def answer(plugin: ToolPlugin, message: dict[str, Any]) -> ToolReply:
-    call = call_from_wire(message)
-    try:
-        reply = plugin.on_call(call) if call.complete else plugin.on_partial(call)
-    except MemoryError:
-        raise
-    except Exception as exc:
-        trace = traceback.format_exc(limit=-1).strip().splitlines()[-2:]
-        return ToolReply.error(f"the tool raised {type(exc).__name__}: {exc} ({' '.join(trace)})")
-    if not isinstance(reply, ToolReply):
-        return ToolReply.error(f"the tool returned {type(reply).__name__}, not a ToolReply")
-    return reply
-
-
 def serve(channel: Channel) -> None:
     plugin, cpu_s = start(channel)
     while True:
@@ -108,20 +85,81 @@ def serve(channel: Channel) -> None:
             end_task(plugin, str(message["task"]))
             continue
         request_id = int(message["id"])
-        renew_cpu_budget(cpu_s)
+        start_cpu_budget(cpu_s)
         try:
             reply = answer(plugin, message)
         except MemoryError:
-            channel.send({"op": "fatal", "id": request_id, "reason": "memory limit exceeded"})
-            os._exit(EXIT_MEMORY)
-        try:
-            channel.send(reply_to_wire(request_id, reply))
-        except (TypeError, ValueError, OverflowError) as exc:  # a value msgpack cannot carry
-            value = type(reply.value).__name__
-            refused = ToolReply.error(
-                f"the tool returned a value of type {value}, which cannot be sent ({exc})"
-            )
-            channel.send(reply_to_wire(request_id, refused))
+            out_of_memory(channel, request_id)
+        finally:
+            stop_cpu_budget()
+        channel.send_encoded(wire_reply(channel, request_id, reply))
+
+
+def answer(plugin: ToolPlugin, message: dict[str, Any]) -> ToolReply:
+    call = call_from_wire(message)
+    try:
+        reply = plugin.on_call(call) if call.complete else plugin.on_partial(call)
+    except MemoryError:
+        raise
+    except Exception as exc:
+        return ToolReply.error(raised(exc, plugin))
+    if not isinstance(reply, ToolReply):
+        return ToolReply.error(f"the tool returned {type(reply).__name__}, not a ToolReply")
+    return reply
+
+
+def raised(exc: BaseException, plugin: ToolPlugin) -> str:
+    """`the tool raised KeyError: 'missing' at my_tools.py:12 in check`: where it
+    was raised, and the plugin's own innermost frame when that was elsewhere (in a
+    library: `... at decoder.py:355 in raw_decode (from my_tools.py:12 in check)`)."""
+    text = f"the tool raised {type(exc).__name__}" + (f": {exc}" if str(exc) else "")
+    frames = traceback.extract_tb(exc.__traceback__)[1:]  # the first is answer()'s
+    if not frames:
+        return text
+    inner = frames[-1]
+    text += f" at {_where(inner)}"
+    homes = _plugin_homes(plugin)
+    own = [f for f in frames if os.path.dirname(os.path.abspath(f.filename)) in homes]
+    if own and own[-1] is not inner:
+        text += f" (from {_where(own[-1])})"
+    return text
+
+
+def _where(frame: traceback.FrameSummary) -> str:
+    return f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}"
+
+
+def _plugin_homes(plugin: ToolPlugin) -> set[str]:
+    """The folders of the plugin's classes (its base classes' too, ToolPlugin's not)."""
+    homes = set()
+    for cls in type(plugin).__mro__:
+        if cls in (ToolPlugin, object):
+            continue
+        with contextlib.suppress(TypeError, OSError):
+            homes.add(os.path.dirname(os.path.abspath(inspect.getfile(cls))))
+    return homes
+
+
+def wire_reply(channel: Channel, request_id: int, reply: ToolReply) -> bytes:
+    """The reply as sent, or an error saying why it cannot be (too large, or a
+    value msgpack cannot carry): that call fails, the process goes on."""
+    try:
+        return encode(reply_to_wire(request_id, reply))
+    except MessageTooLarge as exc:
+        refused = ToolReply.error(f"the tool's reply is {exc}")
+    except (TypeError, ValueError, OverflowError) as exc:
+        value = type(reply.value).__name__
+        refused = ToolReply.error(
+            f"the tool returned a value of type {value}, which cannot be sent ({exc})"
+        )
+    except MemoryError:
+        out_of_memory(channel, request_id)
+    return encode(reply_to_wire(request_id, refused))
+
+
+def out_of_memory(channel: Channel, request_id: int) -> NoReturn:
+    channel.send({"op": "fatal", "id": request_id, "reason": "memory limit exceeded"})
+    os._exit(EXIT_MEMORY)
 
 
 def end_task(plugin: ToolPlugin, task_id: str) -> None:
@@ -137,8 +175,10 @@ def end_task(plugin: ToolPlugin, task_id: str) -> None:
 
 
 def main() -> None:
-    exit_with_parent()
-    channel = Channel(socket.socket(fileno=int(sys.argv[1])))
+    fd = int(sys.argv[1])
+    split(fd)  # from here on, the worker (its keeper stays behind)
+    os.set_inheritable(fd, False)  # not handed to what the plugin starts
+    channel = Channel(socket.socket(fileno=fd))
     with contextlib.suppress(ChannelClosed):  # the service ended
         serve(channel)
 

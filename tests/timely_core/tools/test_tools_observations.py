@@ -159,7 +159,7 @@ def test_an_observation_that_arrives_before_its_statement_ends_waits_for_it(
         in_engine=True,
         suspended=False,
         request=SimpleNamespace(scene=""),
-        segmenter=SimpleNamespace(text="search('keys')"),
+        segmenter=SimpleNamespace(text="search('keys')", trailing_text="", last_token_text=")"),
     )
     try:
         router.on_decoded(generation, False)  # type: ignore[arg-type]

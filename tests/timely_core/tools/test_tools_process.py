@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,33 +17,12 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from tests.timely_core.tools.tools_support import HERE, Replies, alive, call
 from timely_core import tools
 from timely_core.errors import ServiceError
 from timely_core.tools.plugin import ToolCall, ToolReply
-from timely_core.tools.process import PendingCall, PluginProcess, ToolStartError
+from timely_core.tools.process import PluginProcess, ToolStartError
 from timely_core.tools.spec import ToolSpec
-
-HERE = str(Path(__file__).parent)
-
-
-class Replies:
-    def __init__(self) -> None:
-        self.by_task: dict[str, ToolReply] = {}
-        self._cond = threading.Condition()
-
-    def __call__(self, pending: PendingCall, reply: ToolReply) -> None:
-        with self._cond:
-            self.by_task[pending.call.task_id] = reply
-            self._cond.notify_all()
-
-    def wait(self, task: str, timeout_s: float = 60.0) -> ToolReply:
-        with self._cond:
-            assert self._cond.wait_for(lambda: task in self.by_task, timeout_s), task
-            return self.by_task[task]
-
-
-def call(task: str, *args: object, skill: str = "fault") -> ToolCall:
-    return ToolCall(task, "r1", 0, skill, tuple(args), True, f"{skill}(...)")  # type: ignore[arg-type]
 
 
 @pytest.fixture(autouse=True)
@@ -335,17 +313,8 @@ def test_a_plugin_ends_with_the_services_process_even_in_a_hung_call() -> None:
         host.kill()
         host.wait()
         deadline = time.monotonic() + 30.0
-        while time.monotonic() < deadline and _alive(worker):
+        while time.monotonic() < deadline and alive(worker):
             time.sleep(0.05)
-        assert not _alive(worker), "the tool's process outlived the service's"
+        assert not alive(worker), "the tool's process outlived the service's"
     finally:
         host.kill()
-
-
-def _alive(pid: int) -> bool:
-    """Running (not ended, nor a zombie waiting for its new parent to reap it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"

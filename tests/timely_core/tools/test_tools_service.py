@@ -109,8 +109,8 @@ def test_a_tool_error_says_whether_the_statement_was_held_back(validates: bool) 
     once the robot has it, so its error does not claim the statement was held back.
     A message over many lines is quoted on one, cut."""
     from timely_core.tools.call_stream import CallEvent
+    from timely_core.tools.outcomes import error_message as _error_message
     from timely_core.tools.plugin import ToolReply
-    from timely_core.tools.router import _error_message
 
     event = CallEvent(1, "search", ("keys",), True, "search('keys')", 8)
     reply = ToolReply.error("no searching here\n" + "because\n" * 300, argument=0)

@@ -82,7 +82,8 @@ def _service(policy: str = "timely", partial_calls: bool = True) -> PlanningServ
             "partial_calls": partial_calls,
         },
     )
-    assert info.streams and info.partial and info.validates and "fp" in info.skills
+    assert info.streams and info.validates and "fp" in info.skills
+    assert info.partial == partial_calls  # what the tool gets, not what it could take
     return service
 
 

@@ -49,6 +49,8 @@ class Faulty(ToolPlugin):
                 blocks.append(bytearray(64 * 1024 * 1024))
         if mode == "raise":
             raise KeyError("no such thing")
+        if mode == "nap":  # answers, a while later
+            time.sleep(float(call.args[1]))  # type: ignore[arg-type]
         if mode == "last words":
             print("cannot reach the gripper's controller", file=sys.stderr, flush=True)
             os._exit(4)
