@@ -284,10 +284,9 @@ class PlanningService:
             if first_report:
                 report_execution(generation, index)
             state.kv_handling.on_segment_done(generation, index, first_report)
-            ended = (
-                generation.state is not GenerationState.FINISHED  # a late or repeated report
-                and generation.awaiting_reports
-                and all(r.finished_at_s is not None for r in generation.records)
+            # (a task that ended has awaiting_reports cleared: a late report ends nothing)
+            ended = generation.awaiting_reports and all(
+                r.finished_at_s is not None for r in generation.records
             )
             if ended:  # its result waited for the robot (replan_on_failure)
                 state.end(generation, error="")

@@ -104,9 +104,7 @@ class ServerLoras:
     async def check_serves(self, server: ServerState, variant: str) -> None:
         """`serves` before a stream: ServerUnfit if it does not (the stream goes
         elsewhere), the listing read off the event loop."""
-        if not server.listed:
-            await asyncio.to_thread(self.list_loras, server)
-        if variant not in server.loras:
+        if not await asyncio.to_thread(self.serves, server, variant):
             raise ServerUnfit(f"{server.url} does not serve LoRA {variant!r}")
 
     def check_load(self, name: str, path: str | Path) -> None:
