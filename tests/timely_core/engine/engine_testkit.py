@@ -1,5 +1,6 @@
 """Helpers of the engine tests: tiny random-weight Llama/Qwen2 checkpoints saved in
-HF format, HF greedy references, a driver loop and the memory invariant."""
+HF format, HF greedy references, driver loops (`drive_to_end`: past generations
+the engine fails on their own) and the memory invariant."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from typing import Any, cast
 
 import torch
 
-from timely_core.engine.protocol import Engine, HandlingStrategy, SamplingParams
+from timely_core.engine.protocol import (
+    Engine,
+    GenerationsFailed,
+    HandlingStrategy,
+    SamplingParams,
+    StepOutput,
+)
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.variants import VariantEngine
 
@@ -166,3 +173,29 @@ def closed_from_an_open_name(
             if out.finished:
                 return written
     raise AssertionError(f"generation {gen_id} did not finish: {written}")
+
+
+def drive_to_end(
+    engine: Engine, gen_ids: list[int]
+) -> tuple[dict[int, list[int]], list[GenerationsFailed]]:
+    """Step `gen_ids` to their ends (bounded), as the service does: a failed step's
+    outputs count as a step's, its failed generations leave the batch. The tokens
+    of each, and each GenerationsFailed raised."""
+    out: dict[int, list[int]] = {g: [] for g in gen_ids}
+    raised: list[GenerationsFailed] = []
+    live = list(gen_ids)
+    for _ in range(10_000):
+        if not live:
+            return out, raised
+        outputs: list[StepOutput]
+        try:
+            outputs = engine.step(live)
+        except GenerationsFailed as exc:
+            raised.append(exc)
+            outputs = exc.outputs
+            live = [g for g in live if g not in exc.failures]
+        for o in outputs:
+            out[o.gen_id].append(o.token_id)
+            if o.finished:
+                live.remove(o.gen_id)
+    raise AssertionError(f"generations {live} did not finish")

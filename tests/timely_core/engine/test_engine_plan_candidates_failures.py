@@ -7,6 +7,7 @@ tokens of that step are handed on (simulated engine)."""
 from __future__ import annotations
 
 import pytest
+from engine_testkit import drive_to_end
 
 from timely_core.clock import VirtualClock
 from timely_core.engine.plan_candidates import CandidateEngine
@@ -53,25 +54,10 @@ def _engine() -> tuple[CandidateEngine, FailingSim]:
 def _run(
     engine: CandidateEngine, gen_ids: list[int]
 ) -> tuple[dict[int, list[int]], dict[int, str]]:
-    """Step until every generation finished or failed: the ids handed out, the failures."""
-    handed: dict[int, list[int]] = {g: [] for g in gen_ids}
-    failed: dict[int, str] = {}
-    live = list(gen_ids)
-    for _ in range(50):
-        if not live:
-            break
-        try:
-            outputs = engine.step(live)
-        except GenerationsFailed as exc:
-            failed.update(exc.failures)
-            outputs = exc.outputs
-        for output in outputs:
-            assert output.gen_id >= 0  # never an alternative's id
-            handed[output.gen_id].append(output.token_id)
-            if output.finished:
-                live.remove(output.gen_id)
-        live = [g for g in live if g not in failed]
-    return handed, failed
+    """Step until every generation finished or failed: the ids handed out (an
+    alternative's id, never the caller's, would be a KeyError there), the failures."""
+    handed, raised = drive_to_end(engine, gen_ids)
+    return handed, {g: reason for exc in raised for g, reason in exc.failures.items()}
 
 
 def test_a_failed_alternative_is_one_candidate_fewer() -> None:

@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from engine_testkit import drive_to_end
 
 from timely_core.clock import VirtualClock
 from timely_core.engine.paged_engine import PagedEngine
 from timely_core.engine.protocol import (
     EngineError,
-    GenerationsFailed,
     HandlingStrategy,
     SamplingParams,
     UnknownGeneration,
@@ -140,25 +140,12 @@ def test_a_generation_that_outgrows_the_device_fails_alone(kind: str, qwen2_path
     engine.add(1, prompt(1) + prompt(2)[:4], SamplingParams(max_tokens=8))  # 3 blocks
     engine.add(2, [7, 8, 9], SamplingParams(max_tokens=10))  # 1 block, then 3
     engine.set_ranking([1, 2])
-    failed: dict[int, str] = {}
-    produced: dict[int, list[int]] = {1: [], 2: []}
-    for _ in range(30):
-        live = [g for g in (1, 2) if g not in failed and len(produced[g]) < 10]
-        if not live:
-            break
-        try:
-            outputs = engine.step(live)
-        except GenerationsFailed as exc:
-            failed.update(exc.failures)
-            outputs = exc.outputs
-        for output in outputs:
-            produced[output.gen_id].append(output.token_id)
-            if output.finished:
-                produced[output.gen_id] += [0] * 10  # done
+    out, raised = drive_to_end(engine, [1, 2])  # returns once 2 decoded to its end
+    failed = {g: reason for exc in raised for g, reason in exc.failures.items()}
     assert list(failed) == [1]
     assert "does not fit in device KV memory" in failed[1]
     assert "4 blocks of 4 tokens" in failed[1]
     with pytest.raises(UnknownGeneration):  # ended: the engine holds it no more
         engine.generation(1)
-    assert len(produced[2]) >= 10  # pushed aside while 1 grew, then decoded on
-    assert len(produced[1]) == 5  # 16 tokens fill the device; the 17th's KV cannot
+    assert out[2]  # pushed aside while 1 grew, then decoded on
+    assert len(out[1]) == 5  # 16 tokens fill the device; the 17th's KV cannot

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from engine_testkit import drive_to_end
 from vllm_fake_server_testkit import FakeVllmServer, expected
-from vllm_testkit import PLANNER, drive_to_end, eventually
+from vllm_testkit import PLANNER, eventually
 
 from timely_core.engine.protocol import (
     SamplingParams,

@@ -15,8 +15,9 @@ import re
 from collections.abc import Callable
 
 import pytest
+from engine_testkit import drive_to_end
 from vllm_fake_server_testkit import FakeVllmServer, expected
-from vllm_testkit import PLANNER, VARIANTS, drive_to_end, eventually
+from vllm_testkit import PLANNER, VARIANTS, eventually
 
 from timely_core.engine.protocol import (
     AdapterError,

@@ -16,13 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from timely_core.engine.protocol import (
-    Engine,
-    GenerationsFailed,
-    HandlingStrategy,
-    SamplingParams,
-    StepOutput,
-)
+from timely_core.engine.protocol import Engine, HandlingStrategy, SamplingParams
 
 if TYPE_CHECKING:
     from timely_core.engine.torch.engine import TorchEngine
@@ -342,29 +336,3 @@ def eventually(condition: Callable[[], bool], timeout_s: float, poll_s: float = 
             return False
         time.sleep(poll_s)
     return True
-
-
-def drive_to_end(
-    engine: Engine, gen_ids: list[int]
-) -> tuple[dict[int, list[int]], list[GenerationsFailed]]:
-    """Step `gen_ids` to their ends (bounded), as the service does: a failed step's
-    outputs count as a step's, its failed generations leave the batch. The tokens
-    of each, and each GenerationsFailed raised."""
-    out: dict[int, list[int]] = {g: [] for g in gen_ids}
-    raised: list[GenerationsFailed] = []
-    live = list(gen_ids)
-    for _ in range(10_000):
-        if not live:
-            return out, raised
-        outputs: list[StepOutput]
-        try:
-            outputs = engine.step(live)
-        except GenerationsFailed as exc:
-            raised.append(exc)
-            outputs = exc.outputs
-            live = [g for g in live if g not in exc.failures]
-        for o in outputs:
-            out[o.gen_id].append(o.token_id)
-            if o.finished:
-                live.remove(o.gen_id)
-    raise AssertionError(f"generations {live} did not finish")
