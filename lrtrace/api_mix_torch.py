@@ -24,6 +24,7 @@ from pathlib import Path
 
 from timely_core.clock import VirtualClock
 from timely_core.engine.iteration_scheduler import Chunk
+from timely_core.engine.observed import Span
 from timely_core.engine.protocol import HandlingStrategy, SamplingParams, StepOutput
 from timely_core.engine.sequence import Sequence as EngineSequence
 from timely_core.engine.sim.engine import Script
@@ -49,8 +50,10 @@ class ForcedTorchEngine(TorchEngine):
         super()._forget(gen_id)
         self._scripts.pop(gen_id, None)
 
-    def _rewritten(self, state: EngineSequence, token_ids: list[int], appended: int) -> None:
-        super()._rewritten(state, token_ids, appended)
+    def _rewritten(
+        self, state: EngineSequence, token_ids: list[int], appended: int, observed: list[Span]
+    ) -> None:
+        super()._rewritten(state, token_ids, appended, observed)
         if appended:  # as the simulator: the script goes on from the whole new context
             generated = token_ids[state.prompt_len :]
             self._scripts[state.gen_id] = generated + list(self.script(token_ids))

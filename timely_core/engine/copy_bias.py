@@ -221,14 +221,21 @@ class CopyBias:
         return self._continuing(generated, 0, last_quote, params)
 
     def boosted_scan(
-        self, ids: list[int], start: int, params: CopySettings, scan: CopyScan | None
+        self,
+        ids: list[int],
+        start: int,
+        params: CopySettings,
+        scan: CopyScan | None,
+        observed: Sequence[tuple[int, int]] = (),
     ) -> tuple[list[int], CopyScan]:
         """`boosted` for the ids after `start` in `ids`, counting quotes only in the
         ids `scan` (what this returned last time for the same generation) has not
         seen: a generation's list only grows, and a rewrite replaces it, which
-        starts the count again. With `params.copy_values`, the ids that go on
-        writing one of them join the names' (`boosted_values`)."""
-        names, scan = self._names_scan(ids, start, params, scan)
+        starts the count again. Quotes in `observed` spans (from `start`:
+        observations, observed.py) are not the plan's and are not counted. With
+        `params.copy_values`, the ids that go on writing one of them join the
+        names' (`boosted_values`)."""
+        names, scan = self._names_scan(ids, start, params, scan, observed)
         if not params.copy_values:
             return names, scan
         values = self.boosted_values(ids, start, params)
@@ -237,12 +244,19 @@ class CopyBias:
         return sorted(set(names).union(values)), scan
 
     def _names_scan(
-        self, ids: list[int], start: int, params: CopySettings, scan: CopyScan | None
+        self,
+        ids: list[int],
+        start: int,
+        params: CopySettings,
+        scan: CopyScan | None,
+        observed: Sequence[tuple[int, int]],
     ) -> tuple[list[int], CopyScan]:
         counts = self._quote_counts(params.copy_quote.encode())
         if scan is None or scan.source is not ids or scan.scanned > len(ids):
             scan = CopyScan(ids, start, 0, -1)
         for index in range(scan.scanned, len(ids)):
+            if any(a <= index - start < b for a, b in observed):
+                continue
             found = int(counts[ids[index]])
             if found:
                 scan.parity ^= found & 1

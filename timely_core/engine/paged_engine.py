@@ -35,6 +35,7 @@ from typing import Any
 
 from timely_core.engine.block_manager import BlockCopier, BlockManager, PinnedPrefix
 from timely_core.engine.iteration_scheduler import Chunk, IterationScheduler
+from timely_core.engine.observed import Span, check_observed, rewritten_spans
 from timely_core.engine.protocol import (
     EngineError,
     GenerationsFailed,
@@ -102,10 +103,12 @@ class PagedEngine:
     def _forget(self, gen_id: int) -> None:
         """A generation ended (finished, aborted) or its admission failed."""
 
-    def _rewritten(self, state: Sequence, token_ids: list[int], appended: int) -> None:
-        """`state` is about to hold `token_ids` (its last `appended` ids appended):
-        adjust per-generation state (a grammar matcher, a script), or refuse with
-        EngineError before anything changed."""
+    def _rewritten(
+        self, state: Sequence, token_ids: list[int], appended: int, observed: list[Span]
+    ) -> None:
+        """`state` is about to hold `token_ids` (its last `appended` ids appended) and
+        the `observed` spans (observed.py): adjust per-generation state (a grammar
+        matcher, a script), or refuse with EngineError before anything changed."""
 
     def _check_variant(self, variant: str | None, what: str) -> None:
         """Refuse a variant the engine does not serve (this one serves only the base)."""
@@ -323,7 +326,13 @@ class PagedEngine:
         state.suspended = False
         self.resumptions += 1
 
-    def rewrite(self, gen_id: int, keep_generated: int, append_ids: list[int]) -> None:
+    def rewrite(
+        self,
+        gen_id: int,
+        keep_generated: int,
+        append_ids: list[int],
+        observed: tuple[int, int] | None = None,
+    ) -> None:
         """`RewritableEngine.rewrite`. The KV goes as by a discard: the blocks are
         free at once and the resume finds the kept full blocks in the content cache,
         so it recomputes only the last, partial kept block and the appended ids
@@ -338,6 +347,8 @@ class PagedEngine:
             )
         if append_ids:
             self._check_tokens(list(append_ids), f"ids appended to generation {gen_id}")
+        check_observed(observed, len(append_ids), f"generation {gen_id}")
+        spans = rewritten_spans(state.observed, keep_generated, observed)
         kept = state.prompt_len + keep_generated
         token_ids = state.token_ids[:kept] + list(append_ids)
         if self.max_model_len is not None and len(token_ids) >= self.max_model_len:
@@ -345,11 +356,12 @@ class PagedEngine:
                 f"generation {gen_id} would hold {len(token_ids)} tokens after the rewrite; "
                 f"the model's context is {self.max_model_len} positions"
             )
-        self._rewritten(state, token_ids, len(append_ids))
+        self._rewritten(state, token_ids, len(append_ids), spans)
         if state.kv is not KvLocation.NONE:
             with self._copies():
                 self.scheduler.discard(state)
         state.token_ids = token_ids
+        state.observed = spans
         state.discarded_computed = min(state.discarded_computed, kept)
         self.rewrites += 1
 

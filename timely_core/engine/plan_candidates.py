@@ -380,13 +380,19 @@ class CandidateEngine:
         return self.inner.token_ids(gen_id)
 
     # ---- the optional protocols, for the inner engine's generations -------
-    def rewrite(self, gen_id: int, keep_generated: int, append_ids: list[int]) -> None:
+    def rewrite(
+        self,
+        gen_id: int,
+        keep_generated: int,
+        append_ids: list[int],
+        observed: tuple[int, int] | None = None,
+    ) -> None:
         if gen_id in self._deciding or gen_id in self._chosen:
             raise EngineError(
                 f"generation {gen_id} was chosen among plan candidates and holds no KV "
                 "to rewrite; admit it again with its kept ids"
             )
-        self.inner.rewrite(gen_id, keep_generated, append_ids)  # type: ignore[attr-defined]
+        self.inner.rewrite(gen_id, keep_generated, append_ids, observed)  # type: ignore[attr-defined]
 
     def set_closing(self, gen_id: int, closing: bool) -> None:
         deciding = self._deciding.get(gen_id)

@@ -254,14 +254,25 @@ class RewritableEngine(Protocol):
     service may rewrite the text of a suspended generation. Backends that lack it
     are used without it (check with `isinstance(engine, RewritableEngine)`)."""
 
-    def rewrite(self, gen_id: int, keep_generated: int, append_ids: list[int]) -> None:
+    def rewrite(
+        self,
+        gen_id: int,
+        keep_generated: int,
+        append_ids: list[int],
+        observed: tuple[int, int] | None = None,
+    ) -> None:
         """For a suspended generation: drop its generated ids past the first
         `keep_generated` (a rollback of text generated past a failed segment) and
-        their KV, then append `append_ids` as input (an observation: never sampled,
-        never returned by `step`; their KV is computed when it resumes, and they
-        count towards `max_tokens`). It then samples after them. Raises EngineError
-        if it is not suspended, or its grammar refuses the appended ids; ValueError
-        for a `keep_generated` outside [0, generated] or ids outside the vocabulary."""
+        their KV, then append `append_ids` as input (never sampled, never returned
+        by `step`; their KV is computed when it resumes, and they count towards
+        `max_tokens`). It then samples after them. `observed` is the (start, end)
+        of `append_ids` that is an observation (a tool's answer, a robot's
+        failure): a grammar does not read it and goes on after it from the state
+        the ids before it left (`observed.py`); the other appended ids are plan
+        text the grammar reads. Raises EngineError if it is not suspended, or its
+        grammar refuses the plan text appended; ValueError for a `keep_generated`
+        outside [0, generated], ids outside the vocabulary, or an `observed` that
+        is not a span of `append_ids`."""
 
 
 @runtime_checkable

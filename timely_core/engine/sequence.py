@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from timely_core.engine.observed import Span
 from timely_core.engine.protocol import HandlingStrategy, SamplingParams
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ class Sequence:
     closing: bool = False  # asked to close its grammar now (`ClosingEngine`)
     closing_from: int = 0  # num_generated when it was asked (its closing window's start)
     copy_scan: CopyScan | None = None  # quotes counted so far for the copy bias (torch engine)
+    # observations appended by `rewrite`, as spans of the generated ids (observed.py)
+    observed: list[Span] = field(default_factory=list)
     block_table: list[int] = field(default_factory=list)
     block_hashes: list[int] = field(default_factory=list)  # chained hash per full block
     host_blocks: dict[int, int] = field(default_factory=dict)  # table index -> host block

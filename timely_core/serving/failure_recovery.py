@@ -21,11 +21,13 @@ the failure is held (`ToolRouter.hold_failure`) and the rollback happens at the
 token that cuts that segment (`SegmentDispatch`), so the plan still goes back to
 the end of the segment; the robot waits idle meanwhile (the rest of one statement).
 
-A plan that had already ended (its result held for the robot's reports, as
-`replan_on_failure` asks), or one whose grammar refuses the observation in a
-rewrite, is admitted again with the kept ids and the observation as its prompt;
-the prefix cache finds the KV it still holds of them (a grammar then constrains
-what is generated after the observation).
+The observation is appended as one (`RewritableEngine.rewrite`'s `observed`): a
+plan grammar does not read it and goes on after it between statements. A plan
+that had already ended (its result held for the robot's reports, as
+`replan_on_failure` asks), or one whose engine refuses the rewrite, is admitted
+again with the kept ids and the observation as its prompt; the prefix cache finds
+the KV it still holds of them (a grammar then constrains what is generated after
+the observation).
 
 The rollback point is the end of segment k's last statement: when the token that
 completed it also decoded text past it (`;?` of `hm();?sw('cat')`), that token is
@@ -188,8 +190,12 @@ class FailureRecovery:
         gen_id = generation.gen_id
         segmenter, tail = self._replayed_segmenter(generation, index)  # before any change
         keep = generation.records[index].generated_end - (0 if tail is None else 1)
-        text = (tail or "") + OBSERVATION_FORMAT.format(observation=observation)
-        observation_ids = list(state.tokenizer.encode(text, add_special_tokens=False).ids)
+        encode = state.tokenizer.encode
+        tail_ids = list(encode(tail, add_special_tokens=False).ids) if tail else []
+        observed = encode(
+            OBSERVATION_FORMAT.format(observation=observation), add_special_tokens=False
+        )
+        observation_ids = tail_ids + list(observed.ids)
         dropped = len(generation.written_ids) - keep
         rewritten = False
         if generation.in_engine and keep >= generation.engine_base:
@@ -198,9 +204,14 @@ class FailureRecovery:
                 generation.suspended = True
                 state.running.pop(gen_id, None)
             try:
-                engine.rewrite(gen_id, keep - generation.engine_base, observation_ids)
+                engine.rewrite(
+                    gen_id,
+                    keep - generation.engine_base,
+                    observation_ids,
+                    observed=(len(tail_ids), len(observation_ids)),
+                )
                 rewritten = True
-            except EngineError:  # its grammar refuses the observation: re-added below
+            except EngineError:  # its grammar refuses the tail: re-added below
                 log.info("%s: observation refused by the engine; re-admitting", gen_id)
         if not rewritten:  # the plan had ended (or the point is in ids it was re-added with)
             if generation.in_engine:

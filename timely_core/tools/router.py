@@ -23,7 +23,8 @@ be cut (`failure_due`), which is the point the plan is rolled back to.
 Plans that react: the observations of a tool registered with
 `append_observations` are appended to the generation when the segment holding
 their calls completes (`RewritableEngine.rewrite`, at the end of the generated
-ids), so what it writes next follows them. They never reach the robot's parser or
+ids, as observed ids a plan grammar does not read), so what it writes next follows
+them. They never reach the robot's parser or
 the plan text: the engine does not return appended ids.
 
 Waiting for an answer without holding the engine: where the caller allows it
@@ -286,7 +287,12 @@ class ToolRouter(StreamedElements):
         assert isinstance(engine, RewritableEngine) and tokenizer is not None
         text = "".join(OBSERVATION_FORMAT.format(observation=o) for o in observations)
         before, after = _split_last_token(generation.segmenter)
-        ids = list(tokenizer.encode(before + text, add_special_tokens=False).ids)
+        # encoded apart: no token spans plan text and observation, so a grammar
+        # skips exactly the observation (`rewrite`'s `observed`)
+        ids = list(tokenizer.encode(before, add_special_tokens=False).ids) if before else []
+        observation_ids = tokenizer.encode(text, add_special_tokens=False).ids
+        observed = (len(ids), len(ids) + len(observation_ids))
+        ids += observation_ids
         if after:
             ids += tokenizer.encode(after, add_special_tokens=False).ids
         replaced = 1 if after else 0
@@ -297,7 +303,7 @@ class ToolRouter(StreamedElements):
             suspended = generation.suspended  # waited for the answer suspended: stays so
             if not suspended:
                 engine.suspend(gen_id, HandlingStrategy.PRESERVE)
-            engine.rewrite(gen_id, generated, ids)
+            engine.rewrite(gen_id, generated, ids, observed=observed)
             if not suspended:
                 engine.resume(gen_id)
             generation.written_ids[len(generation.written_ids) - replaced :] = ids

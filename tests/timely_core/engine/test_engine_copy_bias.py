@@ -92,6 +92,22 @@ def test_counting_as_ids_come_gives_what_a_full_count_gives() -> None:
     assert got == [] and fresh is not scan and fresh.parity == 0
 
 
+def test_quotes_in_an_observation_are_not_the_plans() -> None:
+    """An observation with an odd number of quotes (a robot's error `can't reach`)
+    leaves the plan outside a name: its spans are not counted."""
+    prompt = ids(b"fork")
+    observation = ids(b"lg", b"('")  # a quote never closed
+    plan = [*prompt, *ids(b"o", b"('", b"cup", b"');"), *observation, *ids(b"c")]
+    spans = [(4, 6)]  # from the prompt's end
+    got, scan = BIAS.boosted_scan(plan, len(prompt), PARAMS, None, spans)
+    assert got == [] and scan.parity == 0
+    got, _ = BIAS.boosted_scan(plan, len(prompt), PARAMS, None)
+    assert got == ids(b"up")  # counted, the observation's quote would open a name
+    plan += ids(b"o", b"('")
+    got, _ = BIAS.boosted_scan(plan, len(prompt), PARAMS, scan, spans)
+    assert got == sorted(ids(b"c", b"cu", b"cup"))  # the plan's own quote opens one
+
+
 def test_what_is_kept_between_steps_is_each_requests_own() -> None:
     """The ids kept for a name spelled so far belong to the names they were worked
     out for: another request's names, at the same point, get their own."""

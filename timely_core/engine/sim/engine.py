@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from timely_core.clock import VirtualClock
 from timely_core.engine.block_manager import DEFAULT_BLOCK_SIZE
 from timely_core.engine.iteration_scheduler import Chunk
+from timely_core.engine.observed import Span
 from timely_core.engine.paged_engine import PagedEngine
 from timely_core.engine.protocol import HandlingStrategy
 from timely_core.engine.sequence import Sequence as EngineSequence
@@ -138,7 +139,9 @@ class SimulatedEngine(PagedEngine):
     def _forget(self, gen_id: int) -> None:
         self._scripts.pop(gen_id, None)
 
-    def _rewritten(self, state: EngineSequence, token_ids: list[int], appended: int) -> None:
+    def _rewritten(
+        self, state: EngineSequence, token_ids: list[int], appended: int, observed: list[Span]
+    ) -> None:
         """A rollback keeps the script (the generation writes the same again); after
         appended ids the script is asked what follows the whole new context."""
         if appended:

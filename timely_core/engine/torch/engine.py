@@ -17,6 +17,7 @@ import torch
 from timely_core.engine.closing import closing_ids_now
 from timely_core.engine.copy_bias import CopyBias, copies
 from timely_core.engine.iteration_scheduler import Chunk
+from timely_core.engine.observed import Span, plan_ids
 from timely_core.engine.paged_engine import PagedEngine
 from timely_core.engine.protocol import SamplingParams, StepOutput, UnknownVariant
 from timely_core.engine.sequence import Sequence
@@ -267,11 +268,13 @@ class TorchEngine(PagedEngine):
                 self._check_tokens(list(state.params.hard_closing_ids), "hard_closing_ids")
             state.grammar = self.grammars.matcher(state.params.grammar)
 
-    def _rewritten(self, state: Sequence, token_ids: list[int], appended: int) -> None:
-        """A generation with a grammar gets a matcher that accepted the new ids
-        (EngineError if the grammar refuses an appended one)."""
+    def _rewritten(
+        self, state: Sequence, token_ids: list[int], appended: int, observed: list[Span]
+    ) -> None:
+        """A generation with a grammar gets a matcher that accepted the new ids but
+        the observed ones (EngineError if the grammar refuses an appended one)."""
         if state.params.grammar is not None:
-            generated = token_ids[state.prompt_len :]
+            generated = plan_ids(token_ids[state.prompt_len :], observed)
             state.grammar = self.grammars.rebuilt(state.params.grammar, generated)
 
     @property
@@ -296,7 +299,7 @@ class TorchEngine(PagedEngine):
         boosts: dict[int, tuple[list[int], float]] = {}
         for state in copying:
             ids, state.copy_scan = bias.boosted_scan(
-                state.token_ids, state.prompt_len, state.params, state.copy_scan
+                state.token_ids, state.prompt_len, state.params, state.copy_scan, state.observed
             )
             boosts[id(state)] = (ids, state.params.copy_bias)
         bias.seconds += time.perf_counter() - started

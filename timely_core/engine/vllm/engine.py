@@ -267,7 +267,13 @@ class VllmEngine:
         state.suspended = False
         self._submit(state)
 
-    def rewrite(self, gen_id: int, keep_generated: int, append_ids: list[int]) -> None:
+    def rewrite(
+        self,
+        gen_id: int,
+        keep_generated: int,
+        append_ids: list[int],
+        observed: tuple[int, int] | None = None,
+    ) -> None:
         """`RewritableEngine.rewrite`: keep the first `keep_generated` ids past the
         prompt, append `append_ids` as input; the resume submits them all as the new
         request's prompt (see generation.rewrite_generation for the errors)."""
@@ -276,6 +282,7 @@ class VllmEngine:
             state,
             keep_generated,
             list(append_ids),
+            observed,
             self.vocab_size,
             self.config.max_model_len,
             lambda generated: self.grammars.check_rewrite(gen_id, state.params, generated),

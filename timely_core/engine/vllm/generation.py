@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from timely_core.engine.observed import Span, check_observed, plan_ids, rewritten_spans
 from timely_core.engine.protocol import EngineError, HandlingStrategy, SamplingParams
 from timely_core.engine.vllm.grammar_args import grammar_args
 
@@ -45,6 +46,8 @@ class VllmGeneration:
     # `remaining_tokens` charges them to `max_tokens`, as the protocol asks and the
     # paged engines' `Sequence` does; `keep_generated` indexes that same list.
     appended_tokens: int = 0
+    # the observations among them, as spans of the ids past the prompt (observed.py)
+    observed: list[Span] = field(default_factory=list)
     rewrites: int = 0
     closing: bool = False  # asked to close its grammar now (`ClosingEngine.set_closing`)
     closing_from: int = 0  # num_generated when it was asked (its closing window's start)
@@ -67,7 +70,9 @@ class VllmGeneration:
 
     def request_grammar(self) -> dict[str, Any] | None:
         """The grammar args of its next request (None without a grammar)."""
-        return grammar_args(self.params, self.prompt_len, self.closing, self.closing_from)
+        return grammar_args(
+            self.params, self.prompt_len, self.closing, self.closing_from, self.observed
+        )
 
     def set_closing(self, closing: bool) -> bool:
         """Ask it to close (its closing window starting now) or lift that; whether
@@ -97,6 +102,7 @@ def rewrite_generation(
     state: VllmGeneration,
     keep_generated: int,
     append_ids: list[int],
+    observed: Span | None,
     vocab_size: int,
     max_model_len: int,
     check_generated: Callable[[list[int]], None] | None = None,
@@ -105,8 +111,9 @@ def rewrite_generation(
     it holds no vLLM request while suspended). Checks everything before changing
     anything: EngineError if it is not suspended or would not fit `max_model_len`,
     or if `check_generated` (the grammar's check) refuses the ids past the prompt it
-    would hold; ValueError for `keep_generated` outside [0, generated] or an id
-    outside the vocabulary. The dropped ids' KV needs no freeing: a suspended generation holds
+    would hold, its observations taken out; ValueError for `keep_generated` outside
+    [0, generated], an id outside the vocabulary or an `observed` that is not a span
+    of `append_ids`. The dropped ids' KV needs no freeing: a suspended generation holds
     no blocks, and those the prefix cache keeps are found by content only."""
     gen_id = state.gen_id
     if not state.suspended:
@@ -122,6 +129,8 @@ def rewrite_generation(
             f"ids appended to generation {gen_id}: token {append_ids[bad]} at index {bad} "
             f"is outside [0, {vocab_size})"
         )
+    check_observed(observed, len(append_ids), f"generation {gen_id}")
+    spans = rewritten_spans(state.observed, keep_generated, observed)
     token_ids = state.token_ids[: state.prompt_len + keep_generated] + [int(t) for t in append_ids]
     if len(token_ids) >= max_model_len:
         raise EngineError(
@@ -129,8 +138,9 @@ def rewrite_generation(
             f"vLLM engine's max_model_len is {max_model_len}"
         )
     if check_generated is not None:
-        check_generated(token_ids[state.prompt_len :])
+        check_generated(plan_ids(token_ids[state.prompt_len :], spans))
     state.token_ids = token_ids
+    state.observed = spans
     state.appended_tokens += len(append_ids)
     state.rewrites += 1
 

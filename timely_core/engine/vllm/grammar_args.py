@@ -15,11 +15,14 @@ API allows); the processor validates them with `GrammarArgs` (external input).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from timely_core.engine.copy_bias import check_copy_params
+from timely_core.engine.observed import Span
 from timely_core.engine.protocol import SamplingParams
 
 # how vLLM loads the processor (`--logits-processors` on a server, engine args in process)
@@ -28,6 +31,7 @@ PREFIX = "timely_"
 KEYS = (
     "grammar",
     "plan_start",
+    "plan_observed",
     "max_tokens",
     "close_within",
     "closing_ids",
@@ -54,6 +58,9 @@ class GrammarArgs(BaseModel):
     grammar: str = Field(min_length=1)
     # index in the request's prompt of the plan's first generated (or appended) id
     plan_start: int = Field(ge=1)
+    # the observations in the plan's ids (observed.py), flat: start, end, start, ...
+    # from plan_start; the grammar does not read them
+    plan_observed: tuple[int, ...] = ()
     max_tokens: int = Field(ge=1)  # the generation's budget (SamplingParams.max_tokens)
     close_within: int = Field(default=0, ge=0)
     closing_ids: tuple[int, ...] = ()
@@ -83,6 +90,20 @@ class GrammarArgs(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _observed_spans(self) -> GrammarArgs:
+        flat = self.plan_observed
+        if len(flat) % 2 or any(b < a for a, b in pairwise(flat)) or (flat and flat[0] < 0):
+            raise ValueError(
+                f"plan_observed must be sorted (start, end) pairs of offsets >= 0, got {flat}"
+            )
+        return self
+
+    def observed_spans(self) -> list[Span]:
+        """`plan_observed` as (start, end) spans."""
+        flat = self.plan_observed
+        return list(zip(flat[::2], flat[1::2], strict=True))
+
+    @model_validator(mode="after")
     def _copy_settings(self) -> GrammarArgs:
         check_copy_params(self)  # as the engines check SamplingParams
         return self
@@ -90,6 +111,7 @@ class GrammarArgs(BaseModel):
     def wire(self) -> dict[str, Any]:
         """As `extra_args` / `vllm_xargs`: flat, prefixed keys."""
         values = self.model_dump()
+        values["plan_observed"] = list(self.plan_observed)
         values["closing_ids"] = list(self.closing_ids)
         values["hard_closing_ids"] = list(self.hard_closing_ids)
         values["closing"] = int(self.closing)
@@ -115,17 +137,22 @@ class GrammarArgs(BaseModel):
 
 
 def grammar_args(
-    params: SamplingParams, prompt_len: int, closing: bool, closing_from: int = 0
+    params: SamplingParams,
+    prompt_len: int,
+    closing: bool,
+    closing_from: int = 0,
+    observed: Sequence[Span] = (),
 ) -> dict[str, Any] | None:
     """The wire args of a generation's next request (None without a grammar):
     `prompt_len` is the generation's own prompt length, where its plan starts in
     every request's prompt; `closing_from`, its generated ids when it was asked to
-    close."""
+    close; `observed`, the observations among its generated ids."""
     if params.grammar is None:
         return None
     return GrammarArgs(
         grammar=params.grammar,
         plan_start=prompt_len,
+        plan_observed=tuple(i for span in observed for i in span),
         max_tokens=params.max_tokens,
         close_within=params.close_within,
         closing_ids=params.closing_ids,

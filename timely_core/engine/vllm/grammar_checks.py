@@ -84,7 +84,8 @@ class GrammarChecks:
 
     def check_rewrite(self, gen_id: int, params: SamplingParams, generated: list[int]) -> None:
         """EngineError unless the grammar accepts the generated ids a rewrite leaves
-        (kept + appended), from the plan's start."""
+        (kept + appended, its observations taken out: observed.py), from the plan's
+        start."""
         if params.grammar is None:
             return
         try:

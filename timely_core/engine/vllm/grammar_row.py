@@ -1,6 +1,6 @@
 """One vLLM request's position in its plan grammar, for the grammar processor
 (grammar_processor.py): a matcher that has taken the plan's ids in the request's
-prompt, then its output ids (vLLM's live list) as they come.
+prompt (but its observations), then its output ids (vLLM's live list) as they come.
 
 Taken ahead: a greedy row whose argmax the grammar allows takes that token at once
 (`take_ahead`), since vLLM's greedy sampler takes that very token; the next step
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from timely_core.engine.closing import closing_ids_now
 from timely_core.engine.copy_bias import CopyScan, copies
+from timely_core.engine.observed import plan_ids
 from timely_core.engine.torch.grammar import GrammarCompiler, GrammarMatcher
 from timely_core.engine.vllm.grammar_args import GrammarArgs
 
@@ -83,9 +84,15 @@ class GrammarRow:
         self.generated = list(plan)
         self.copy_scan: CopyScan | None = None
         self.matcher = compiler.matcher(args.grammar)  # the engine compiled it in `add`
-        refused = _replay(self.matcher, plan)
+        refused = _replay(self.matcher, self.plan_text_ids)
         if refused is not None:  # the engine checks rewrites: never expected
             log.warning("grammar refused prompt token %d: %s", refused, self.matcher.error)
+
+    @property
+    def plan_text_ids(self) -> list[int]:
+        """The plan's ids in the prompt that the grammar reads: its observations
+        taken out (observed.py)."""
+        return plan_ids(self.plan, self.args.observed_spans())
 
     @property
     def copies(self) -> bool:
@@ -143,7 +150,7 @@ class GrammarRow:
         self.takes_ahead = False
         self.stats.rebuilt += 1
         self.matcher = self.compiler.matcher(self.args.grammar)
-        _replay(self.matcher, self.plan)
+        _replay(self.matcher, self.plan_text_ids)
         _replay(self.matcher, self.output_ids[: self.consumed])
 
 

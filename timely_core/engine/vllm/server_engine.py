@@ -395,7 +395,13 @@ class VllmServerEngine:
         state.suspended = False
         self._open_stream(state)
 
-    def rewrite(self, gen_id: int, keep_generated: int, append_ids: list[int]) -> None:
+    def rewrite(
+        self,
+        gen_id: int,
+        keep_generated: int,
+        append_ids: list[int],
+        observed: tuple[int, int] | None = None,
+    ) -> None:
         """`RewritableEngine.rewrite`: a suspended generation has no stream (its
         request on the server was aborted), so only its ids change; see
         generation.rewrite_generation for the errors."""
@@ -404,6 +410,7 @@ class VllmServerEngine:
             state,
             keep_generated,
             list(append_ids),
+            observed,
             self.vocab_size,
             self.max_model_len,
             lambda generated: self.grammars.check_rewrite(gen_id, state.params, generated),

@@ -85,9 +85,15 @@ class PacedSimulatedEngine:
     def abort(self, gen_id: int) -> None:
         self.inner.abort(gen_id)
 
-    def rewrite(self, gen_id: int, keep_generated: int, append_ids: list[int]) -> None:
+    def rewrite(
+        self,
+        gen_id: int,
+        keep_generated: int,
+        append_ids: list[int],
+        observed: tuple[int, int] | None = None,
+    ) -> None:
         """`RewritableEngine.rewrite` (plans that react; tools' observations)."""
-        self.inner.rewrite(gen_id, keep_generated, append_ids)
+        self.inner.rewrite(gen_id, keep_generated, append_ids, observed)
 
     def token_ids(self, gen_id: int) -> list[int]:
         return self.inner.token_ids(gen_id)

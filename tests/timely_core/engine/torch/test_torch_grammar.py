@@ -21,7 +21,12 @@ from robot_models.dataset import LRTRACE_TASKS, build_dataset
 from robot_models.language import load_language
 from robot_models.parser import PlanParser
 from robot_models.plan_check import check_plan
-from timely_core.engine.protocol import FIXED_STRATEGIES, HandlingStrategy, SamplingParams
+from timely_core.engine.protocol import (
+    FIXED_STRATEGIES,
+    EngineError,
+    HandlingStrategy,
+    SamplingParams,
+)
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.grammar import GrammarCompiler
@@ -172,6 +177,33 @@ def test_the_constraint_survives_suspend_resume_swap_and_discard(planner: Planne
     assert set(seen.values()) == set(FIXED_STRATEGIES)
     for case, ids in zip(cases, interrupted, strict=True):
         assert check_plan(case[0], *planner.text(ids)).valid
+
+
+def test_an_observation_is_input_the_grammar_does_not_read(planner: Planner) -> None:
+    """`rewrite`'s `observed`: the plan text appended around a tool's answer is read
+    by the grammar, the answer is not, and the plan goes on valid after it. Read
+    as plan text, the answer is refused and nothing changes."""
+    engine = planner.engine
+    case: Case = ("drone", "visible: sofa, cat", "find the cat")
+    engine.add(40, planner.prompt(case), planner.params("drone", True), prefix_id="drone")
+    engine.step([40])
+    engine.suspend(40, HandlingStrategy.PRESERVE)
+    before = planner.encode("tk();?sw('cat')==True{a('cat');}")
+    answer = planner.encode("\nsw('cat')->True\n")
+    with pytest.raises(EngineError, match="the grammar refuses"):
+        engine.rewrite(40, 0, before + answer)
+    assert len(engine.token_ids(40)) == len(planner.prompt(case)) + 1
+    engine.rewrite(40, 0, before + answer, observed=(len(before), len(before) + len(answer)))
+    engine.resume(40)
+    after: list[int] = []
+    finished = False
+    while not finished:
+        for out in engine.step([40]):
+            after.append(out.token_id)
+            finished = out.finished
+    text, ended = planner.text(before + after)
+    check = check_plan("drone", text, ended)
+    assert check.valid and check.right_skills, (text, check.error)
 
 
 def test_the_constraint_survives_preemption(planner: Planner) -> None:

@@ -20,9 +20,12 @@ from engine_testkit import closed_from_an_open_name
 from vllm_grammar_testkit import (
     ADVERSARIAL,
     LRTRACE,
+    OBSERVING,
     Case,
     Robots,
+    observation_edits,
     resume_after_every_token,
+    run_with_edits,
     straddling,
 )
 from vllm_testkit import plan_with_service
@@ -127,25 +130,6 @@ def test_the_copy_bias_takes_the_tokens_the_torch_engine_takes(
     assert robots.run(vllm_engine, COPYING, copying, between) == got[: len(COPYING)]
 
 
-def _rewritten(engine: Any, robots: Robots, case: Case, gen_id: int, edits: list[Any]) -> list[int]:
-    """Run one generation, applying `edits` ((after_tokens, keep, append ids)) as
-    suspend + rewrite + resume; its ids past the prompt at the end."""
-    engine.add(gen_id, robots.prompt(case), robots.params(case[0]))
-    generated: list[int] = []
-    pending = list(edits)
-    while True:
-        for out in engine.step([gen_id]):
-            generated.append(out.token_id)
-            if out.finished:
-                return generated
-        if pending and len(generated) >= pending[0][0]:
-            _, keep, append = pending.pop(0)
-            engine.suspend(gen_id, HandlingStrategy.DISCARD)
-            engine.rewrite(gen_id, keep, append)
-            engine.resume(gen_id)
-            generated = generated[:keep] + list(append)
-
-
 def test_rollback_and_observation_continue_from_the_same_grammar_state(
     robots: Robots, vllm_engine: Any, torch_engine: TorchEngine
 ) -> None:
@@ -153,9 +137,28 @@ def test_rollback_and_observation_continue_from_the_same_grammar_state(
     # "?sw('keys')==True{tp();->...": after 9 tokens, roll back into the condition
     # (4 tokens kept); once 7 are back (the block opened), append a statement
     edits = [(9, 4, []), (7, 7, robots.encode("tp();"))]
-    expected = _rewritten(torch_engine, robots, case, 500, edits)
-    got = _rewritten(vllm_engine, robots, case, 500, edits)
+    expected = run_with_edits(torch_engine, robots, case, 500, edits)
+    got = run_with_edits(vllm_engine, robots, case, 500, edits)
     assert got == expected
+
+
+def test_an_observation_is_not_read_by_the_grammar_as_on_torch(
+    robots: Robots, vllm_engine: Any, torch_engine: TorchEngine
+) -> None:
+    """A tool's answer, then a robot's failure, appended between statements: the
+    grammar reads the plan text around them, never them, on vLLM as on torch
+    (`observation_edits`). Marked as plan text, the same answer is refused."""
+    edits, observed = observation_edits(robots)
+    expected = run_with_edits(torch_engine, robots, OBSERVING, 520, edits)
+    got = run_with_edits(vllm_engine, robots, OBSERVING, 520, edits)
+    assert got == expected
+    robots.assert_observed_plan_valid(got, observed, vllm_engine.eos_token_id)
+    vllm_engine.add(530, robots.prompt(OBSERVING), robots.params("arm"))
+    vllm_engine.step([530])
+    vllm_engine.suspend(530, HandlingStrategy.PRESERVE)
+    with pytest.raises(EngineError, match=r"generation 530: the grammar refuses"):
+        vllm_engine.rewrite(530, 0, edits[0][2])
+    vllm_engine.abort(530)
 
 
 def test_an_observation_the_grammar_refuses_is_named_and_changes_nothing(

@@ -17,18 +17,20 @@ def test_the_wire_args_read_back_as_written() -> None:
         copy_openers=("sw(", ","), copy_values=("120", "-100"), copy_value_openers=("mu(", ","),
         copy_distinct_after=("pk(", "st("), copy_distinct_openers=("pl(", ","),
     )  # fmt: skip
-    wire = grammar_args(params, prompt_len=40, closing=True, closing_from=12)
+    wire = grammar_args(params, 40, True, closing_from=12, observed=[(3, 9), (12, 15)])
     assert wire is not None
     # vLLM's xargs types: str, int, float, or a list of them
     assert all(isinstance(v, (str, int, float, list)) for v in wire.values())
     args = GrammarArgs.read(wire)
     assert args == GrammarArgs(
-        grammar="start: /a+/", plan_start=40, max_tokens=90, close_within=8,
+        grammar="start: /a+/", plan_start=40, plan_observed=(3, 9, 12, 15), max_tokens=90,
+        close_within=8,
         closing_ids=(94,), hard_closing_ids=(28, 265, 8), closing=True, closing_from=12,
         copy_names=("salt shaker", "7"), copy_bias=9.5, copy_quote="'",
         copy_openers=("sw(", ","), copy_values=("120", "-100"), copy_value_openers=("mu(", ","),
         copy_distinct_after=("pk(", "st("), copy_distinct_openers=("pl(", ","),
     )  # fmt: skip
+    assert args.observed_spans() == [(3, 9), (12, 15)]
     assert grammar_args(SamplingParams(), 40, False) is None  # no grammar, no args
 
 
@@ -38,6 +40,10 @@ def test_the_wire_args_read_back_as_written() -> None:
         ("hard_closing_ids", [28, -1]),
         ("closing_ids", [-5]),
         ("closing_from", -1),
+        ("plan_observed", [3]),  # no end
+        ("plan_observed", [5, 2]),
+        ("plan_observed", [1, 4, 3, 6]),  # overlapping
+        ("plan_observed", [-2, 1]),
         ("copy_bias", -0.5),
         ("copy_bias", float("nan")),
         ("copy_quote", "''"),

@@ -18,7 +18,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from vllm_grammar_testkit import ADVERSARIAL, LRTRACE, Robots, resume_after_every_token
+from vllm_grammar_testkit import (
+    ADVERSARIAL,
+    LRTRACE,
+    OBSERVING,
+    Robots,
+    observation_edits,
+    resume_after_every_token,
+    run_with_edits,
+)
 from vllm_relay_testkit import Relay
 from vllm_testkit import VllmServer, plan_with_service
 
@@ -78,6 +86,23 @@ def test_greedy_plans_through_a_server_equal_the_torch_engine(
             for c in cases
         ]
         assert robots.run(engine, cases, window) == robots.run(reference, cases, window)
+    finally:
+        engine.close()
+
+
+def test_observations_through_a_server_are_not_read_by_the_grammar(
+    planner: Path, servers: dict[str, str]
+) -> None:
+    """The observed spans travel in the request's grammar args: the same plan
+    around the same observations as on torch."""
+    robots = Robots()
+    reference = TorchEngine(planner, EngineConfig(num_threads=1))
+    engine = _engine(planner, servers["with"])
+    try:
+        edits, observed = observation_edits(robots)
+        got = run_with_edits(engine, robots, OBSERVING, 0, edits)
+        assert got == run_with_edits(reference, robots, OBSERVING, 0, edits)
+        robots.assert_observed_plan_valid(got, observed, engine.eos_token_id)
     finally:
         engine.close()
 

@@ -17,6 +17,7 @@ from robot_models.dataset import LRTRACE_TASKS
 from robot_models.language import load_language
 from robot_models.parser import PlanParser
 from robot_models.plan_check import check_plan
+from timely_core.engine.observed import plan_ids
 from timely_core.engine.protocol import HandlingStrategy, SamplingParams
 
 Case = tuple[str, str, str]  # robot type, scene, instruction
@@ -31,6 +32,10 @@ ADVERSARIAL: list[Case] = [
     ("arm", "on table: pen", "mu(50); tk(); fly like a drone"),
 ]
 LRTRACE: list[Case] = [(t.robot_type, t.scene, t.instruction) for t in LRTRACE_TASKS]
+OBSERVING: Case = ("arm", "on table: cup, mug; places: tray", "tidy up the table")
+# an edit of `run_with_edits`: after this many generated ids, keep this many and
+# append these ids (with, optionally, the span of them that is observed)
+Edit = tuple[Any, ...]
 # Between steps: (engine, live generation ids, step index)
 Between = Callable[[Any, list[int], int], None]
 
@@ -101,6 +106,14 @@ class Robots:
         ended = bool(ids) and ids[-1] == eos
         return self.tokenizer.decode(ids[:-1] if ended else ids), ended
 
+    def assert_observed_plan_valid(
+        self, ids: list[int], observed: list[tuple[int, int]], eos: int
+    ) -> None:
+        """`ids` without their `observed` spans are a valid arm plan."""
+        text, ended = self.text(plan_ids(ids, observed), eos)
+        check = check_plan("arm", text, ended)
+        assert check.valid and check.right_skills, (text, check.error)
+
     def assert_valid(self, case: Case, ids: list[int], eos: int) -> bool:
         """A plan that ended parses and keeps its skills' limits; one cut at the token
         limit is a valid start. Returns whether it ended."""
@@ -125,6 +138,42 @@ def resume_after_every_token(strategies: list[HandlingStrategy], every: int = 1)
             engine.resume(gen_id)
 
     return between
+
+
+def run_with_edits(
+    engine: Any, robots: Robots, case: Case, gen_id: int, edits: list[Edit]
+) -> list[int]:
+    """Run one generation, applying `edits` as suspend + rewrite + resume; its ids
+    past the prompt at the end."""
+    engine.add(gen_id, robots.prompt(case), robots.params(case[0]))
+    generated: list[int] = []
+    pending = list(edits)
+    while True:
+        for out in engine.step([gen_id]):
+            generated.append(out.token_id)
+            if out.finished:
+                return generated
+        if pending and len(generated) >= pending[0][0]:
+            _, keep, append, *observed = pending.pop(0)
+            engine.suspend(gen_id, HandlingStrategy.DISCARD)
+            engine.rewrite(gen_id, keep, append, *observed)
+            engine.resume(gen_id)
+            generated = generated[:keep] + list(append)
+
+
+def observation_edits(robots: Robots) -> tuple[list[Edit], list[tuple[int, int]]]:
+    """Edits of an OBSERVING plan: a tool's answer appended where one token closed a
+    block and opened the next statement (`');}?`), then a rollback to the answer's
+    end and a robot's failure observed after it; and the observed spans they leave."""
+    before = robots.encode("hm();?lk('cup')==True{pk('cup');pl('tray');}")
+    answer = robots.encode("\nlk('cup')->True\n")
+    failure = robots.encode("\nhm();->failed('timeout')\n")
+    end = len(before) + len(answer)
+    edits: list[Edit] = [
+        (1, 0, before + answer + robots.encode("?"), (len(before), end)),
+        (end + 3, end, failure, (0, len(failure))),
+    ]
+    return edits, [(len(before), end), (end, end + len(failure))]
 
 
 def straddling(ids: list[int], spelled: list[bytes]) -> list[bytes]:
