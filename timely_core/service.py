@@ -128,6 +128,10 @@ class PlanningService:
         check_variant(self._state.engine, robot_id, variant)
         language = resolve_language(robot_id, language, robot_type, self._languages)
         limit = self.config.max_segment_tokens if max_segment_tokens is None else max_segment_tokens
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"max_segment_tokens must be an int, got {limit!r}")
+        if prompt_prefix is not None and not isinstance(prompt_prefix, str):
+            raise TypeError(f"prompt_prefix must be a str, got {type(prompt_prefix).__name__}")
         if limit < 1:
             raise ValueError(f"max_segment_tokens must be >= 1, got {limit}")
         text = language.prompt_prefix() if prompt_prefix is None else prompt_prefix
@@ -476,6 +480,7 @@ class PlanningService:
                 tokens_rolled_back=counters["tokens_rolled_back"],
                 segments_withdrawn=counters["segments_withdrawn"],
                 awaiting_reports=sum(1 for g in live if g.awaiting_reports),
+                awaiting_verdicts=sum(1 for g in live if g.awaiting_verdicts),
             )
 
 

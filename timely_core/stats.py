@@ -50,3 +50,6 @@ class ServiceStats:
     # plans decoded whose results wait for their robots' reports (result_after_reports,
     # replan_on_failure): open tasks, in no other count until they end
     awaiting_reports: int = 0
+    # plans decoded whose last token's calls still wait for their validating tools'
+    # verdicts (out of the engine): open tasks, in no other count until they end
+    awaiting_verdicts: int = 0

@@ -190,6 +190,11 @@ def test_a_segment_limit_of_zero_is_refused_not_taken_as_the_default() -> None:
     service, _, _, good = service_with_good_task()
     with pytest.raises(ValueError, match="max_segment_tokens must be >= 1, got 0"):
         service.register_robot("d3", TinyLanguage(), max_segment_tokens=0)
+    for limit in ("10", 10.0, True):
+        with pytest.raises(TypeError, match=rf"max_segment_tokens must be an int, got {limit!r}"):
+            service.register_robot("d3", TinyLanguage(), max_segment_tokens=limit)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="prompt_prefix must be a str, got bytes"):
+        service.register_robot("d3", TinyLanguage(), prompt_prefix=b"Skills")  # type: ignore[arg-type]
     assert_good_task_unharmed(service, good)
 
 

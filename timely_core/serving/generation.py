@@ -69,6 +69,8 @@ class Generation:
     # the plan ended, its result held until the robot reports every segment, so
     # that a failure can still be replanned (`TaskRequest.replan_on_failure`)
     awaiting_reports: bool = False
+    # the plan ended with a token whose calls' verdicts are still out (tool_waits.py)
+    awaiting_verdicts: bool = False
     variant: str | None = None  # the robot's fleet variant at admission (None: the base)
     closing: bool = False  # its statement neared the segment limit: the engine ends it
     sampling: SamplingParams | None = None  # `ServiceState.sampling_params`, once known

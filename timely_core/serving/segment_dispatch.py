@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 from collections.abc import Sequence
 
 from timely_core.engine.protocol import RewritableEngine, StepOutput
@@ -38,10 +39,12 @@ from timely_core.language.segmenter import SegmentationError, SegmentCut
 from timely_core.language.statement_guard import GUARD_APPROVAL, GUARD_OK
 from timely_core.scheduling.policies import DispatchMode
 from timely_core.serving.failure_recovery import FailureRecovery
-from timely_core.serving.generation import Generation, SegmentRecord
+from timely_core.serving.generation import Generation, GenerationState, SegmentRecord
 from timely_core.serving.plan_closing import update_closing
 from timely_core.serving.state import ServiceState
 from timely_core.serving.tool_waits import ToolWaits
+
+log = logging.getLogger(__name__)
 
 
 class SegmentDispatch:
@@ -65,10 +68,10 @@ class SegmentDispatch:
             new = self._segment(generation, output)
             if new and generation.request.replan_on_failure and not output.finished:
                 new = self._stamp_ends(generation, new)
-            # a plan that goes on waits for its verdicts suspended (tool_waits.py)
-            defer = bool(new) and not output.finished and self.tool_waits.may_defer(generation)
+            # verdicts are waited for out of the batch (tool_waits.py)
+            defer = bool(new) and self.tool_waits.may_defer(generation)
             if state.tools.on_decoded(generation, bool(new), defer):  # calls as they stream
-                self.tool_waits.hold(generation, held, new, now)
+                self.tool_waits.hold(generation, held, new, now, output.finished)
                 return
         except SegmentationError as exc:  # also a tool's error (ToolRejected)
             self._on_cuts(generation, held, now, plan_ended=False)  # it was valid
@@ -89,7 +92,21 @@ class SegmentDispatch:
                 self._on_cuts(generation, entry.held, now, plan_ended=False)
                 state.fail(generation, str(exc))
                 continue
-            self._after_tools(generation, entry.held, entry.new, False, now, answered=True)
+            except Exception as exc:  # this task only: out of the batch, no one else ends it
+                self._internal_error(generation, exc)
+                continue
+            try:
+                self._after_tools(
+                    generation, entry.held, entry.new, entry.finished, now, answered=True
+                )
+            except Exception as exc:  # e.g. a language's execution-time model
+                self._internal_error(generation, exc)
+
+    def _internal_error(self, generation: Generation, exc: Exception) -> None:
+        """End this task alone on an unexpected error in its own handling."""
+        log.exception("task %s failed", generation.task_id)
+        if generation.state is not GenerationState.FINISHED:
+            self._state.fail(generation, f"internal error: {exc!r}")
 
     def _after_tools(
         self,

@@ -295,6 +295,7 @@ class ServiceState:
         self.kv_handling.forget(generation)
         generation.state = GenerationState.FINISHED
         generation.awaiting_reports = False  # ended: no later report ends it again
+        generation.awaiting_verdicts = False
         self.tools.task_ended(generation.task_id)
         result = generation.result(error, self.clock.now())
         handle = self.handles[generation.task_id]

@@ -3,12 +3,14 @@ for an answer without holding the engine").
 
 A segment is delivered only once every validating tool has answered its calls.
 Waiting for that inside the iteration would stall every other generation for a
-slow tool, so a generation that completes a segment with verdicts still out (and
-has KV to keep: its plan goes on) is suspended instead, its KV kept, swapped or
-dropped by the tool's predicted answer time (kv_handling.py), and its cuts held
-here. It stays ranked but is not admitted (`ready_s` infinite) until the answers
-are in; the dispatcher then delivers the cuts and queues it as after any segment.
-A rollback meanwhile (a robot's failure, failure_recovery.py) drops the held cuts.
+slow tool, so a generation that completes a segment with verdicts still out is
+held here with its cuts instead. One whose plan goes on is suspended, its KV
+kept, swapped or dropped by the tool's predicted answer time (kv_handling.py); it
+stays ranked but is not admitted (`ready_s` infinite) until the answers are in,
+then the dispatcher delivers the cuts and queues it as after any segment. One
+whose plan ended with that token has left the engine: it is only taken out of the
+ranking, and its plan ends (delivered, finished) once the answers are in. A
+rollback meanwhile (a robot's failure, failure_recovery.py) drops the held cuts.
 
 Tools answer on the real clock. Stepped in virtual time, the loop waits for them
 in real time when nothing else can run, and the virtual clock stands still then.
@@ -30,6 +32,7 @@ class HeldCuts:
     held: list[SegmentCut]  # delivered before the wait: valid whatever the verdicts
     new: list[SegmentCut]  # completed by the token whose verdicts are awaited
     epoch: int  # the task's rollbacks at the hold: one since takes the cuts back
+    finished: bool = False  # the plan ended with the token (out of the engine)
 
 
 class ToolWaits:
@@ -42,26 +45,37 @@ class ToolWaits:
         return len(self._held)
 
     def may_defer(self, generation: Generation) -> bool:
-        """Whether this generation may wait suspended: not with a streaming tool (its
-        held failures roll back a running generation, failure_recovery.py)."""
+        """Whether this generation may wait out of the batch: not with a streaming
+        tool (its held failures roll back a running generation, failure_recovery.py)."""
         return not any(
             info.streams for info in self._state.tools.tools(generation.robot_id).values()
         )
 
     def hold(
-        self, generation: Generation, held: list[SegmentCut], new: list[SegmentCut], now: float
+        self,
+        generation: Generation,
+        held: list[SegmentCut],
+        new: list[SegmentCut],
+        now: float,
+        finished: bool = False,
     ) -> None:
-        """Suspend `generation` until its tools answer (call with `lock` held)."""
+        """Hold `generation` until its tools answer, suspended unless its plan ended
+        (`finished`) (call with `lock` held)."""
         state = self._state
-        state.kv_handling.suspend(generation, now)  # predicted wait: the tools' answer
-        generation.suspended = True
-        state.running.pop(generation.gen_id, None)
-        generation.state = GenerationState.QUEUED
-        table = state.scheduler.table
-        table.set_running(generation.gen_id, False)
-        table.set_ready(generation.gen_id, math.inf)  # not admitted before the answers
+        if finished:  # out of the engine already: nothing to suspend or admit
+            generation.awaiting_verdicts = True
+            if generation.gen_id in state.scheduler:
+                state.scheduler.remove(generation.gen_id)
+        else:
+            state.kv_handling.suspend(generation, now)  # predicted wait: the answer
+            generation.suspended = True
+            state.running.pop(generation.gen_id, None)
+            generation.state = GenerationState.QUEUED
+            table = state.scheduler.table
+            table.set_running(generation.gen_id, False)
+            table.set_ready(generation.gen_id, math.inf)  # not admitted before the answers
         epoch = state.tools.epoch(generation.task_id)
-        self._held[generation.gen_id] = HeldCuts(generation, held, new, epoch)
+        self._held[generation.gen_id] = HeldCuts(generation, held, new, epoch, finished)
 
     def answered(self) -> list[HeldCuts]:
         """The held generations whose answers are in (or whose task failed), taken
@@ -76,6 +90,7 @@ class ToolWaits:
                 del self._held[gen_id]  # rolled back (failure recovery has it now)
             elif tools.answered(generation.task_id):
                 del self._held[gen_id]
+                generation.awaiting_verdicts = False
                 done.append(entry)
         return done
 

@@ -57,7 +57,7 @@ class RobotDriver:
             stats = self.service.stats()
             events = [self._ends[0][0]] if self._ends else []
             events += [t for t in sorted(self._arrivals) if t > now][:1]
-            if stats.running + stats.queued:
+            if stats.running + stats.queued + stats.awaiting_verdicts:
                 events.append(now + STEP_S)
             if not events:
                 break  # nothing live, no end to report, no arrival to come

@@ -26,6 +26,8 @@ from timely_core.engine.sim.latency import LatencyModel
 from timely_core.events import Segment
 from timely_core.request import TaskRequest
 from timely_core.service import PlanningService
+from timely_core.service_config import ServiceConfig
+from timely_core.task_handle import TaskHandle
 
 TOOLS = str(Path(__file__).parents[1] / "tools")  # tools_timed_plugins
 SPIN_STATEMENTS = 40
@@ -144,6 +146,46 @@ def test_others_run_while_a_generation_waits_for_its_tool(
         assert counts["tool-swap"] == 1 and counts["tool-rehandled-swap"] == 0
     else:
         assert counts["tool-preserve"] == 1 and counts["tool-rehandled-swap"] == 1
+
+
+def test_others_run_while_a_plans_last_segment_waits_for_its_tool(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The token that completes the call whose verdict is out also ends the plan
+    (its token limit): the generation has left the engine and waits out of the
+    loop, so the other robot's plan, submitted after it, is decoded meanwhile (a
+    wait in the loop would stall it past the tool's wall time and the search would
+    fail), and the plan ends when the answer comes."""
+    monkeypatch.syspath_prepend(TOOLS)
+    plans = {"find the cat": "mf(0); search('cat');", "spin": "mf(0); mf(0);"}
+    limit = len(make_tokenizer().encode(plans["find the cat"], add_special_tokens=False).ids)
+    config = ServiceConfig(max_tokens=limit)
+    service, clock, _ = make_service(plans, "infercept", ("slow", "fast"), config=config)
+    driver = RobotDriver(service, clock)
+    gate = tmp_path / "answer"
+    try:
+        register_gated_look(service, gate, wall_s=5.0)
+        search = driver.submit_at(0.0, TaskRequest(robot_id="slow", instruction="find the cat"))
+        spins: list[TaskHandle] = []
+
+        def on_search_segment(segment: Segment) -> None:
+            if segment.index == 0:  # the search's call is still being decoded
+                spin = TaskRequest(robot_id="fast", instruction="spin")
+                spins.append(driver.submit_at(clock.now(), spin))
+                spins[0].on_segment(lambda s: gate.touch() if s.index == 1 else None)
+
+        search.on_segment(on_search_segment)
+        driver.run()
+        [spin] = spins
+        assert spin.result(timeout_s=0).success
+        result = search.result(timeout_s=0)
+        assert result.success, result.error
+        assert result.plan_text == plans["find the cat"]
+        # out only once the spin's last segment opened the gate (virtual time stood
+        # still while the tool answered in real time)
+        assert list(search.segments())[-1].emitted_at_s >= list(spin.segments())[-1].emitted_at_s
+    finally:
+        service.close_tools()
 
 
 def test_a_tool_error_while_waiting_ends_only_its_task(

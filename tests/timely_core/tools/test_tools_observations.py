@@ -97,7 +97,7 @@ def test_an_observation_the_engine_refuses_ends_the_task_with_one_bounded_line(
 
     planning, engine = service
 
-    def refuse(*_args: object) -> None:
+    def refuse(*_args: object, **_kwargs: object) -> None:
         raise EngineError("the grammar refuses it\n" + "parser state line\n" * 400)
 
     monkeypatch.setattr(engine, "rewrite", refuse)
@@ -110,6 +110,25 @@ def test_an_observation_the_engine_refuses_ends_the_task_with_one_bounded_line(
         "plan: the grammar refuses it parser state line"
     ), error
     assert "\n" not in error and len(error) < 700 and error.endswith("..."), error
+
+
+def test_an_unexpected_error_after_a_verdict_ends_the_task_instead_of_hanging_it(
+    service: tuple[PlanningService, SimulatedEngine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The generation waited for its verdict out of the batch: an error no one
+    expected in what follows still ends its task, with the error."""
+    planning, engine = service
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("engine bug")
+
+    monkeypatch.setattr(engine, "rewrite", broken)
+    planning.register_tool("drone1", LOOK)
+    handle = planning.submit(TaskRequest(robot_id="drone1", instruction="find the keys"))
+    planning.run_until_idle()
+    result = handle.result(timeout_s=0)
+    assert result.error == "internal error: RuntimeError('engine bug')", result.error
+    assert planning.stats().failed == 1
 
 
 def test_appending_needs_a_validating_tool_and_a_rewritable_engine(
@@ -135,8 +154,17 @@ class RecordingEngine:
     def suspend(self, gen_id: int, strategy: object) -> None:
         self.calls.append(("suspend", gen_id))
 
-    def rewrite(self, gen_id: int, keep_generated: int, append_ids: list[int]) -> None:
+    def rewrite(
+        self,
+        gen_id: int,
+        keep_generated: int,
+        append_ids: list[int],
+        observed: tuple[int, int] | None = None,
+    ) -> None:
+        start, end = observed if observed is not None else (0, 0)
+        observation = make_tokenizer().decode(append_ids[start:end])
         self.calls.append(("rewrite", (keep_generated, make_tokenizer().decode(append_ids))))
+        self.calls.append(("observed", observation))
 
     def resume(self, gen_id: int) -> None:
         self.calls.append(("resume", gen_id))
@@ -172,6 +200,7 @@ def test_an_observation_that_arrives_before_its_statement_ends_waits_for_it(
         assert engine.calls == [
             ("suspend", 7),
             ("rewrite", (3, "\nkeys is on the table\n")),
+            ("observed", "\nkeys is on the table\n"),  # all of it, for a grammar to skip
             ("resume", 7),
         ]
     finally:
