@@ -3,6 +3,7 @@ node talks to another (no DDS here)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,16 @@ def _planner(**params: object) -> dict[str, object]:
     body["arm1"] = {"type": "arm", "dispatch": False}
     body.update(params)
     return {"timely_planner": {"ros__parameters": body}}
+
+
+def _tool(**fields: object) -> str:
+    """The shipped validator as a robot's `tools` entry."""
+    spec = {
+        "name": "check",
+        "plugin": "robot_models.tools.validator:SkillCallValidator",
+        "options": {"robot_type": "drone"},
+    }
+    return json.dumps(spec | fields)
 
 
 @pytest.mark.parametrize("name", ["sim_fleet.yaml", "tello.yaml", "demo.yaml"])
@@ -109,6 +120,17 @@ def test_planner_parameters_round_trip_through_ros_names() -> None:
         (_planner(policy="lamps", handling_strategy="swap"),
          r"handling_strategy swap: policy 'lamps' handles waiting generations' KV itself"),
         (_planner(policy="vllm-like", handling_strategy="preserve"), r"itself \(discard\)"),
+        # tools: JSON objects of ToolSpecs (ROS 2 parameters hold no list of mappings)
+        (_planner(drone1={"type": "drone", "tools": ["look"]}),
+         r"tools\[0\]: not a JSON object: Expecting value"),
+        (_planner(drone1={"type": "drone", "tools": ['["look"]']}),
+         r"tools\[0\]: not a JSON object: '\[\"look\"\]'"),
+        (_planner(drone1={"type": "drone", "tools": ['{"name": "look"}']}),
+         r"tools\[0\]: plugin: Field required"),
+        (_planner(drone1={"type": "drone", "tools": [_tool(wall_s=0)]}),
+         r"tools\[0\]: wall_s: Input should be greater than 0"),
+        (_planner(drone1={"type": "drone", "tools": [_tool(), _tool()]}),
+         r"tools\[1\]: a second tool named 'check'"),
     ],
 )  # fmt: skip
 def test_bad_config_names_what_is_wrong(doc: dict[str, object], message: str) -> None:
@@ -290,6 +312,37 @@ def test_a_kv_budget_that_holds_the_prompts_but_no_whole_plan_is_refused(
         service((pinned + 4) * block_mb)
     needed = -(-(memory.block_size + 64 + 256) // memory.block_size)
     service((pinned + needed) * block_mb)  # one whole plan fits
+
+
+def test_the_planner_starts_each_robots_tools_and_names_one_that_cannot_start(
+    tmp_path: Path,
+) -> None:
+    from timely_ros.checkpoint import planner_checkpoint
+    from timely_ros.service_factory import build_service
+
+    def planner(tools: list[str]) -> PlannerParams:
+        raw = _planner(
+            engine="simulated", model_path=str(planner_checkpoint(tmp_path)),
+            kv_budget_mb=4096.0, drone1={"type": "drone", "tools": tools},
+        )  # fmt: skip
+        params = parse_bringup(raw).planner
+        assert params is not None
+        assert planner_params(unflatten(planner_to_parameters(params))) == params
+        return params
+
+    service = build_service(planner([_tool()]))
+    try:
+        [info] = service._state.tools.tools("drone1").values()
+        assert info.validates and "tk" in info.skills
+        assert service._state.tools.tools("arm1") == {}
+    finally:
+        service.close_tools()
+    missing = _tool(plugin="robot_models.tools.nowhere:Nothing")
+    with pytest.raises(ConfigError, match=r"drone1.tools\[0\] \('check'\): .*nowhere"):
+        build_service(planner([missing]))
+    arm_only = _tool(options={"robot_type": "arm"})  # the arm's skills: no drone calls them
+    with pytest.raises(ConfigError, match=r"drone1.tools\[0\] \('check'\): .*never call"):
+        build_service(planner([arm_only]))
 
 
 def test_the_planner_sets_the_handling_strategy(tmp_path: Path) -> None:

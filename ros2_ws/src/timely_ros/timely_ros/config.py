@@ -17,6 +17,7 @@ these models from them, so a bad value fails with an error that names it.
 
 from __future__ import annotations
 
+import json
 import re
 import types
 import typing
@@ -25,10 +26,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from robot_models.safety_limits import SafetyLimits
 from robot_models.skills import SkillSet
+from timely_core.tools.spec import ToolSpec
 
 PLANNER_NODE = "timely_planner"
 EXECUTOR_NODE = "timely_skill_executor"
@@ -117,6 +126,24 @@ def _plain_kinds(annotation: Any) -> set[Any]:
     return {annotation}
 
 
+def tool_spec(text: str, where: str) -> ToolSpec:
+    """A robot's `tools` entry (JSON text) as a ToolSpec; ValueError naming `where`
+    and what is wrong."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{where}: not a JSON object: {err}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: not a JSON object: {text[:80]!r}")
+    try:
+        return ToolSpec.model_validate(value)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in err.errors()
+        )
+        raise ValueError(f"{where}: {problems}") from None
+
+
 class RobotSpec(_TypedValues):
     """A robot the planner serves."""
 
@@ -154,6 +181,24 @@ class RobotSpec(_TypedValues):
         "and each element goes to the robot as soon as it is decoded and checked "
         "(docs/ros.md); the shipped planner checkpoint was not trained on them",
     )
+    tools: tuple[str, ...] = Field(
+        default=(),
+        description="tool plugins of its plans, each one JSON object of a ToolSpec "
+        '(docs/ros.md, "Tools"), e.g. {"name": "look", "plugin": '
+        '"robot_models.tools.perception:ScenePerception", "options": {"robot_type": '
+        '"drone", "validates": true}, "append_observations": true}',
+    )
+
+    @field_validator("tools")
+    @classmethod
+    def _tools_are_tool_specs(cls, tools: tuple[str, ...]) -> tuple[str, ...]:
+        names: set[str] = set()
+        for index, text in enumerate(tools):
+            spec = tool_spec(text, f"tools[{index}]")
+            if spec.name in names:
+                raise ValueError(f"tools[{index}]: a second tool named {spec.name!r}")
+            names.add(spec.name)
+        return tools
 
     @model_validator(mode="after")
     def _limits_fit_the_type(self) -> RobotSpec:

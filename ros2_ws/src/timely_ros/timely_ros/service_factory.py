@@ -11,10 +11,11 @@ from robot_models.language import load_language
 from robot_models.limit_checker import checker_factory
 from timely_core.clock import MonotonicClock
 from timely_core.engine.protocol import HandlingStrategy, OutOfKvMemory
+from timely_core.errors import ServiceError
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
-from timely_ros.config import ConfigError, PlannerParams, RobotSpec
+from timely_ros.config import ConfigError, PlannerParams, RobotSpec, tool_spec
 from timely_ros.fleet_variants import load_adapters, lora_rank
 
 # The engine thread shares the GIL with the executor threads of every node in the
@@ -125,6 +126,17 @@ def register_streamed_path(service: PlanningService, robot: RobotSpec) -> None:
     )
 
 
+def register_tools(service: PlanningService, robot: RobotSpec) -> None:
+    """The robot's configured tool plugins, each in its own process; ConfigError
+    naming the robot and the tool when one cannot start or does not fit."""
+    for index, text in enumerate(robot.tools):
+        spec = tool_spec(text, f"{robot.id}.tools[{index}]")
+        try:
+            service.register_tool(robot.id, spec)
+        except (ValueError, TypeError, ServiceError, OSError) as err:
+            raise ConfigError(f"{robot.id}.tools[{index}] ({spec.name!r}): {err}") from None
+
+
 def build_service(params: PlannerParams) -> PlanningService:
     sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL_S))
     path = resolve_model_path(params.model_path)
@@ -214,6 +226,7 @@ def register_robots(
             )
             if robot.streamed_skills:
                 register_streamed_path(service, robot)
+            register_tools(service, robot)
         except OutOfKvMemory as err:
             raise ConfigError(
                 f"kv_budget_mb={params.kv_budget_mb:g} is too small: {err}; raise kv_budget_mb"
