@@ -57,6 +57,7 @@ from timely_core.service_config import ServiceConfig
 from timely_core.tools.call_stream import CallStream
 from timely_core.tools.plugin import ToolReply
 from timely_core.tools.process import PendingCall, PluginProcess
+from timely_core.tools.router import Deferred
 from timely_core.tools.spec import ToolSpec
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -142,10 +143,15 @@ class Planner:
         self.hook_cpu_s: dict[str, float] = {}  # the loop thread's CPU inside the hook
         self.hook_calls: dict[str, int] = {}
 
-        def timed(generation: Any, segment_done: bool, defer: bool = False) -> bool:
+        def timed(
+            generation: Any,
+            segment_done: bool,
+            defer: bool = False,
+            stream_wait_s: float | None = None,
+        ) -> Deferred:
             start, start_cpu = time.perf_counter(), time.thread_time()
             try:
-                return inner(generation, segment_done, defer)
+                return inner(generation, segment_done, defer, stream_wait_s)
             finally:
                 robot = generation.robot_id
                 cpu = time.thread_time() - start_cpu

@@ -91,7 +91,10 @@ class ServiceIteration:
                 self._fail_unfittable(ranking)
                 return False
             started = state.clock.now()
-            batch = [g for g in ranking if g in state.running]  # most urgent first
+            waits = self.tool_waits  # running ones waiting for a tool take no token
+            batch = [g for g in ranking if g in state.running and g not in waits]
+            if not batch:  # most urgent first; none: every running one waits
+                return False
         failures: dict[int, str] = {}
         try:
             outputs = state.engine.step(batch)  # without the lock: see the module docstring

@@ -42,7 +42,8 @@ from timely_core.serving.failure_recovery import FailureRecovery
 from timely_core.serving.generation import Generation, GenerationState, SegmentRecord
 from timely_core.serving.plan_closing import update_closing
 from timely_core.serving.state import ServiceState
-from timely_core.serving.tool_waits import ToolWaits
+from timely_core.serving.tool_waits import STREAM_WAIT_IN_LOOP_S, ToolWaits
+from timely_core.tools.router import Deferred
 
 log = logging.getLogger(__name__)
 
@@ -68,24 +69,55 @@ class SegmentDispatch:
             new = self._segment(generation, output)
             if new and generation.request.replan_on_failure and not output.finished:
                 new = self._stamp_ends(generation, new)
-            # verdicts are waited for out of the batch (tool_waits.py)
-            defer = bool(new) and self.tool_waits.may_defer(generation)
-            if state.tools.on_decoded(generation, bool(new), defer):  # calls as they stream
-                self.tool_waits.hold(generation, held, new, now, output.finished)
-                return
-        except SegmentationError as exc:  # also a tool's error (ToolRejected)
-            self._on_cuts(generation, held, now, plan_ended=False)  # it was valid
-            self._stream(generation, now)  # the elements accepted before the bad one
-            state.fail(generation, str(exc))
+        except SegmentationError as exc:
+            self._failed_at_token(generation, held, now, exc)
             return
-        self._after_tools(generation, held, new, output.finished, now)
+        self._with_tools(generation, held, new, output.finished, now)
+
+    def _with_tools(
+        self,
+        generation: Generation,
+        held: list[SegmentCut],
+        new: list[SegmentCut],
+        finished: bool,
+        now: float,
+    ) -> None:
+        """The token's calls to its tools, then the rest of its handling; or a wait
+        out of the service loop for their answers (tool_waits.py)."""
+        state = self._state
+        defer = bool(new) and self.tool_waits.may_defer(generation)
+        try:  # calls as they stream
+            wait = state.tools.on_decoded(generation, bool(new), defer, STREAM_WAIT_IN_LOOP_S)
+        except SegmentationError as exc:  # a tool's error (ToolRejected)
+            self._failed_at_token(generation, held, now, exc)
+            return
+        if wait is not Deferred.NO:
+            self.tool_waits.hold(generation, held, new, now, finished, wait)
+            return
+        self._after_tools(generation, held, new, finished, now)
+
+    def _failed_at_token(
+        self, generation: Generation, held: list[SegmentCut], now: float, exc: Exception
+    ) -> None:
+        """The token made the plan invalid, or a tool rejected its calls: the task
+        ends with what was valid before it delivered."""
+        self._on_cuts(generation, held, now, plan_ended=False)  # it was valid
+        self._stream(generation, now)  # the elements accepted before the bad one
+        self._state.fail(generation, str(exc))
 
     def resume_answered(self, now: float) -> None:
         """Deliver the held cuts of the generations whose verdicts came in (or end
-        their tasks on a tool's error) and queue them to go on."""
+        their tasks on a tool's error) and queue them to go on; a generation that
+        waited for a streaming tool's answer goes on with its token's handling."""
         state = self._state
         for entry in self.tool_waits.answered():
             generation = entry.generation
+            if entry.wait is Deferred.STREAM:
+                try:
+                    self._with_tools(generation, entry.held, entry.new, entry.finished, now)
+                except Exception as exc:  # this task only
+                    self._internal_error(generation, exc)
+                continue
             try:
                 state.tools.on_decoded(generation, True)  # appends the observations
             except SegmentationError as exc:  # a tool's error (ToolRejected)

@@ -15,7 +15,10 @@ the elements that became complete and passed its checks; `on_decoded` waits for
 its reply at every token that produced a call for it (an IPC round trip, like a
 validator's verdict at a segment's end), so each element is ready for the robot
 (`take_elements`) at the token that completed it, and an element it rejects ends
-the task before the next token: nothing after it is handed on. When the robot
+the task before the next token: nothing after it is handed on. With
+`stream_wait_s` that wait lasts so long at most: a slower answer is waited for
+out of the service loop (`Deferred.STREAM`), the generation taking no token
+meanwhile, so a hung streaming tool does not stall every robot. When the robot
 fails an element of a call still being decoded (`hold_failure`), the call's later
 elements are not handed on, and the failure waits here for the call's segment to
 be cut (`failure_due`), which is the point the plan is rolled back to.
@@ -29,10 +32,10 @@ the plan text: the engine does not return appended ids.
 
 Waiting for an answer without holding the engine: where the caller allows it
 (`on_decoded(..., defer=True)`), a segment whose validating tools have not yet
-answered is not waited for there; `on_decoded` returns True and the caller
-suspends the generation (its KV handled by the predicted wait, `answer_wait_s`),
-checks `answered` each iteration and then calls `on_decoded` again, which appends
-the observations or raises the tool's error as before.
+answered is not waited for there; `on_decoded` returns `Deferred.VERDICTS` and
+the caller suspends the generation (its KV handled by the predicted wait,
+`answer_wait_s`), checks `answered` each iteration and then calls `on_decoded`
+again, which appends the observations or raises the tool's error as before.
 
 Answer times: each reply's measured time since its call was sent refines that
 (robot, tool)'s running statistics (`answer_times`, answer_times.py), which start
@@ -45,6 +48,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from timely_core.engine.protocol import Engine, EngineError, HandlingStrategy, RewritableEngine
@@ -83,6 +87,15 @@ KEPT_FINISHED_TASKS = 1000  # outcomes kept for tasks that ended
 # (`PluginProcess.due_s`) a verdict is waited for: the tool's own limits end it first
 VERDICT_GRACE_S = 5.0
 NO_VERDICT = "no verdict from its validating tool"
+NO_STREAM_ANSWER = "no answer from its streaming tool"
+
+
+class Deferred(Enum):
+    """What `on_decoded` left to wait for out of the service loop."""
+
+    NO = "no"  # nothing: the token's handling goes on
+    VERDICTS = "verdicts"  # the validating tools' verdicts at a segment's end
+    STREAM = "stream"  # a streaming tool's answer to this token's call
 
 
 class ToolRouter(StreamedElements):
@@ -174,16 +187,24 @@ class ToolRouter(StreamedElements):
 
     # ------------------------------------------------------------------ the service's hook
 
-    def on_decoded(self, generation: Generation, segment_done: bool, defer: bool = False) -> bool:
+    def on_decoded(
+        self,
+        generation: Generation,
+        segment_done: bool,
+        defer: bool = False,
+        stream_wait_s: float | None = None,
+    ) -> Deferred:
         """The generation decoded one more token. Hands new calls to the tools;
         when `segment_done` (a segment is about to be delivered) waits for every
         validating tool's verdict first, then appends the observations due.
-        With `defer`, a verdict still out is not waited for: True is returned
-        (module docstring). Raises ToolRejected on a tool's error (and on an
-        observation that cannot be appended)."""
+        With `defer`, a verdict still out is not waited for (`Deferred.VERDICTS`);
+        with `stream_wait_s`, a streaming tool's answer is waited for that long at
+        most (`Deferred.STREAM`); the caller calls again once `answered` (module
+        docstring). Raises ToolRejected on a tool's error (and on an observation
+        that cannot be appended)."""
         task = self._task(generation.task_id, generation.robot_id, generation.request.scene)
         if task is None:
-            return False
+            return Deferred.NO
         text = generation.segmenter.text
         delta, task.fed = text[task.fed :], len(text)
         for event in task.stream.feed(delta) if delta else ():
@@ -194,28 +215,36 @@ class ToolRouter(StreamedElements):
                     self._send(task, tool, event, before)
         with self._cond:
             # each streamed element before the next token
-            self._await(task, task.streaming, "no answer from its streaming tool")
+            if not self._await(task, task.streaming, NO_STREAM_ANSWER, stream_wait_s):
+                return Deferred.STREAM
             if segment_done and defer and task.awaiting and not task.error:
-                return True
+                return Deferred.VERDICTS
             if segment_done:
                 self._await(task, task.awaiting, NO_VERDICT)
             if task.error:
                 raise ToolRejected(task.error)
             if not (segment_done and task.observations and generation.in_engine):
-                return False  # kept for the end of the segment (dropped if the plan ended)
+                return Deferred.NO  # kept for the end of the segment (dropped if it ended)
             observations, task.observations = task.observations, []
         self._append(generation, observations)
-        return False
+        return Deferred.NO
 
-    def answered(self, task_id: str) -> bool:
-        """Whether a deferred wait is over: every verdict is in, or the task failed
-        (also by a verdict overdue: `_verdict_due`)."""
+    def answered(self, task_id: str, wait: Deferred = Deferred.VERDICTS) -> bool:
+        """Whether a deferred wait is over: every verdict (or, for `Deferred.STREAM`,
+        every streaming tool's answer) is in, or the task failed (also by an answer
+        overdue: `_verdict_due`)."""
         with self._cond:
             task = self._tasks.get(task_id)
-            if task is None or not task.awaiting or task.error:
+            if task is None or task.error:
                 return True
-            if time.monotonic() >= self._verdict_due(task, task.awaiting):
-                task.error = self._overdue(task, task.awaiting, NO_VERDICT)
+            streams = wait is Deferred.STREAM
+            tickets = task.streaming if streams else task.awaiting
+            if not tickets:
+                return True
+            if time.monotonic() >= self._verdict_due(task, tickets):
+                task.error = self._overdue(
+                    task, tickets, NO_STREAM_ANSWER if streams else NO_VERDICT
+                )
                 return True
             return False
 
@@ -247,15 +276,25 @@ class ToolRouter(StreamedElements):
         with self._cond:
             self._cond.wait(timeout_s)
 
-    def _await(self, task: RoutedTask, tickets: set[int], missing: str) -> None:
+    def _await(
+        self, task: RoutedTask, tickets: set[int], missing: str, within_s: float | None = None
+    ) -> bool:
         """Wait (cond held) until `tickets` are answered or the task failed; past
-        `_verdict_due` the task fails with `missing`."""
+        `_verdict_due` the task fails with `missing`. True once over; False when
+        `within_s` passed first (the tickets still out)."""
+        stop = None if within_s is None else time.monotonic() + within_s
         while tickets and not task.error:
-            remaining = self._verdict_due(task, tickets) - time.monotonic()
+            now = time.monotonic()
+            remaining = self._verdict_due(task, tickets) - now
             if remaining <= 0:
                 task.error = self._overdue(task, tickets, missing)
-                return
+                return True
+            if stop is not None:
+                if now >= stop:
+                    return False
+                remaining = min(remaining, stop - now)
             self._cond.wait(remaining)
+        return True
 
     def _verdict_due(self, task: RoutedTask, tickets: set[int]) -> float:
         """Until when `tickets` are waited for (cond held): a grace past the latest

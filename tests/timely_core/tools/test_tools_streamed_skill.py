@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -372,3 +373,35 @@ def test_a_leg_that_fails_while_its_segment_waits_for_one_more_token(
         "Segment:fp(100,0,50,0,100,0,-100,0,0);@",
         "Rollback:@",
     ]
+
+
+def test_a_streaming_tool_slow_to_answer_holds_only_its_own_plan(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """drone1's streaming tool answers its first leg only once drone2's plan is all
+    out: drone2 is decoded meanwhile (a wait in the service loop would stall it past
+    the tool's wall time and fail drone1's task), then drone1's legs go out in order."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    gate = tmp_path / "answer"
+    service = _service()
+    try:
+        service.unregister_tool("drone1", "path")
+        options = {"robot_type": "drone", "limits": LIMITS, "gate": str(gate)}
+        gated = {"name": "path", "plugin": "tools_timed_plugins:GatedPath", "options": options}
+        service.register_tool("drone1", {**gated, "wall_s": 5.0})
+        survey = service.submit(TaskRequest(robot_id="drone1", instruction="survey"))
+        other = service.submit(TaskRequest(robot_id="drone2", instruction="survey"))
+        other.on_segment(lambda s: gate.touch() if s.text == "ld();" else None)
+        events: list[object] = []
+        survey.on_segment(events.append)
+        survey.on_element(events.append)
+        service.run_until_idle()
+        assert other.result(timeout_s=0).success
+        result = survey.result(timeout_s=0)
+        assert result.success, result.error
+        legs = [e.text for e in events if isinstance(e, StreamedElement)]
+        assert legs == ["fp(100,0,50)", "fp(0,100,0)", "fp(-100,0,0)"], events
+        emitted = [s.emitted_at_s for s in other.segments()][-1]
+        assert all(e.emitted_at_s >= emitted for e in events if isinstance(e, StreamedElement))
+    finally:
+        service.close_tools()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from robot_models.tools.path_stream import StreamedPath
 from timely_core.tools.plugin import ToolCall, ToolPlugin, ToolReply
 
 
@@ -32,3 +33,21 @@ class GatedLook(ToolPlugin):
         while not gate.exists():
             time.sleep(0.005)
         return ToolReply.observes(f"{call.args[0]} is on the table")
+
+
+class GatedPath(StreamedPath):
+    """The drone's streamed path, answering each call only once the file
+    `options["gate"]` exists: a streaming tool that answers when the test says so."""
+
+    def on_partial(self, call: ToolCall) -> ToolReply:
+        self._wait()
+        return super().on_partial(call)
+
+    def on_call(self, call: ToolCall) -> ToolReply:
+        self._wait()
+        return super().on_call(call)
+
+    def _wait(self) -> None:
+        gate = Path(str(self.options["gate"]))
+        while not gate.exists():
+            time.sleep(0.005)
