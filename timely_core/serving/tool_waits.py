@@ -107,6 +107,7 @@ class ToolWaits:
                 del self._held[gen_id]  # cancelled meanwhile
             elif tools.epoch(generation.task_id) != entry.epoch:
                 del self._held[gen_id]  # rolled back (failure recovery has it now)
+                generation.awaiting_verdicts = False
             elif tools.answered(generation.task_id, entry.wait):
                 del self._held[gen_id]
                 generation.awaiting_verdicts = False

@@ -7,6 +7,8 @@ other generations run on meanwhile."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from tests.timely_core.serving.serving_robot_driver import RobotDriver
 from timely_core.clock import MonotonicClock, VirtualClock
 from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
 from timely_core.engine.sim.latency import LatencyModel
-from timely_core.events import Segment
+from timely_core.events import Rollback, Segment
 from timely_core.request import TaskRequest
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
@@ -184,6 +186,47 @@ def test_others_run_while_a_plans_last_segment_waits_for_its_tool(
         # out only once the spin's last segment opened the gate (virtual time stood
         # still while the tool answered in real time)
         assert list(search.segments())[-1].emitted_at_s >= list(spin.segments())[-1].emitted_at_s
+    finally:
+        service.close_tools()
+
+
+def test_a_rollback_while_a_plans_last_segment_waits_takes_the_wait_back(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The robot fails segment 0 while the ended plan waits for its last verdict:
+    the plan is replanned from segment 0's end (re-admitted), so it no longer waits
+    for verdicts; its new plan ends and waits for the robot's reports only."""
+    monkeypatch.syspath_prepend(TOOLS)
+    plans = {"find the cat": "mf(0); search('cat');", "failed: blocked": " mf(1);"}
+    limit = len(make_tokenizer().encode(plans["find the cat"], add_special_tokens=False).ids)
+    config = ServiceConfig(max_tokens=limit)
+    service, _, _ = make_service(plans, "stream", ("slow",), config=config)
+    gate = tmp_path / "answer"
+    try:
+        register_gated_look(service, gate, wall_s=20.0)
+        request = TaskRequest(robot_id="slow", instruction="find the cat", replan_on_failure=True)
+        search = service.submit(request)
+        segments: list[Segment] = []
+        search.on_segment(segments.append)
+        seen: list[object] = []
+
+        def robot() -> None:  # another thread, while the loop waits for the tool
+            deadline = time.monotonic() + 15
+            while service.stats().awaiting_verdicts == 0 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            seen.append(service.stats().awaiting_verdicts)
+            seen.append(search.segment_failed(0, "blocked"))
+            gate.touch()
+
+        thread = threading.Thread(target=robot)
+        thread.start()
+        service.run_until_idle()
+        thread.join()
+        assert seen[0] == 1 and isinstance(seen[1], Rollback)
+        stats = service.stats()
+        assert (stats.awaiting_verdicts, stats.awaiting_reports) == (0, 1)
+        # the search, held for its verdict, was never delivered: the replan took its place
+        assert [(s.index, s.text.strip()) for s in segments] == [(0, "mf(0);"), (1, "mf(1);")]
     finally:
         service.close_tools()
 
