@@ -23,6 +23,7 @@ from timely_core.events import Rollback, Segment
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.request import TaskRequest
 from timely_core.service import PlanningService
+from timely_core.service_config import ServiceConfig
 
 PERCEPTION = "robot_models.tools.perception:ScenePerception"
 SCENE = "a sofa, a cat under the table"
@@ -109,3 +110,28 @@ def test_a_robot_failure_is_rolled_back_in_place_and_the_plan_goes_on_valid(
     assert isinstance(rollback, Rollback) and rollback.failed_index == 0
     assert engine.rewrites == 1  # the grammar took the observation: no re-admission
     check_valid(result.plan_text)
+
+
+def test_plan_candidates_refuse_a_tool_whose_answers_join_the_plan() -> None:
+    """A plan chosen among candidates holds no KV to append an answer to: the tool
+    is refused when registered, not every task at its first answer."""
+    path = default_planner_path()
+    service = PlanningService(
+        TorchEngine(Path(path), EngineConfig()),
+        Tokenizer.from_file(str(path / "tokenizer.json")),
+        "timely",
+        clock=VirtualClock(),
+        config=ServiceConfig(plan_candidates=2),
+        languages={"drone": load_language("drone")},
+    )
+    service.register_robot("drone1", robot_type="drone")
+    look = {
+        "name": "look",
+        "plugin": PERCEPTION,
+        "append_observations": True,
+        "options": {"robot_type": "drone", "validates": True},
+    }
+    with pytest.raises(ValueError, match=r"append_observations cannot be used with plan cand"):
+        service.register_tool("drone1", look)
+    service.register_tool("drone1", {**look, "append_observations": False})  # answers kept
+    service.close_tools()

@@ -51,6 +51,7 @@ from collections.abc import Callable
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from timely_core.engine.plan_candidates import CandidateEngine
 from timely_core.engine.protocol import Engine, EngineError, HandlingStrategy, RewritableEngine
 from timely_core.errors import one_line
 from timely_core.tools.answer_times import AnswerStats, AnswerTimes
@@ -82,6 +83,10 @@ if TYPE_CHECKING:
     from timely_core.serving.generation import Generation
 
 OBSERVATION_FORMAT = "\n{observation}\n"  # how an appended observation reads
+# The most text a segment's observations may append: tokenized in the service loop,
+# so a tool's huge answer would stall every robot; far beyond what a planner's
+# context holds (a token spans at least one character of plan text).
+MAX_OBSERVATION_CHARS = 65_536
 KEPT_FINISHED_TASKS = 1000  # outcomes kept for tasks that ended
 # how long past the time a tool is bound to have answered or failed a call
 # (`PluginProcess.due_s`) a verdict is waited for: the tool's own limits end it first
@@ -127,6 +132,12 @@ class ToolRouter(StreamedElements):
             raise ValueError(
                 f"tool {spec.name!r}: append_observations needs an engine that can "
                 f"rewrite a generation; {type(self._engine).__name__} cannot"
+            )
+        if spec.append_observations and isinstance(self._engine, CandidateEngine):
+            raise ValueError(
+                f"tool {spec.name!r}: append_observations cannot be used with plan "
+                "candidates (ServiceConfig.plan_candidates): a plan chosen among them "
+                "holds no KV to append an observation to"
             )
         tool = RoutedTool(spec, PluginProcess(spec, self._on_reply))
         unknown = sorted(tool.info.skills - calls) if calls is not None else []
@@ -325,6 +336,13 @@ class ToolRouter(StreamedElements):
         tokenizer = self._tokenizer
         assert isinstance(engine, RewritableEngine) and tokenizer is not None
         text = "".join(OBSERVATION_FORMAT.format(observation=o) for o in observations)
+        if len(text) > MAX_OBSERVATION_CHARS:  # refused before it is tokenized in the loop
+            raise ToolRejected(
+                f"robot {generation.robot_id}: the observations of this segment are "
+                f"{len(text)} characters, more than a plan may be given "
+                f"(MAX_OBSERVATION_CHARS={MAX_OBSERVATION_CHARS}): "
+                f"{one_line(text, 200)!r}"
+            )
         before, after = _split_last_token(generation.segmenter)
         # encoded apart: no token spans plan text and observation, so a grammar
         # skips exactly the observation (`rewrite`'s `observed`)

@@ -20,9 +20,9 @@ class ToolSpec(BaseModel):
     seconds per call (the process is killed past either and restarted; the call
     ends with an error), `memory_mb` of address space for the whole process. A
     plugin runs in a new network namespace (no network, not even loopback) unless
-    `network` is True."""
+    `network` is True. Strict types: a `true` is no wall time, a "2048" no size."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     name: str = Field(pattern=r"^[A-Za-z0-9_\-]{1,64}$")
     plugin: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")

@@ -18,7 +18,7 @@ from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
 from timely_core.engine.sim.latency import PAPER_LLAMA3_8B_RTX4090
 from timely_core.request import TaskRequest
 from timely_core.service import PlanningService
-from timely_core.tools.router import ToolRouter
+from timely_core.tools.router import MAX_OBSERVATION_CHARS, ToolRouter
 from timely_core.tools.spec import ToolSpec
 
 HERE = str(Path(__file__).parent)
@@ -129,6 +129,23 @@ def test_an_unexpected_error_after_a_verdict_ends_the_task_instead_of_hanging_it
     result = handle.result(timeout_s=0)
     assert result.error == "internal error: RuntimeError('engine bug')", result.error
     assert planning.stats().failed == 1
+
+
+def test_an_observation_too_long_for_any_plan_ends_its_task_before_it_is_tokenized(
+    service: tuple[PlanningService, SimulatedEngine],
+) -> None:
+    planning, _ = service
+    size = MAX_OBSERVATION_CHARS
+    big = {"name": "look", "plugin": "tools_fault_plugins:BigLook", "options": {"size": size}}
+    planning.register_tool("drone1", {**big, "append_observations": True})
+    handle = planning.submit(TaskRequest(robot_id="drone1", instruction="find the keys"))
+    planning.run_until_idle()
+    error = handle.result(timeout_s=0).error
+    assert error.startswith(
+        f"robot drone1: the observations of this segment are {size + 2} characters, more "
+        f"than a plan may be given (MAX_OBSERVATION_CHARS={size}): 'xxx"
+    ), error
+    assert len(error) < 400
 
 
 def test_appending_needs_a_validating_tool_and_a_rewritable_engine(

@@ -125,3 +125,10 @@ class Look(ToolPlugin):
         if call.args[0] == "bomb":
             os._exit(9)
         return ToolReply.observes(f"{call.args[0]} is on the table")
+
+
+class BigLook(Look):
+    """Observes `search(obj)` with `options["size"]` characters of answer."""
+
+    def on_call(self, call: ToolCall) -> ToolReply:
+        return ToolReply.observes("x" * int(self.options["size"]))
