@@ -130,7 +130,16 @@ def test_planner_parameters_round_trip_through_ros_names() -> None:
         (_planner(drone1={"type": "drone", "tools": [_tool(wall_s=0)]}),
          r"tools\[0\]: wall_s: Input should be greater than 0"),
         (_planner(drone1={"type": "drone", "tools": [_tool(), _tool()]}),
-         r"tools\[1\]: a second tool named 'check'"),
+         r"drone1.tools\[1\]: a second tool named 'check'"),
+        (_planner(drone1={"type": "drone", "tools": [_tool()[:-1] + ', "options": {}}']}),
+         r"drone1.tools\[0\]: key 'options' is given twice"),
+        (_planner(drone1={"type": "drone", "tools": [_tool(wall_s=True)]}),
+         r"drone1.tools\[0\]: wall_s: Input should be a valid number"),
+        (_planner(drone1={"type": "drone", "tools": [_tool(network="yes")]}),
+         r"drone1.tools\[0\]: network: Input should be a valid boolean"),
+        (_planner(drone1={"type": "drone", "streamed_skills": True,
+                          "tools": [_tool(name="streamed_path")]}),
+         r"drone1.tools\[0\]: 'streamed_path' is the name of the planner's own tool"),
     ],
 )  # fmt: skip
 def test_bad_config_names_what_is_wrong(doc: dict[str, object], message: str) -> None:

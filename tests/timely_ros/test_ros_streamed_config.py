@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 from timely_ros.checkpoint import planner_checkpoint
-from timely_ros.config import PlannerParams, RobotSpec
-from timely_ros.service_factory import STREAMED_PATH_TOOL, build_service
+from timely_ros.config import STREAMED_PATH_TOOL, PlannerParams, RobotSpec
+from timely_ros.service_factory import build_service
 
 from robot_models.safety_limits import SafetyLimits
 

@@ -79,6 +79,10 @@ def spin(nodes: list[Node], until: Callable[[], bool] | None = None) -> None:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        for node in nodes:  # first: a goal waiting on a hung tool ends now, not at its wall_s
+            stop = getattr(node, "stop_serving", None)
+            if stop is not None:
+                stop()
         executor.shutdown(timeout_sec=2.0)
         for node in reversed(nodes):
             node.destroy_node()

@@ -31,7 +31,6 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
@@ -40,6 +39,7 @@ from robot_models.skills import SkillSet
 from timely_core.tools.spec import ToolSpec
 
 PLANNER_NODE = "timely_planner"
+STREAMED_PATH_TOOL = "streamed_path"  # the planner's own tool of a robot with streamed skills
 EXECUTOR_NODE = "timely_skill_executor"
 DEFAULT_NAMESPACE = "timely"
 # The planner's section of a parameter file. ROS 2 matches sections to fully
@@ -126,13 +126,28 @@ def _plain_kinds(annotation: Any) -> set[Any]:
     return {annotation}
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _DuplicateKey(key)
+        found[key] = value
+    return found
+
+
 def tool_spec(text: str, where: str) -> ToolSpec:
     """A robot's `tools` entry (JSON text) as a ToolSpec; ValueError naming `where`
-    and what is wrong."""
+    and what is wrong (a key given twice too: JSON would keep the last silently)."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as err:
         raise ValueError(f"{where}: not a JSON object: {err}") from None
+    except _DuplicateKey as err:
+        raise ValueError(f"{where}: key {err.args[0]!r} is given twice") from None
     if not isinstance(value, dict):
         raise ValueError(f"{where}: not a JSON object: {text[:80]!r}")
     try:
@@ -189,16 +204,21 @@ class RobotSpec(_TypedValues):
         '"drone", "validates": true}, "append_observations": true}',
     )
 
-    @field_validator("tools")
-    @classmethod
-    def _tools_are_tool_specs(cls, tools: tuple[str, ...]) -> tuple[str, ...]:
+    @model_validator(mode="after")
+    def _tools_are_tool_specs(self) -> RobotSpec:
         names: set[str] = set()
-        for index, text in enumerate(tools):
-            spec = tool_spec(text, f"tools[{index}]")
+        for index, text in enumerate(self.tools):
+            where = f"{self.id}.tools[{index}]"
+            spec = tool_spec(text, where)
             if spec.name in names:
-                raise ValueError(f"tools[{index}]: a second tool named {spec.name!r}")
+                raise ValueError(f"{where}: a second tool named {spec.name!r}")
+            if spec.name == STREAMED_PATH_TOOL and self.streamed_skills:
+                raise ValueError(
+                    f"{where}: {STREAMED_PATH_TOOL!r} is the name of the planner's own tool "
+                    "for a robot with streamed_skills; name it otherwise"
+                )
             names.add(spec.name)
-        return tools
+        return self
 
     @model_validator(mode="after")
     def _limits_fit_the_type(self) -> RobotSpec:

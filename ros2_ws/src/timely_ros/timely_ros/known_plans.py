@@ -7,7 +7,9 @@ simulator does; a request it does not know fails that task with a clear error
 
 Plans that react: after a failure observation (`RobotPlanLanguage.failure_observation`,
 appended when a robot fails a segment) it retries the failed segment and goes on
-with the rest of the known plan, the simplest sensible recovery.
+with the rest of the known plan, the simplest sensible recovery; after a tool's
+answer (an observation line that is no failure, `append_observations`) it goes on
+with the rest of the known plan.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from robot_models.dataset import LRTRACE_TASKS, build_dataset
+from robot_models.language import FAILED_MARK
 from robot_models.recovery import retry_after_failure
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.serving.robots import encode_request
@@ -60,14 +63,19 @@ class KnownPlans:
         )
 
     def _after_failure(self, ids: Sequence[int]) -> list[int] | None:
-        """What follows a failure observation: the failed segment again, then the
-        rest of the plan; None unless `ids` end with one, after a known request."""
+        """What follows a failure observation (the failed segment again, then the
+        rest of the plan) or a tool's answer (the rest of the plan); None unless
+        `ids` end with one of them after a known request."""
         found = self._request_end(ids)
         if found is None:
             return None
         end, plan = found
-        written = self._tokenizer.decode(list(ids[end:]))
-        rest = retry_after_failure(self._tokenizer.decode(plan), written)
+        known = self._tokenizer.decode(plan)
+        written = without_answers(self._tokenizer.decode(list(ids[end:])))
+        if written.endswith("\n"):
+            rest = retry_after_failure(known, written)
+        else:  # a tool's answer was the last observation
+            rest = known[len(written) :] if known.startswith(written) else None
         if rest is None:
             return None
         return list(self._tokenizer.encode(rest, add_special_tokens=False).ids)
@@ -80,3 +88,16 @@ class KnownPlans:
                 if plan is not None:
                     return end, plan
         return None
+
+
+def without_answers(written: str) -> str:
+    """The plan text written so far without the tools' answers: each observation is
+    a line of its own (`"\n" + observation + "\n"`, plans have no newline), and only
+    failure observations stay (`retry_after_failure` reads them)."""
+    kept = ""
+    for index, piece in enumerate(written.split("\n")):
+        if index % 2 == 0:
+            kept += piece  # plan text
+        elif FAILED_MARK in piece:
+            kept += f"\n{piece}\n"
+    return kept

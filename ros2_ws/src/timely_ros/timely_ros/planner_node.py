@@ -73,7 +73,17 @@ SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
 # settings the node's topics, action and robot links are built from, at start-up
 FLEET_FIELDS = ("namespace", "robots")
+# robot settings that configure reads afresh (tool processes start at configure)
+CONFIGURE_TIME_ROBOT_FIELDS = {"tools": ()}
 CLIP_CHARS = 200  # of an instruction repeated in a log line
+
+
+def _fleet(params: PlannerParams, field: str) -> Any:
+    """`params.<field>` as start-up fixed it: robots without what configure reads."""
+    value = getattr(params, field)
+    if field == "robots":
+        return [r.model_copy(update=CONFIGURE_TIME_ROBOT_FIELDS) for r in value]
+    return value
 
 
 class PlannerNode(LifecycleNode):
@@ -192,7 +202,7 @@ class PlannerNode(LifecycleNode):
         """Read the parameters again, load the model, register the robots."""
         try:
             params = planner_params(node_parameters(self))
-            changed = [f for f in FLEET_FIELDS if getattr(params, f) != getattr(self.params, f)]
+            changed = [f for f in FLEET_FIELDS if _fleet(params, f) != _fleet(self.params, f)]
             if changed:
                 raise ConfigError(
                     f"{', '.join(changed)} changed since start-up: the planner's topics and "
@@ -544,6 +554,12 @@ class PlannerNode(LifecycleNode):
                 state = "not responding" + (f" ({state})" if goal_id else "")
             states.append(RobotState(robot.id, state, goal_id))
         return states
+
+    def stop_serving(self) -> None:
+        """Cancel every goal, stop the service and its tool processes: the process is
+        going down (`bringup.spin`), and a goal's thread must not wait on a tool."""
+        if hasattr(self, "_jobs"):
+            self._stop_everything()
 
     def _stop_everything(self) -> None:
         with self._lock:

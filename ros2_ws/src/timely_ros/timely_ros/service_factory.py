@@ -15,7 +15,13 @@ from timely_core.errors import ServiceError
 from timely_core.language.plan_language import PlanLanguage
 from timely_core.service import PlanningService
 from timely_core.service_config import ServiceConfig
-from timely_ros.config import ConfigError, PlannerParams, RobotSpec, tool_spec
+from timely_ros.config import (
+    STREAMED_PATH_TOOL,
+    ConfigError,
+    PlannerParams,
+    RobotSpec,
+    tool_spec,
+)
 from timely_ros.fleet_variants import load_adapters, lora_rank
 
 # The engine thread shares the GIL with the executor threads of every node in the
@@ -25,7 +31,6 @@ from timely_ros.fleet_variants import load_adapters, lora_rank
 # miss their budgets. A short interval bounds each of those waits. Measured in
 # `timely demo`: docs/design-notes.md, "GIL switch interval".
 GIL_SWITCH_INTERVAL_S = 2e-4
-STREAMED_PATH_TOOL = "streamed_path"
 # A statement must complete within the segment limit (64 tokens by default); an fp
 # path of 8 legs takes up to about 130 of the planner's tokens (one per digit).
 STREAMED_MAX_SEGMENT_TOKENS = 160
