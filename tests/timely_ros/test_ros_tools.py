@@ -17,6 +17,7 @@ import pytest
 
 from tests.timely_ros.ros_support import (
     TEST_PLANNER_TIMEOUT_S,
+    NodeProcess,
     RosClient,
     StartNodes,
     executor_entry,
@@ -40,24 +41,49 @@ VALIDATOR = {
 }
 
 
+def _start(
+    node_processes: StartNodes,
+    ros_client: RosClient,
+    tmp_path: Path,
+    tools: list[dict[str, Any]],
+    **params: Any,
+) -> tuple[NodeProcess, NodeProcess, Any]:
+    """The simulated arm and a simulated-engine planner whose arm1 has `tools`;
+    (robot, planner, a PlanClient), the client only once the planner serves when
+    it starts on its own."""
+    from timely_ros.plan_client import PlanClient
+
+    robot = node_processes(executor_entry("arm1", "sim-arm", time_scale=0.05), "executors", "arm")
+    config = sim_planner_entry(tmp_path, **params)
+    config["/**/timely_planner"]["ros__parameters"]["arm1"]["tools"] = [
+        json.dumps(t) for t in tools
+    ]
+    planner = node_processes(config, "planner", "planner")
+    robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
+    if params.get("autostart", True):
+        assert client.wait_for_server(60), planner.output()
+    return robot, planner, client
+
+
+def _clean_the_desk(client: Any, planner: NodeProcess) -> tuple[Any, Any]:
+    """The goal, once ended, and its result."""
+    from timely_ros.plan_client import make_goal
+
+    task = lrtrace_goal_fields(TASK)
+    call = client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))
+    assert call.done.wait(90), planner.output()[-3000:]
+    return call, call.final_result()
+
+
 @pytest.mark.ros
 def test_a_configured_validator_stops_the_plan_at_an_object_off_its_map(
     node_processes: StartNodes, ros_client: RosClient, tmp_path: Path
 ) -> None:
     from action_msgs.msg import GoalStatus
-    from timely_ros.plan_client import PlanClient, make_goal
 
-    robot = node_processes(executor_entry("arm1", "sim-arm", time_scale=0.05), "executors", "arm")
-    config = sim_planner_entry(tmp_path)
-    config["/**/timely_planner"]["ros__parameters"]["arm1"]["tools"] = [json.dumps(VALIDATOR)]
-    planner = node_processes(config, "planner", "planner")
-    robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
-    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
-    assert client.wait_for_server(60), planner.output()
-    task = lrtrace_goal_fields(TASK)
-    call = client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))
-    assert call.done.wait(90), planner.output()[-3000:]
-    result = call.final_result()
+    robot, planner, client = _start(node_processes, ros_client, tmp_path, [VALIDATOR])
+    call, result = _clean_the_desk(client, planner)
     assert call.status == GoalStatus.STATUS_ABORTED, result.error
     assert "tool 'map-check'" in result.error and "'paper' is not in the scene" in result.error
     texts = [s.text for s in call.segments]
@@ -72,21 +98,11 @@ def test_a_configured_perception_tools_answers_join_the_plan_and_it_goes_on(
     node_processes: StartNodes, ros_client: RosClient, tmp_path: Path
 ) -> None:
     from action_msgs.msg import GoalStatus
-    from timely_ros.plan_client import PlanClient, make_goal
 
-    robot = node_processes(executor_entry("arm1", "sim-arm", time_scale=0.05), "executors", "arm")
-    config = sim_planner_entry(tmp_path)
-    config["/**/timely_planner"]["ros__parameters"]["arm1"]["tools"] = [json.dumps(PERCEPTION)]
-    planner = node_processes(config, "planner", "planner")
-    robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
-    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
-    assert client.wait_for_server(60), planner.output()
-    task = lrtrace_goal_fields(TASK)
-    call = client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))
-    assert call.done.wait(90), planner.output()[-3000:]
-    result = call.final_result()
+    _, planner, client = _start(node_processes, ros_client, tmp_path, [PERCEPTION])
+    call, result = _clean_the_desk(client, planner)
     assert call.status == GoalStatus.STATUS_SUCCEEDED, result.error
-    assert result.plan == task["plan"]  # the answers never reach the plan text
+    assert result.plan == lrtrace_goal_fields(TASK)["plan"]  # no answer reaches the plan text
 
 
 @pytest.mark.ros
@@ -96,16 +112,10 @@ def test_the_planner_stops_at_once_while_a_goal_waits_on_a_hung_tool(
     """Ctrl-C while a goal waits for a validating tool that never answers (its
     wall time 60 s): the goal is cancelled and the tools stopped first, so the
     planner exits without waiting for the tool's wall time."""
-    from timely_ros.plan_client import PlanClient, make_goal
+    from timely_ros.plan_client import make_goal
 
-    robot = node_processes(executor_entry("arm1", "sim-arm", time_scale=0.05), "executors", "arm")
     hung = {"name": "hung", "plugin": "tests.timely_ros.ros_tool_plugins:HungPick", "wall_s": 60}
-    config = sim_planner_entry(tmp_path)
-    config["/**/timely_planner"]["ros__parameters"]["arm1"]["tools"] = [json.dumps(hung)]
-    planner = node_processes(config, "planner", "planner")
-    robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
-    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
-    assert client.wait_for_server(60), planner.output()
+    robot, planner, client = _start(node_processes, ros_client, tmp_path, [hung])
     task = lrtrace_goal_fields(TASK)
     client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))
     robot.wait_for_output(r"event=segment_executed robot=arm1 task=\S+ segment=0 ", 60)
@@ -123,14 +133,9 @@ def test_tools_set_while_unconfigured_start_at_the_next_configure(
     from action_msgs.msg import GoalStatus
     from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
     from rcl_interfaces.srv import SetParameters
-    from timely_ros.plan_client import PlanClient, make_goal
 
-    robot = node_processes(executor_entry("arm1", "sim-arm", time_scale=0.05), "executors", "arm")
-    config = sim_planner_entry(tmp_path, autostart=False)
-    config["/**/timely_planner"]["ros__parameters"]["arm1"]["tools"] = [json.dumps(PERCEPTION)]
-    planner = node_processes(config, "planner", "planner")
+    _, planner, client = _start(node_processes, ros_client, tmp_path, [PERCEPTION], autostart=False)
     planner.wait_for_output("unconfigured \\(autostart false\\)", 60)
-    robot.wait_for_output("robot arm1: sim-arm executor ready", 60)
     service: Any = ros_client.node.create_client(
         SetParameters, "/timely/timely_planner/set_parameters"
     )
@@ -146,11 +151,7 @@ def test_tools_set_while_unconfigured_start_at_the_next_configure(
     for transition in ("configure", "activate"):
         done = timely_cli(tmp_path, "lifecycle", transition, timeout_s=180)
         assert done.returncode == 0, (done.stdout, done.stderr, planner.output()[-2000:])
-    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner.output()
-    task = lrtrace_goal_fields(TASK)
-    call = client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))
-    assert call.done.wait(90), planner.output()[-3000:]
-    result = call.final_result()
+    call, result = _clean_the_desk(client, planner)
     assert call.status == GoalStatus.STATUS_ABORTED, result.error
     assert "tool 'map-check'" in result.error and "'paper' is not in the scene" in result.error
