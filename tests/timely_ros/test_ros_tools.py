@@ -155,3 +155,24 @@ def test_tools_set_while_unconfigured_start_at_the_next_configure(
     call, result = _clean_the_desk(client, planner)
     assert call.status == GoalStatus.STATUS_ABORTED, result.error
     assert "tool 'map-check'" in result.error and "'paper' is not in the scene" in result.error
+
+
+@pytest.mark.ros
+def test_a_lifecycle_shutdown_aborts_a_waiting_goal_saying_so(
+    node_processes: StartNodes, ros_client: RosClient, tmp_path: Path
+) -> None:
+    """A lifecycle shutdown while a goal waits on a hung tool: the goal is aborted
+    with the planner's reason (no client cancelled it), at once."""
+    from action_msgs.msg import GoalStatus
+    from timely_ros.plan_client import make_goal
+
+    hung = {"name": "hung", "plugin": "tests.timely_ros.ros_tool_plugins:HungPick", "wall_s": 60}
+    robot, planner, client = _start(node_processes, ros_client, tmp_path, [hung])
+    task = lrtrace_goal_fields(TASK)
+    call = client.send(make_goal("arm1", task["instruction"], scene=task["scene"]))
+    robot.wait_for_output(r"event=segment_executed robot=arm1 task=\S+ segment=0 ", 60)
+    shutdown = timely_cli(tmp_path, "lifecycle", "shutdown", timeout_s=60)
+    assert shutdown.returncode == 0, (shutdown.stdout, shutdown.stderr)
+    assert call.done.wait(30), planner.output()[-3000:]
+    assert call.status == GoalStatus.STATUS_ABORTED
+    assert call.final_result().error == "planner /timely/timely_planner is shutting down"

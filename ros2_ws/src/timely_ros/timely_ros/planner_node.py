@@ -565,8 +565,8 @@ class PlannerNode(LifecycleNode):
         with self._lock:
             jobs = list(self._jobs.values())
             service = self.service
-        for job in jobs:
-            job.cancel()
+        for job in jobs:  # aborted, saying why: no client cancelled them
+            job.stop(f"planner {self.get_fully_qualified_name()} is shutting down")
         if service is not None:
             service.stop()
         # the node is done: no tool process outlives it (a given service's included)
