@@ -50,7 +50,7 @@ from timely_core.language.segmenter import SegmentationError, Segmenter
 from timely_core.serving.generation import Generation, GenerationState, SegmentRecord
 from timely_core.serving.plan_closing import lift_closing, update_closing
 from timely_core.serving.state import ServiceState
-from timely_core.tools.router import OBSERVATION_FORMAT, HeldFailure
+from timely_core.tools.router import OBSERVATION_FORMAT, HeldFailure, encode_observed
 
 log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 500  # of the robot's error, in the observation and the task's error
@@ -190,12 +190,8 @@ class FailureRecovery:
         gen_id = generation.gen_id
         segmenter, tail = self._replayed_segmenter(generation, index)  # before any change
         keep = generation.records[index].generated_end - (0 if tail is None else 1)
-        encode = state.tokenizer.encode
-        tail_ids = list(encode(tail, add_special_tokens=False).ids) if tail else []
-        observed = encode(
-            OBSERVATION_FORMAT.format(observation=observation), add_special_tokens=False
-        )
-        observation_ids = tail_ids + list(observed.ids)
+        text = OBSERVATION_FORMAT.format(observation=observation)
+        observation_ids, observed = encode_observed(state.tokenizer, tail or "", text)
         dropped = len(generation.written_ids) - keep
         rewritten = False
         if generation.in_engine and keep >= generation.engine_base:
@@ -208,7 +204,7 @@ class FailureRecovery:
                     gen_id,
                     keep - generation.engine_base,
                     observation_ids,
-                    observed=(len(tail_ids), len(observation_ids)),
+                    observed=observed,
                 )
                 rewritten = True
             except EngineError:  # its grammar refuses the tail: re-added below

@@ -76,6 +76,7 @@ __all__ = [  # the outcomes' types are the router's to its users
     "ToolOutcome",
     "ToolRejected",
     "ToolRouter",
+    "encode_observed",
 ]
 
 if TYPE_CHECKING:
@@ -344,14 +345,7 @@ class ToolRouter(StreamedElements):
                 f"{one_line(text, 200)!r}"
             )
         before, after = _split_last_token(generation.segmenter)
-        # encoded apart: no token spans plan text and observation, so a grammar
-        # skips exactly the observation (`rewrite`'s `observed`)
-        ids = list(tokenizer.encode(before, add_special_tokens=False).ids) if before else []
-        observation_ids = tokenizer.encode(text, add_special_tokens=False).ids
-        observed = (len(ids), len(ids) + len(observation_ids))
-        ids += observation_ids
-        if after:
-            ids += tokenizer.encode(after, add_special_tokens=False).ids
+        ids, observed = encode_observed(tokenizer, before, text, after)
         replaced = 1 if after else 0
         gen_id = generation.gen_id
         try:
@@ -499,6 +493,22 @@ class ToolRouter(StreamedElements):
             self._cond.notify_all()
         if self.answer_listener is not None:
             self.answer_listener()
+
+
+def encode_observed(
+    tokenizer: Any, before: str, observation: str, after: str = ""
+) -> tuple[list[int], tuple[int, int]]:
+    """The ids of plan text `before`, the `observation` text and plan text `after`,
+    and the observation's span among them (`RewritableEngine.rewrite`'s `observed`).
+    Encoded apart: no token spans plan text and observation, so a grammar skips
+    exactly the observation."""
+    ids = list(tokenizer.encode(before, add_special_tokens=False).ids) if before else []
+    start = len(ids)
+    ids += tokenizer.encode(observation, add_special_tokens=False).ids
+    span = (start, len(ids))
+    if after:
+        ids += tokenizer.encode(after, add_special_tokens=False).ids
+    return ids, span
 
 
 def _split_last_token(segmenter: Segmenter) -> tuple[str, str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tests.timely_core.tools.tools_support import HERE, Replies, alive, call
+from tests.timely_core.tools.tools_support import HERE, Replies, alive, call, host_process
 from timely_core import tools
 from timely_core.errors import ServiceError
 from timely_core.tools.plugin import ToolCall, ToolReply
@@ -297,14 +297,7 @@ time.sleep(3600)
 def test_a_plugin_ends_with_the_services_process_even_in_a_hung_call() -> None:
     """The service's process is killed (no cleanup runs) while its tool hangs in a
     call, reading nothing: the tool's process ends too."""
-    repo = str(Path(__file__).parents[3])
-    host = subprocess.Popen(
-        [sys.executable, "-c", HOST.format(here=HERE)],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=repo,
-        env={**os.environ, "PYTHONPATH": repo},
-    )
+    host = host_process(HOST.format(here=HERE))
     try:
         assert host.stdout is not None
         worker = int(host.stdout.readline())

@@ -5,20 +5,23 @@ exiting without closing its tools. Real processes, checked in /proc."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.timely_core.tools.tools_support import HERE, Replies, alive, call, kill_sleepers
+from tests.timely_core.tools.tools_support import (
+    HERE,
+    Replies,
+    alive,
+    call,
+    host_process,
+    kill_sleepers,
+)
 from timely_core.tools.plugin import ToolReply
 from timely_core.tools.process import PluginProcess
 from timely_core.tools.spec import ToolSpec
 
-REPO = str(Path(__file__).parents[3])
 SPAWNER = ToolSpec(name="spawner", plugin="tools_lifecycle_plugins:Spawner", wall_s=3.0)
 
 
@@ -96,14 +99,7 @@ print(process.pid, flush=True)
 )
 def test_with_its_service(tmp_path: Path, then: str, ending: str) -> None:
     pid_file = tmp_path / "pids"
-    script = HOST.format(here=HERE, pid_file=str(pid_file), then=then, ending=ending)
-    host = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": REPO},
-    )
+    host = host_process(HOST.format(here=HERE, pid_file=str(pid_file), then=then, ending=ending))
     try:
         assert host.stdout is not None
         worker = int(host.stdout.readline())

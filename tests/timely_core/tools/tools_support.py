@@ -1,10 +1,12 @@
-"""What the tool tests share: replies collected by task, a call to send, and
-whether a process is still running."""
+"""What the tool tests share: replies collected by task, a call to send, whether
+a process is still running, and a service in a process of its own."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -13,6 +15,19 @@ from timely_core.tools.plugin import ToolCall, ToolReply
 from timely_core.tools.process import PendingCall
 
 HERE = str(Path(__file__).parent)
+REPO = str(Path(__file__).parents[3])
+
+
+def host_process(script: str) -> subprocess.Popen[str]:
+    """Another Python running `script` from the repository (a service with a tool),
+    its stdout a pipe to read."""
+    return subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": REPO},
+    )
 
 
 class Replies:

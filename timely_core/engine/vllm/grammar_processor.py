@@ -165,7 +165,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
         for index, row in self._rows.items():
             if row.copies:
                 ids, row.copy_scan = bias.boosted_scan(
-                    row.generated, 0, row.args, row.copy_scan, row.args.observed_spans()
+                    row.generated, 0, row.args, row.copy_scan, row.observed
                 )
                 boosts.append((index, ids, row.args.copy_bias))
         bias.seconds += time.perf_counter() - started

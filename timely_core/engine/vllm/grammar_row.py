@@ -50,6 +50,7 @@ class GrammarRow:
         "generated",
         "greedy_unmasked",
         "matcher",
+        "observed",
         "output_ids",
         "plan",
         "stats",
@@ -83,6 +84,7 @@ class GrammarRow:
         # counted quotes in them (copy_bias.CopyScan), for a row that copies
         self.generated = list(plan)
         self.copy_scan: CopyScan | None = None
+        self.observed = args.observed_spans()  # read by the replays and the copy bias
         self.matcher = compiler.matcher(args.grammar)  # the engine compiled it in `add`
         refused = _replay(self.matcher, self.plan_text_ids)
         if refused is not None:  # the engine checks rewrites: never expected
@@ -92,7 +94,7 @@ class GrammarRow:
     def plan_text_ids(self) -> list[int]:
         """The plan's ids in the prompt that the grammar reads: its observations
         taken out (observed.py)."""
-        return plan_ids(self.plan, self.args.observed_spans())
+        return plan_ids(self.plan, self.observed)
 
     @property
     def copies(self) -> bool:

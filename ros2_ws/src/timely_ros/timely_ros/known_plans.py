@@ -54,7 +54,7 @@ class KnownPlans:
             plan = self._plans.get(tuple(prompt_ids[-n:]))
             if plan is not None:
                 return plan
-        recovery = self._after_failure(prompt_ids)
+        recovery = self._after_observation(prompt_ids)
         if recovery is not None:
             return recovery
         raise ValueError(
@@ -62,7 +62,7 @@ class KnownPlans:
             "set's plans); use engine: torch for free-form instructions"
         )
 
-    def _after_failure(self, ids: Sequence[int]) -> list[int] | None:
+    def _after_observation(self, ids: Sequence[int]) -> list[int] | None:
         """What follows a failure observation (the failed segment again, then the
         rest of the plan) or a tool's answer (the rest of the plan); None unless
         `ids` end with one of them after a known request."""

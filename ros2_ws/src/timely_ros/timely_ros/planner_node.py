@@ -558,7 +558,7 @@ class PlannerNode(LifecycleNode):
     def stop_serving(self) -> None:
         """Cancel every goal, stop the service and its tool processes: the process is
         going down (`bringup.spin`), and a goal's thread must not wait on a tool."""
-        if hasattr(self, "_jobs"):
+        if hasattr(self, "_jobs"):  # not when the constructor failed early
             self._stop_everything()
 
     def _stop_everything(self) -> None:
@@ -576,8 +576,7 @@ class PlannerNode(LifecycleNode):
                 _close_tools(held)
 
     def destroy_node(self) -> None:
-        if hasattr(self, "_jobs"):  # not when the constructor failed early
-            self._stop_everything()
+        self.stop_serving()
         journal: GoalJournal | None = getattr(self, "_journal", None)
         if journal is not None:
             journal.close()
