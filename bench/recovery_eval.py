@@ -79,6 +79,7 @@ def continuations(
     tokenizer = Tokenizer.from_file(str(model / "tokenizer.json"))
     engine = TorchEngine(model)
     prefixes: dict[str, list[int]] = {}
+    added: set[int] = set()
     for robot_type in sorted({c.example.robot_type for c in cases}):
         prefixes[robot_type] = tokenizer.encode(prompt_prefix(robot_type)).ids
         engine.register_prefix(robot_type, prefixes[robot_type])
@@ -87,9 +88,12 @@ def continuations(
         ids = prefixes[e.robot_type] + tokenizer.encode(format_request(e.scene, e.instruction)).ids
         for piece in case.written:
             ids += tokenizer.encode(piece).ids
+        if engine.max_model_len is not None and len(ids) >= engine.max_model_len:
+            continue  # no room to continue (a long arm plan): scored as not recovered
         engine.add(gen_id, ids, sampling(mode, case, config), e.robot_type)
+        added.add(gen_id)
     out: dict[int, list[int]] = {g: [] for g in range(len(cases))}
-    live = set(out)
+    live = set(added)
     while live:
         for step in engine.step(sorted(live)[:BATCH]):
             out[step.gen_id].append(step.token_id)

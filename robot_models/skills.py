@@ -293,6 +293,12 @@ class SkillSet(BaseModel):
         with open(path, "w", encoding="utf-8") as f:
             yaml.safe_dump(self.model_dump(mode="json", exclude_defaults=False), f, sort_keys=False)
 
+    def perception(self) -> tuple[Skill, ...]:
+        """The skills that answer a question about one object (`lk('cup')`,
+        `ox('cat')`): a bool or float of one argument, what a perception tool
+        answers and a plan may be shown the answer of."""
+        return tuple(s for s in self.skills if s.returns in ("bool", "float") and len(s.args) == 1)
+
     def find(self, name: str) -> Skill | None:
         """The skill called `name` (full name or short form), or None."""
         for skill in self.skills:

@@ -23,10 +23,7 @@ class ScenePerception(ToolPlugin):
         super().__init__(options)
         self.validates = bool(options.get("validates", False))  # type: ignore[misc]
         skill_set = SkillSet.load(str(options.get("robot_type", "")))
-        perception = [
-            s for s in skill_set.skills if s.returns in ("bool", "float") and len(s.args) == 1
-        ]
-        self._names = {name: s.name for s in perception for name in (s.name, s.short)}
+        self._names = {name: s.name for s in skill_set.perception() for name in (s.name, s.short)}
         self.skills = frozenset(self._names)  # type: ignore[misc]
         self._rng = random.Random(int(options.get("seed", 0)))
         self._worlds: dict[str, SimulatedWorld] = {}  # by task: positions stay put

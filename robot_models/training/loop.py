@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 
-from robot_models.dataset import DEFAULT_SEED, DatasetSplit, build_dataset
+from robot_models.dataset import DEFAULT_SEED, DatasetSplit, Example, build_dataset
+from robot_models.dataset.answers import answer_examples
 from robot_models.dataset.build import DEFAULT_PER_TYPE, Generator, check_generator
 from robot_models.dataset.observations import failure_examples
 from robot_models.prompts import format_request, prompt_prefix
@@ -107,6 +108,10 @@ class TrainConfig:
     # also appears with one statement failed, the failure as the service appends it,
     # and a recovery after it (dataset/observations.py); observations are not targets.
     observations: float = 0.0
+    # ... and this fraction with a perception tool's answers after the statements that
+    # ask them, the plan going on unchanged (dataset/answers.py); each LRTrace task
+    # that asks one is also shown answered, `LRTRACE_ANSWERED` times.
+    answers: float = 0.0
     vocab_size: int = VOCAB_SIZE  # BPE tokens (the `whole` format's number tokens on top)
     # The output layer shares the input embeddings (saved as an equal untied copy).
     tie_embeddings: bool = False
@@ -116,8 +121,10 @@ class TrainConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.observations <= 1.0:
-            raise ValueError(f"observations is a fraction in [0, 1], got {self.observations}")
+        for name in ("observations", "answers"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} is a fraction in [0, 1], got {value}")
         check_device(self.device)
         check_number_format(self.numbers)
         check_generator(self.data)
@@ -137,6 +144,11 @@ def check_device(device: str) -> None:
         raise ValueError(f"device {device!r}: no {kind} device is available on this machine")
 
 
+# Answered variants of each LRTrace task that asks (each with its own answers):
+# the tasks are learned exactly, as their answered forms must be.
+LRTRACE_ANSWERED = 32
+
+
 def training_data(config: TrainConfig) -> DatasetSplit:
     """The examples a run with `config` trains on (and its held-out split)."""
     data = build_dataset(
@@ -145,11 +157,16 @@ def training_data(config: TrainConfig) -> DatasetSplit:
         extra_per_type=config.extra_examples,
         generator=cast(Generator, config.data),
     )
-    if not config.observations:
-        return data
-    rng = random.Random(config.seed + 5)
-    failures = failure_examples(list(data.train), config.observations, rng)
-    return replace(data, train=data.train + tuple(failures))
+    extra: list[Example] = []
+    if config.observations:
+        rng = random.Random(config.seed + 5)
+        extra += failure_examples(list(data.train), config.observations, rng)
+    if config.answers:
+        rng = random.Random(config.seed + 6)
+        extra += answer_examples(list(data.train), config.answers, rng)
+        for _ in range(LRTRACE_ANSWERED):
+            extra += answer_examples(list(data.lrtrace), 1.0, rng)
+    return replace(data, train=data.train + tuple(extra)) if extra else data
 
 
 def training_tokenizer(
