@@ -5,10 +5,13 @@ Stage 1 learns the plan language and the robots' skills from the template data
 from scratch; stage 2 adds the open-lexicon request grammar (`data="mixed"`) and
 the observation examples of plans that react (issue #23); stage 3 settles stage 2
 at a lower learning rate; stage 4, short and lower still, on the template data
-alone, brings back the exact copying of numbers that the mixed data loosened
-(robot_models/README.md has what each stage measured). Each stage's checkpoint is
-kept in a folder beside the output until the recipe ends, so an interrupted run
-resumes at the first stage without a finished checkpoint.
+alone, brings back the exact copying of numbers that the mixed data loosened;
+stage 5 adds plans shown a perception tool's answers (`answers`), so that a plan
+goes on unchanged after `lk('cup')->True` is appended to it, and stage 6 settles it
+as stage 4 settled stage 3 (robot_models/README.md has what each stage measured).
+Each stage's checkpoint is kept in a folder beside the output until the recipe
+ends, so an interrupted run resumes at the first stage without a finished
+checkpoint.
 """
 
 from __future__ import annotations
@@ -42,6 +45,25 @@ SHIPPED_STAGES: tuple[TrainConfig, ...] = (
     ),
     TrainConfig(
         observations=0.3,
+        steps=300,
+        tail_steps=200,
+        lr=1.5e-4,
+        full_lr=7.5e-5,
+        warmup_steps=10,
+    ),
+    TrainConfig(
+        data="mixed",
+        observations=0.3,
+        answers=0.6,
+        steps=2400,
+        tail_steps=1600,
+        lr=5e-4,
+        full_lr=2.5e-4,
+        warmup_steps=10,
+    ),
+    TrainConfig(
+        observations=0.3,
+        answers=0.6,
         steps=300,
         tail_steps=200,
         lr=1.5e-4,

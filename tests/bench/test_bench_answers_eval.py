@@ -36,3 +36,18 @@ def test_each_case_is_planned_with_and_without_answers_and_scored() -> None:
     unchanged = sum(r["with_answers"] == r["without_answers"] for r in result["plans"])
     assert totals["heldout:unchanged"] == unchanged
     assert table_row(totals, "heldout")[0] == "2" and table_row(totals, "lrtrace") == []
+
+
+def test_the_shipped_planner_writes_the_lrtrace_drone_plans_unchanged_by_answers() -> None:
+    """Before the answers stage the planner lost every LRTrace plan that asks once the
+    answers were appended (`?sw('keys')` five times, `lg('cat');`); now each drone
+    plan is the golden one with the answers shown, and the arm plans stay valid."""
+    chosen = [c for c in cases(0) if c.source == "lrtrace"]
+    result = evaluate(default_planner_path(), chosen, seed=0)
+    by_instruction = {c.instruction: c for c in chosen}
+    for row in result["plans"]:
+        case = by_instruction[row["instruction"]]
+        assert row["error"] == "" and row["answers_shown"] >= 1, row
+        if case.robot_type == "drone":
+            assert row["with_answers"] == case.golden, row
+    assert result["totals"]["lrtrace:valid"] == len(chosen)

@@ -79,6 +79,7 @@ def test_an_empty_recipe_is_refused(tmp_path: Path) -> None:
 def test_the_shipped_recipe_starts_from_scratch_and_learns_observations() -> None:
     assert SHIPPED_STAGES[0] == TrainConfig()
     assert all(stage.observations > 0 for stage in SHIPPED_STAGES[1:])
+    assert SHIPPED_STAGES[-1].answers > 0  # the last stage keeps plans steady under answers
     assert all(not stage.init_from for stage in SHIPPED_STAGES)  # the recipe chains them
 
 

@@ -1,9 +1,10 @@
 """Under the grammar the service closes plans before its limits end them: a plan
 whose statement nears the robot's segment limit has its blocks closed at the next
 statement boundary and ends there, as a plan nearing `max_tokens` does; a statement
-that never ends by itself (a name whose letters the planner repeats) is ended, its
-name cut, in the window's last half. Without closing (`grammar_close_within=0`) the
-same tasks fail on those limits. Greedy, on the shipped planner."""
+that does not end in time by itself (a long name the planner copies, or one whose
+letters it repeats) is ended, its name cut, in the window's last half. Without
+closing (`grammar_close_within=0`) the same tasks fail on those limits. Greedy, on
+the shipped planner."""
 
 from __future__ import annotations
 
@@ -97,22 +98,24 @@ def test_a_plan_nearing_max_tokens_ends_at_a_statement_boundary() -> None:
         assert drone.parse(result.plan_text)
 
 
-def sort_screws(
-    arm: PlanLanguage, copy_bias: float = 0.0
-) -> tuple[TaskResult, GrammarRecordingEngine]:
-    """The one arm task below on the service (default closing and segment limit;
-    no copy bias unless given, which would write the names the request gives)."""
-    service, engine = recording_service({"arm": arm}, ServiceConfig(copy_bias=copy_bias))
-    service.register_robot("arm0", robot_type="arm")
+# the copy bias has the planner copy this name, which runs past a 24-token segment
+# limit before its statement can end
+LONG_NAME = (
+    "on table: extra large stainless steel mixing bowl; places: tray",
+    "put the extra large stainless steel mixing bowl on the tray",
+)
+LONG_NAME_LIMIT = 24
+
+
+def long_name_task(arm: PlanLanguage) -> tuple[TaskResult, GrammarRecordingEngine]:
+    """The arm task above on the service (default closing and copy bias), the robot's
+    segment limit `LONG_NAME_LIMIT`."""
+    service, engine = recording_service({"arm": arm}, ServiceConfig())
+    service.register_robot("arm0", robot_type="arm", max_segment_tokens=LONG_NAME_LIMIT)
     service.start()
     try:
-        handle = service.submit(
-            TaskRequest(
-                robot_id="arm0",
-                scene="on table: m3 screw, m5 screw; bins: m3 bin, m5 bin",
-                instruction="sort the m3 screw and m5 screw into their bins",
-            )
-        )
+        scene, instruction = LONG_NAME
+        handle = service.submit(TaskRequest(robot_id="arm0", scene=scene, instruction=instruction))
         for segment in handle.segments(timeout_s=300):
             handle.segment_done(segment.index)
         return handle.result(timeout_s=300), engine
@@ -120,22 +123,25 @@ def sort_screws(
         service.stop()
 
 
-def test_a_statement_repeating_a_name_is_ended_before_the_segment_limit(
+def test_a_statement_whose_name_runs_past_the_segment_limit_is_ended_in_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The planner writes `so('sastooo...` for this request and never closes the
-    name: closing at statement boundaries alone lets it run past the 64-token
-    segment limit and the task fails; the hard closers the service passes (the
-    language's, as token ids) end the name, call and statement in time."""
+    """The planner copies the request's long name (`st('tray','extra large stainless
+    steel ...`) and the statement cannot end by itself before the 24-token limit:
+    closing at statement boundaries alone fails the task there; the hard closers
+    the service passes (the language's, as token ids) cut the name and end the call
+    and statement in time."""
     soft_only = load_language("arm")
     monkeypatch.setattr(soft_only, "grammar_hard_closers", lambda: ())
-    failed, _ = sort_screws(soft_only)
-    assert not failed.success and "no complete statement within 64 tokens" in failed.error
-    assert "so('sastoo" in failed.plan_text + failed.error, "no longer loops: pick another"
+    failed, _ = long_name_task(soft_only)
+    assert not failed.success, failed.plan_text
+    assert f"no complete statement within {LONG_NAME_LIMIT} tokens" in failed.error
+    assert "'extra large stainless" in failed.error, "the name ends by itself: pick another"
     arm = load_language("arm")
-    result, engine = sort_screws(arm)
+    result, engine = long_name_task(arm)
     assert result.success, (result.plan_text, result.error)
-    assert arm.parse(result.plan_text)
+    [statement] = arm.parse(result.plan_text)
+    assert "'extra large st" in statement.text and "mixing bowl" not in statement.text
     tokenizer = Tokenizer.from_file(str(default_planner_path() / "tokenizer.json"))
     hard = [tokenizer.encode(t, add_special_tokens=False).ids for t in arm.grammar_hard_closers()]
     assert engine.admitted_params[0].hard_closing_ids == tuple(ids[0] for ids in hard)

@@ -38,7 +38,7 @@ NAMED = [
 VALUED = [
     ("drone", "go up 1.2 m please", "mu(120)"),
     ("drone", "turn left ninety degrees", "tu(90)"),
-    ("drone", "go right 2.5 m", "mr(250)"),
+    ("drone", "fly right 1.5 m", "mr(150)"),
     ("drone", "wait 4 seconds then land", "dl(4)"),
     ("arm", "move the gripper to x 55 cm, y -10 cm, z 35 cm", "mt(550,-100,350)"),
     ("arm", "go to (0.6, 0.1, 0.2) m", "mt(600,100,200)"),

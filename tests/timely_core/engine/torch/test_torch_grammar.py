@@ -150,7 +150,9 @@ def test_every_constrained_plan_parses_on_adversarial_instructions(planner: Plan
         check = check_plan(case[0], *planner.text(masked))
         assert check.valid and check.right_skills, (case, planner.text(masked), check.error)
         # (valid implies only the robot's skills are called: the parser knows no others)
-    assert invalid_free >= 3  # what the grammar is for: these plans were broken
+    # what the grammar is for: some of these plans are broken without it (two on the
+    # shipped planner; if none is, the cases no longer test it: find ones that are)
+    assert invalid_free >= 2
 
 
 def _rotate(strategy_of: dict[int, HandlingStrategy]) -> Between:

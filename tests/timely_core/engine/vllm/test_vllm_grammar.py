@@ -56,7 +56,7 @@ def _params(robots: Robots, cases: list[Case], **overrides: Any) -> list[Samplin
 def test_greedy_plans_equal_the_torch_engine_beside_unconstrained_ones(
     robots: Robots, vllm_engine: Any, torch_engine: TorchEngine
 ) -> None:
-    cases = LRTRACE[:5] + LRTRACE[8:] + ADVERSARIAL  # 14: both in one step of 28
+    cases = LRTRACE[:5] + LRTRACE[8:] + ADVERSARIAL  # 16: both in one step of 32
     constrained = _params(robots, cases)
     free = _params(robots, cases, grammar=False)
     processor = vllm_engine.grammar_processor()

@@ -30,6 +30,8 @@ ADVERSARIAL: list[Case] = [
     ("arm", "on table: cup", "take off and fly to the kitchen"),
     ("arm", "on table: box", "move to x 2000, y 9000, z -50 right now"),
     ("arm", "on table: pen", "mu(50); tk(); fly like a drone"),
+    ("drone", "visible: 🐱, ☕", "ñandú 🐱🐱 über alles ???? }}}}"),
+    ("arm", "on table: banana, spoon", "pls put teh banana in teh bin thx"),
 ]
 LRTRACE: list[Case] = [(t.robot_type, t.scene, t.instruction) for t in LRTRACE_TASKS]
 OBSERVING: Case = ("arm", "on table: cup, mug; places: tray", "tidy up the table")
