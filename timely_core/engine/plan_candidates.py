@@ -394,13 +394,13 @@ class CandidateEngine:
             )
         self.inner.rewrite(gen_id, keep_generated, append_ids, observed)  # type: ignore[attr-defined]
 
-    def set_closing(self, gen_id: int, closing: bool) -> None:
+    def set_closing(self, gen_id: int, closing: bool, within: int | None = None) -> None:
         deciding = self._deciding.get(gen_id)
         if deciding is not None:
             for engine_id in deciding.live():
-                self.inner.set_closing(engine_id, closing)  # type: ignore[attr-defined]
+                self.inner.set_closing(engine_id, closing, within)  # type: ignore[attr-defined]
         elif gen_id not in self._chosen:
-            self.inner.set_closing(gen_id, closing)  # type: ignore[attr-defined]
+            self.inner.set_closing(gen_id, closing, within)  # type: ignore[attr-defined]
 
     def rehandle(self, gen_id: int, strategy: HandlingStrategy) -> bool:
         deciding = self._deciding.get(gen_id)

@@ -281,13 +281,16 @@ class ClosingEngine(Protocol):
     ask a generation to close now, as in its last `close_within` tokens (a plan
     statement about to outgrow the service's segment limit)."""
 
-    def set_closing(self, gen_id: int, closing: bool) -> None:
+    def set_closing(self, gen_id: int, closing: bool, within: int | None = None) -> None:
         """While `closing`, the generation's next tokens end its grammar, or take its
         `closing_ids`, as soon as the grammar allows them, as in the last
         `close_within` tokens of its limit: its closing window starts now (its
-        second half also takes `hard_closing_ids`, `closing.py`). False lifts it
-        (the token limit's window still applies). Nothing changes for a
-        generation without a grammar. Raises UnknownGeneration."""
+        second half also takes `hard_closing_ids`, `closing.py`), `within` tokens
+        long when that is fewer than `close_within` (the tokens left before the
+        limit the caller closes for; None: `close_within`). False lifts it (the
+        token limit's window still applies). Nothing changes for a generation
+        without a grammar. Raises UnknownGeneration; ValueError for a `within`
+        below 1."""
 
 
 @runtime_checkable

@@ -47,6 +47,7 @@ class Sequence:
     grammar: GrammarMatcher | None = None
     closing: bool = False  # asked to close its grammar now (`ClosingEngine`)
     closing_from: int = 0  # num_generated when it was asked (its closing window's start)
+    closing_within: int | None = None  # tokens it had left then before the caller's limit
     copy_scan: CopyScan | None = None  # quotes counted so far for the copy bias (torch engine)
     # observations appended by `rewrite`, as spans of the generated ids (observed.py)
     observed: list[Span] = field(default_factory=list)

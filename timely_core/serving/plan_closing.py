@@ -24,9 +24,12 @@ def update_closing(engine: Engine, generation: Generation, params: SamplingParam
     if generation.closing or not _closable(engine, generation, params):
         return
     segmenter = generation.segmenter
-    if segmenter.pending_tokens >= segmenter.max_segment_tokens - params.close_within:
+    left = segmenter.max_segment_tokens - segmenter.pending_tokens
+    if left <= params.close_within:
         assert isinstance(engine, ClosingEngine)
-        engine.set_closing(generation.gen_id, True)
+        # a whole window may not fit before the limit (a short segment limit): the
+        # engine's window is then the tokens left, so its hard half still comes
+        engine.set_closing(generation.gen_id, True, within=max(1, left))
         generation.closing = True
 
 

@@ -155,17 +155,23 @@ def check_memory(engine: TorchEngine) -> None:
 
 
 def closed_from_an_open_name(
-    engine: Any, gen_id: int, prompt: list[int], params: SamplingParams, statement: list[int]
+    engine: Any,
+    gen_id: int,
+    prompt: list[int],
+    params: SamplingParams,
+    statement: list[int],
+    within: int | None = None,
 ) -> list[int]:
     """A grammar generation made to stand inside a quoted name (one token sampled,
     then rewritten to `statement`, e.g. `o('sastoooo`), then asked to close
-    (`ClosingEngine.set_closing`): the ids it writes from there to its end."""
+    (`ClosingEngine.set_closing`, `within` tokens left): the ids it writes from
+    there to its end."""
     engine.add(gen_id, prompt, params)
     assert not any(o.finished for o in engine.step([gen_id]))
     engine.suspend(gen_id, HandlingStrategy.DISCARD)
     engine.rewrite(gen_id, 0, statement)
     engine.resume(gen_id)
-    engine.set_closing(gen_id, True)
+    engine.set_closing(gen_id, True, within)
     written: list[int] = []
     for _ in range(params.max_tokens):
         for out in engine.step([gen_id]):

@@ -3,13 +3,21 @@ ids, for its own token limit and when the service asks."""
 
 from __future__ import annotations
 
-from timely_core.engine.closing import closing_ids_now
+import pytest
+
+from timely_core.engine.closing import check_closing_within, closing_ids_now
 
 SOFT = (94,)  # a block's end
 HARD = (28, 265, 8)  # a statement's, a call's, a name's
 
 
-def ids(generated: int, asked_at: int | None = None, within: int = 8, limit: int = 100) -> object:
+def ids(
+    generated: int,
+    asked_at: int | None = None,
+    within: int = 8,
+    limit: int = 100,
+    asked_within: int | None = None,
+) -> object:
     return closing_ids_now(
         max_tokens=limit,
         close_within=within,
@@ -17,6 +25,7 @@ def ids(generated: int, asked_at: int | None = None, within: int = 8, limit: int
         hard_closing_ids=HARD,
         generated=generated,
         asked_at=asked_at,
+        asked_within=asked_within,
     )
 
 
@@ -41,3 +50,23 @@ def test_asked_to_close_its_window_starts_there() -> None:
 def test_without_a_window_it_never_closes_unless_asked_and_then_softly() -> None:
     assert ids(99, within=0) is None
     assert ids(99, asked_at=3, within=0) == SOFT
+
+
+def test_asked_with_fewer_tokens_left_than_a_window_its_window_is_those() -> None:
+    """A segment limit 4 tokens away: the window is those 4, its hard half the last
+    2 (a whole window of 8 would only turn hard past the limit)."""
+    assert [ids(g, asked_at=10, asked_within=4) for g in range(10, 14)] == [SOFT] * 2 + [
+        SOFT + HARD
+    ] * 2
+    assert ids(11, asked_at=10) == SOFT  # a whole window: still soft there
+    # more tokens left than a window: the window as ever
+    assert ids(13, asked_at=10, asked_within=50) == ids(13, asked_at=10) == SOFT
+    assert ids(10, asked_at=10, asked_within=1) == SOFT + HARD
+
+
+@pytest.mark.parametrize("within", [0, -3, True, 2.5, "4"])
+def test_a_window_of_no_tokens_is_refused_by_name(within: object) -> None:
+    with pytest.raises(ValueError, match="within must be"):
+        check_closing_within(within)  # type: ignore[arg-type]
+    check_closing_within(None)
+    check_closing_within(1)

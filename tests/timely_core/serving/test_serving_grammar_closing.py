@@ -98,20 +98,19 @@ def test_a_plan_nearing_max_tokens_ends_at_a_statement_boundary() -> None:
         assert drone.parse(result.plan_text)
 
 
-# the copy bias has the planner copy this name, which runs past a 24-token segment
+# the copy bias has the planner copy this name, which runs past a short segment
 # limit before its statement can end
 LONG_NAME = (
     "on table: extra large stainless steel mixing bowl; places: tray",
     "put the extra large stainless steel mixing bowl on the tray",
 )
-LONG_NAME_LIMIT = 24
 
 
-def long_name_task(arm: PlanLanguage) -> tuple[TaskResult, GrammarRecordingEngine]:
+def long_name_task(arm: PlanLanguage, limit: int) -> tuple[TaskResult, GrammarRecordingEngine]:
     """The arm task above on the service (default closing and copy bias), the robot's
-    segment limit `LONG_NAME_LIMIT`."""
+    segment limit `limit`."""
     service, engine = recording_service({"arm": arm}, ServiceConfig())
-    service.register_robot("arm0", robot_type="arm", max_segment_tokens=LONG_NAME_LIMIT)
+    service.register_robot("arm0", robot_type="arm", max_segment_tokens=limit)
     service.start()
     try:
         scene, instruction = LONG_NAME
@@ -123,25 +122,29 @@ def long_name_task(arm: PlanLanguage) -> tuple[TaskResult, GrammarRecordingEngin
         service.stop()
 
 
+# 24: the window (32 tokens) starts with the statement and its hard half comes in
+# time; 16 and below: only because the window is cut to the tokens the limit leaves
+@pytest.mark.parametrize("limit", [24, 16, 12])
 def test_a_statement_whose_name_runs_past_the_segment_limit_is_ended_in_time(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, limit: int
 ) -> None:
     """The planner copies the request's long name (`st('tray','extra large stainless
-    steel ...`) and the statement cannot end by itself before the 24-token limit:
-    closing at statement boundaries alone fails the task there; the hard closers
-    the service passes (the language's, as token ids) cut the name and end the call
-    and statement in time."""
+    steel ...`) and the statement cannot end by itself before the limit: closing at
+    statement boundaries alone fails the task there; the hard closers the service
+    passes (the language's, as token ids) cut the name and end the call and
+    statement in time."""
+    assert limit <= ServiceConfig().grammar_close_within
     soft_only = load_language("arm")
     monkeypatch.setattr(soft_only, "grammar_hard_closers", lambda: ())
-    failed, _ = long_name_task(soft_only)
+    failed, _ = long_name_task(soft_only, limit)
     assert not failed.success, failed.plan_text
-    assert f"no complete statement within {LONG_NAME_LIMIT} tokens" in failed.error
-    assert "'extra large stainless" in failed.error, "the name ends by itself: pick another"
+    assert f"no complete statement within {limit} tokens" in failed.error
+    assert "'extra large" in failed.error, "the name ends by itself: pick another"
     arm = load_language("arm")
-    result, engine = long_name_task(arm)
+    result, engine = long_name_task(arm, limit)
     assert result.success, (result.plan_text, result.error)
     [statement] = arm.parse(result.plan_text)
-    assert "'extra large st" in statement.text and "mixing bowl" not in statement.text
+    assert "'ex" in statement.text and "mixing bowl" not in statement.text
     tokenizer = Tokenizer.from_file(str(default_planner_path() / "tokenizer.json"))
     hard = [tokenizer.encode(t, add_special_tokens=False).ids for t in arm.grammar_hard_closers()]
     assert engine.admitted_params[0].hard_closing_ids == tuple(ids[0] for ids in hard)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from timely_core.engine.closing import closing_ids_now
+from timely_core.engine.closing import check_closing_within, closing_ids_now
 from timely_core.engine.copy_bias import CopyBias, copies
 from timely_core.engine.iteration_scheduler import Chunk
 from timely_core.engine.observed import Span, plan_ids
@@ -183,12 +183,14 @@ class TorchEngine(PagedEngine):
             variants.append(replace(resident, base_kv=self.blocks.kv_key(name) is None))
         return ResidentWeights(self.model.weights_nbytes, tuple(variants))
 
-    def set_closing(self, gen_id: int, closing: bool) -> None:
+    def set_closing(self, gen_id: int, closing: bool, within: int | None = None) -> None:
         """`ClosingEngine`: close its grammar at the next chance (masker), its
         closing window starting here."""
         state = self._state(gen_id)
+        check_closing_within(within)
         if closing and not state.closing:
             state.closing_from = state.num_generated
+            state.closing_within = within
         state.closing = closing
 
     def _check_variant(self, variant: str | None, what: str) -> None:
@@ -344,4 +346,5 @@ def _closing(state: Sequence) -> tuple[int, ...] | None:
         hard_closing_ids=params.hard_closing_ids,
         generated=state.num_generated,
         asked_at=state.closing_from if state.closing else None,
+        asked_within=state.closing_within,
     )

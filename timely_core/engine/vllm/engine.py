@@ -289,12 +289,12 @@ class VllmEngine:
         )
         self.rewrites += 1
 
-    def set_closing(self, gen_id: int, closing: bool) -> None:
+    def set_closing(self, gen_id: int, closing: bool, within: int | None = None) -> None:
         """`ClosingEngine`: close its grammar at the next chance. A running request's
         args cannot change, so it is parked and re-submitted by the next step that
         lists it (the prefix cache restores its KV)."""
         state = self._state(gen_id)
-        if state.set_closing(closing) and state.request_id is not None:
+        if state.set_closing(closing, within) and state.request_id is not None:
             self._end_request(state)
 
     def abort(self, gen_id: int) -> None:

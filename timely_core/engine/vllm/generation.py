@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from timely_core.engine.closing import check_closing_within
 from timely_core.engine.observed import Span, check_observed, plan_ids, rewritten_spans
 from timely_core.engine.protocol import EngineError, HandlingStrategy, SamplingParams
 from timely_core.engine.vllm.grammar_args import grammar_args
@@ -51,6 +52,7 @@ class VllmGeneration:
     rewrites: int = 0
     closing: bool = False  # asked to close its grammar now (`ClosingEngine.set_closing`)
     closing_from: int = 0  # num_generated when it was asked (its closing window's start)
+    closing_within: int | None = None  # tokens it had left then before the caller's limit
 
     @property
     def num_generated(self) -> int:
@@ -71,15 +73,23 @@ class VllmGeneration:
     def request_grammar(self) -> dict[str, Any] | None:
         """The grammar args of its next request (None without a grammar)."""
         return grammar_args(
-            self.params, self.prompt_len, self.closing, self.closing_from, self.observed
+            self.params,
+            self.prompt_len,
+            self.closing,
+            self.closing_from,
+            self.observed,
+            self.closing_within,
         )
 
-    def set_closing(self, closing: bool) -> bool:
-        """Ask it to close (its closing window starting now) or lift that; whether
-        its next request's grammar args change."""
+    def set_closing(self, closing: bool, within: int | None = None) -> bool:
+        """Ask it to close (its closing window starting now, `within` tokens long when
+        fewer than `close_within`) or lift that; whether its next request's grammar
+        args change."""
+        check_closing_within(within)
         changed = closing != self.closing
         if closing and changed:
             self.closing_from = self.num_generated
+            self.closing_within = within
         self.closing = closing
         return changed and self.params.grammar is not None
 

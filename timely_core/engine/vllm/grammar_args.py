@@ -38,6 +38,7 @@ KEYS = (
     "hard_closing_ids",
     "closing",
     "closing_from",
+    "closing_within",
     "copy_names",
     "copy_bias",
     "copy_quote",
@@ -68,6 +69,9 @@ class GrammarArgs(BaseModel):
     closing: bool = False  # the service asked it to close (ClosingEngine.set_closing)
     # the generation's generated ids when it was asked: its closing window's start
     closing_from: int = Field(default=0, ge=0)
+    # the tokens it had left then before the service's limit, its window's length
+    # when fewer than close_within (0: close_within)
+    closing_within: int = Field(default=0, ge=0)
     # the copy bias (copy_bias.py): the request's names, the bias, their quote, and
     # what comes right before a name's opening quote
     copy_names: tuple[str, ...] = ()
@@ -142,11 +146,13 @@ def grammar_args(
     closing: bool,
     closing_from: int = 0,
     observed: Sequence[Span] = (),
+    closing_within: int | None = None,
 ) -> dict[str, Any] | None:
     """The wire args of a generation's next request (None without a grammar):
     `prompt_len` is the generation's own prompt length, where its plan starts in
     every request's prompt; `closing_from`, its generated ids when it was asked to
-    close; `observed`, the observations among its generated ids."""
+    close, and `closing_within` the tokens it then had left (None: a whole window);
+    `observed`, the observations among its generated ids."""
     if params.grammar is None:
         return None
     return GrammarArgs(
@@ -159,6 +165,7 @@ def grammar_args(
         hard_closing_ids=params.hard_closing_ids,
         closing=closing,
         closing_from=closing_from,
+        closing_within=closing_within or 0,
         copy_names=params.copy_names,
         copy_bias=params.copy_bias,
         copy_quote=params.copy_quote,

@@ -113,6 +113,7 @@ class GrammarRow:
             hard_closing_ids=args.hard_closing_ids,
             generated=len(self.plan) + self.consumed,
             asked_at=args.closing_from if args.closing else None,
+            asked_within=args.closing_within or None,
         )
 
     def advance(self, eos: int) -> None:

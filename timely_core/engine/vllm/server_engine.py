@@ -417,12 +417,12 @@ class VllmServerEngine:
         )
         self.rewrites += 1
 
-    def set_closing(self, gen_id: int, closing: bool) -> None:
+    def set_closing(self, gen_id: int, closing: bool, within: int | None = None) -> None:
         """`ClosingEngine`: close its grammar at the next chance. A running request's
         args cannot change, so its stream is closed (tokens not yet reported are
         dropped) and the next step that lists it opens one with the new flag."""
         state = self._state(gen_id)
-        if state.set_closing(closing) and gen_id in self._streams:
+        if state.set_closing(closing, within) and gen_id in self._streams:
             self._close_stream(gen_id)
 
     def abort(self, gen_id: int) -> None:

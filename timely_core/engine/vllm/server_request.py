@@ -62,6 +62,7 @@ def stream_body(server: ServerState, state: VllmGeneration, kept: list[int]) -> 
     # what the server has not sent yet (appended ids count, as in `VllmGeneration`)
     seed_state = VllmGeneration(state.gen_id, kept, state.prompt_len, state.params)
     seed_state.closing, seed_state.closing_from = state.closing, state.closing_from
+    seed_state.closing_within = state.closing_within
     seed_state.observed = state.observed  # the grammar skips them on any server
     return completion_body(
         server,

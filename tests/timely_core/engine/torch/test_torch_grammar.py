@@ -352,6 +352,14 @@ def test_a_name_still_open_when_its_window_ends_is_closed_hard(planner: Planner)
         text, ended = planner.text(statement + written)
         assert ended and len(written) <= within + 2, text
         assert check_plan("arm", text).valid, text
+    # a whole window asked with fewer tokens left (a near segment limit): cut to them
+    cut = replace(hard, close_within=32)
+    written = closed_from_an_open_name(planner.engine, 960, prompt, cut, statement, within=1)
+    assert written == [*planner.encode("');"), planner.engine.eos_token_id]
+    planner.engine.add(961, prompt, cut)
+    with pytest.raises(ValueError, match="within must be at least 1"):
+        planner.engine.set_closing(961, True, within=0)
+    planner.engine.abort(961)
 
 
 def test_plans_near_their_token_limit_end_at_a_statement_boundary(planner: Planner) -> None:

@@ -217,7 +217,10 @@ def test_a_name_still_open_when_asked_to_close_ends_as_on_the_torch_engine(
         "sort the m3 screw and m5 screw into their bins",
     )
     statement = robots.encode("pk('sastooooooooo")
-    for gen_id, within in enumerate((1, 2, 6), start=530):
+    # (close_within, the tokens left when asked): a window cut to one token left is
+    # all hard, as a one-token window; the cut travels in the re-submitted args
+    windows = [(1, None), (2, None), (6, None), (32, 1), (32, 6)]
+    for gen_id, (within, left) in enumerate(windows, start=530):
         params = robots.params(
             "arm",
             close_within=within,
@@ -225,10 +228,10 @@ def test_a_name_still_open_when_asked_to_close_ends_as_on_the_torch_engine(
             hard_closing_ids=robots.hard_closing_ids(),
         )
         prompt = robots.prompt(case)
-        got = closed_from_an_open_name(vllm_engine, gen_id, prompt, params, statement)
-        expected = closed_from_an_open_name(torch_engine, gen_id, prompt, params, statement)
+        got = closed_from_an_open_name(vllm_engine, gen_id, prompt, params, statement, left)
+        expected = closed_from_an_open_name(torch_engine, gen_id, prompt, params, statement, left)
         assert got == expected
-        if within == 1:
+        if 1 in (within, left):
             assert got == [*robots.encode("');"), vllm_engine.eos_token_id]
         assert robots.assert_valid(case, statement + got, vllm_engine.eos_token_id)
 

@@ -17,7 +17,9 @@ def test_the_wire_args_read_back_as_written() -> None:
         copy_openers=("sw(", ","), copy_values=("120", "-100"), copy_value_openers=("mu(", ","),
         copy_distinct_after=("pk(", "st("), copy_distinct_openers=("pl(", ","),
     )  # fmt: skip
-    wire = grammar_args(params, 40, True, closing_from=12, observed=[(3, 9), (12, 15)])
+    wire = grammar_args(
+        params, 40, True, closing_from=12, observed=[(3, 9), (12, 15)], closing_within=5
+    )
     assert wire is not None
     # vLLM's xargs types: str, int, float, or a list of them
     assert all(isinstance(v, (str, int, float, list)) for v in wire.values())
@@ -26,7 +28,7 @@ def test_the_wire_args_read_back_as_written() -> None:
         grammar="start: /a+/", plan_start=40, plan_observed=(3, 9, 12, 15), max_tokens=90,
         close_within=8,
         closing_ids=(94,), hard_closing_ids=(28, 265, 8), closing=True, closing_from=12,
-        copy_names=("salt shaker", "7"), copy_bias=9.5, copy_quote="'",
+        closing_within=5, copy_names=("salt shaker", "7"), copy_bias=9.5, copy_quote="'",
         copy_openers=("sw(", ","), copy_values=("120", "-100"), copy_value_openers=("mu(", ","),
         copy_distinct_after=("pk(", "st("), copy_distinct_openers=("pl(", ","),
     )  # fmt: skip
@@ -40,6 +42,7 @@ def test_the_wire_args_read_back_as_written() -> None:
         ("hard_closing_ids", [28, -1]),
         ("closing_ids", [-5]),
         ("closing_from", -1),
+        ("closing_within", -1),
         ("plan_observed", [3]),  # no end
         ("plan_observed", [5, 2]),
         ("plan_observed", [1, 4, 3, 6]),  # overlapping

@@ -1,7 +1,8 @@
 """Plan grammars through real vLLM servers on 127.0.0.1 (the planner checkpoint): a
 server started with Timely's grammar processor (`--logits-processors`) gives the
 torch engine's greedy plans under the robots' grammars, through resumes (each a new
-request carrying the plan so far) and closing, and the service on it plans the
+request carrying the plan so far) and closing (a window cut to the tokens left
+too), and the service on it plans the
 golden plans under the grammar; a server started without it is found out before
 any grammar request reaches it and gets none (grammar generations go to one with
 it; with none left, an error names it and the flag), also when it was down as the
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from engine_testkit import closed_from_an_open_name
 from vllm_grammar_testkit import (
     ADVERSARIAL,
     LRTRACE,
@@ -86,6 +88,30 @@ def test_greedy_plans_through_a_server_equal_the_torch_engine(
             for c in cases
         ]
         assert robots.run(engine, cases, window) == robots.run(reference, cases, window)
+    finally:
+        engine.close()
+
+
+def test_a_closing_window_cut_to_the_tokens_left_travels_to_the_server(
+    planner: Path, servers: dict[str, str]
+) -> None:
+    """`set_closing(..., within=1)` reopens the stream with the cut window in its
+    args: a name still open ends at once, as on torch."""
+    robots = Robots()
+    reference = TorchEngine(planner, EngineConfig(num_threads=1))
+    engine = _engine(planner, servers["with"])
+    try:
+        statement = robots.encode("pk('sastooooooooo")
+        params = robots.params(
+            "arm",
+            close_within=32,
+            closing_ids=robots.closing_ids(),
+            hard_closing_ids=robots.hard_closing_ids(),
+        )
+        prompt = robots.prompt(OBSERVING)
+        got = closed_from_an_open_name(engine, 0, prompt, params, statement, within=1)
+        assert got == closed_from_an_open_name(reference, 0, prompt, params, statement, within=1)
+        assert got == [*robots.encode("');"), engine.eos_token_id]
     finally:
         engine.close()
 
