@@ -134,6 +134,13 @@ class RobotPlanLanguage:
         it, so a quote never opens a name."""
         return (";", ");", "');", ")", "')", "'", ",")
 
+    def grammar_closing_bans(self) -> tuple[str, ...]:
+        """A condition's opener: a closing plan that must write a statement in a
+        block would otherwise open another condition there (`?sw('mu'){?iv('.`)
+        and run past its limit. Elsewhere `?` is only ever in a message's text,
+        which needs none to end."""
+        return ("?",)
+
     def new_parser(self) -> PlanParser:
         return PlanParser(self._skills)
 

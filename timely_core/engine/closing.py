@@ -19,6 +19,15 @@ instead of running past the segment limit unfinished.
 from __future__ import annotations
 
 
+def banned_now(
+    closers: tuple[int, ...], closing_ids: tuple[int, ...], banned_ids: tuple[int, ...]
+) -> tuple[int, ...]:
+    """The ids a closing row may not take now (`closers`, from `closing_ids_now`):
+    its `closing_banned_ids` in the window's hard half, when it must end now; none
+    in the soft half, where the model's own choice (a new condition too) goes on."""
+    return banned_ids if len(closers) > len(closing_ids) else ()
+
+
 def check_closing_within(within: int | None) -> None:
     """`ClosingEngine.set_closing`'s `within`: None or at least one token."""
     if within is not None and (isinstance(within, bool) or not isinstance(within, int)):

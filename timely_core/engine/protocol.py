@@ -55,7 +55,10 @@ class SamplingParams:
     being cut off mid-statement at `max_tokens`. Other tokens are chosen as always.
     0 turns it off. In the window's last half `hard_closing_ids` join them (after
     `closing_ids`): ids that end an open name, call or statement (`closing.py`), so
-    a statement that keeps going still ends in time.
+    a statement that keeps going still ends in time. `closing_banned_ids`: ids a
+    row in the window's hard half does not take while its grammar allows any other
+    (those that open a new nested statement, such as a condition): a plan that
+    must end now ends what is open and opens nothing new.
 
     `copy_names`, `copy_bias` (with a grammar): inside a name quoted by
     `copy_quote`, the tokens that go on spelling one of `copy_names` (the request's
@@ -94,6 +97,7 @@ class SamplingParams:
     close_within: int = 0
     closing_ids: tuple[int, ...] = ()
     hard_closing_ids: tuple[int, ...] = ()
+    closing_banned_ids: tuple[int, ...] = ()
     copy_names: tuple[str, ...] = ()
     copy_bias: float = 0.0
     copy_quote: str = "'"

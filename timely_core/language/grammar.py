@@ -54,6 +54,17 @@ class HardClosingGrammarLanguage(Protocol):
 
 
 @runtime_checkable
+class ClosingBansLanguage(Protocol):
+    """Optional: a closing grammar language with texts that open a new nested
+    statement, which a closing plan should not open."""
+
+    def grammar_closing_bans(self) -> tuple[str, ...]:
+        """Texts that open a nested statement (a condition): once a plan must end now
+        (a closing window's hard half), no token that contains one is taken as long
+        as another is allowed (`SamplingParams.closing_banned_ids`)."""
+
+
+@runtime_checkable
 class CopyingLanguage(Protocol):
     """Optional: a grammar language that can list the names a request gives, for
     the engine's copy bias (`SamplingParams.copy_names`)."""
@@ -114,6 +125,13 @@ def language_hard_closers(language: object) -> tuple[str, ...]:
     """The hard closing texts of `language`'s grammar (none when it declares none)."""
     if isinstance(language, HardClosingGrammarLanguage):
         return language.grammar_hard_closers()
+    return ()
+
+
+def language_closing_bans(language: object) -> tuple[str, ...]:
+    """The texts `language`'s closing plans do not open (none when it declares none)."""
+    if isinstance(language, ClosingBansLanguage):
+        return language.grammar_closing_bans()
     return ()
 
 

@@ -25,6 +25,7 @@ from timely_core.engine.protocol import Engine, SamplingParams
 from timely_core.language.detokenizer import IncrementalDetokenizer
 from timely_core.language.grammar import (
     language_closers,
+    language_closing_bans,
     language_copy_names,
     language_grammar,
     language_hard_closers,
@@ -98,6 +99,7 @@ class ServiceState:
         self.scheduler = Scheduler(policy, batch, batch_cap(config, engine))
         self.params = SamplingParams(temperature=0.0, max_tokens=config.max_tokens)
         self._closing_by_texts: dict[tuple[str, ...], tuple[int, ...]] = {}
+        self._banned_by_texts: dict[tuple[str, ...], tuple[int, ...]] = {}
         self.lock = threading.RLock()
         self.wake = threading.Condition(self.lock)
         self.engine_gate = EngineGate()
@@ -188,6 +190,7 @@ class ServiceState:
             close_within=self.config.grammar_close_within,
             closing_ids=self._closing_ids(language_closers(language)),
             hard_closing_ids=self._closing_ids(language_hard_closers(language)),
+            closing_banned_ids=self._banned_ids(language_closing_bans(language)),
         )
 
     def _closing_ids(self, texts: tuple[str, ...]) -> tuple[int, ...]:
@@ -205,6 +208,19 @@ class ServiceState:
             else:
                 log.warning("closing text %r is %d tokens, not one: not forced", text, len(encoded))
         ids = self._closing_by_texts[texts] = tuple(found)
+        return ids
+
+    def _banned_ids(self, texts: tuple[str, ...]) -> tuple[int, ...]:
+        """Every token id whose text contains one of a language's closing bans
+        (worked out once per set of texts)."""
+        if not texts:
+            return ()
+        ids = self._banned_by_texts.get(texts)
+        if ids is None:
+            vocab = range(self.tokenizer.get_vocab_size())
+            spelled = [self.tokenizer.decode([i], skip_special_tokens=False) for i in vocab]
+            ids = tuple(i for i in vocab if any(t in spelled[i] for t in texts))
+            self._banned_by_texts[texts] = ids
         return ids
 
     def release_prefix(self, prefix: StoredPrefix) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from timely_core.engine.closing import check_closing_within, closing_ids_now
+from timely_core.engine.closing import banned_now, check_closing_within, closing_ids_now
 
 SOFT = (94,)  # a block's end
 HARD = (28, 265, 8)  # a statement's, a call's, a name's
@@ -70,3 +70,10 @@ def test_a_window_of_no_tokens_is_refused_by_name(within: object) -> None:
         check_closing_within(within)  # type: ignore[arg-type]
     check_closing_within(None)
     check_closing_within(1)
+
+
+def test_new_conditions_are_banned_only_in_the_hard_half() -> None:
+    banned = (63, 64)
+    assert banned_now(SOFT, SOFT, banned) == ()  # soft: the model's choice goes on
+    assert banned_now(SOFT + HARD, SOFT, banned) == banned
+    assert banned_now(SOFT + HARD, SOFT, ()) == ()

@@ -147,4 +147,8 @@ def test_a_statement_whose_name_runs_past_the_segment_limit_is_ended_in_time(
     assert "'ex" in statement.text and "mixing bowl" not in statement.text
     tokenizer = Tokenizer.from_file(str(default_planner_path() / "tokenizer.json"))
     hard = [tokenizer.encode(t, add_special_tokens=False).ids for t in arm.grammar_hard_closers()]
-    assert engine.admitted_params[0].hard_closing_ids == tuple(ids[0] for ids in hard)
+    admitted = engine.admitted_params[0]
+    assert admitted.hard_closing_ids == tuple(ids[0] for ids in hard)
+    # what the hard half never opens: every id that spells a new condition's `?`
+    vocab = range(tokenizer.get_vocab_size())
+    assert admitted.closing_banned_ids == tuple(i for i in vocab if "?" in tokenizer.decode([i]))

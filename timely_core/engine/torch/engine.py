@@ -268,6 +268,8 @@ class TorchEngine(PagedEngine):
                 self._check_tokens(list(state.params.closing_ids), "closing_ids")
             if state.params.hard_closing_ids:
                 self._check_tokens(list(state.params.hard_closing_ids), "hard_closing_ids")
+            if state.params.closing_banned_ids:
+                self._check_tokens(list(state.params.closing_banned_ids), "closing_banned_ids")
             state.grammar = self.grammars.matcher(state.params.grammar)
 
     def _rewritten(

@@ -17,7 +17,9 @@ taken as soon as it is allowed, else the first allowed closing id, before the
 logits are consulted: the plan then ends, or its open blocks close, at a statement
 boundary. Inside a statement the model's own (masked) choice goes on, so no
 argument is cut short, until the window's last half, whose closing ids also end an
-open name, call and statement; a chosen token that runs past a statement's end
+open name, call and statement, and the row takes none of its `closing_banned_ids`
+(a new condition) while anything else is allowed; a chosen token that runs past a
+statement's end
 into the next (`;}?`) is cut back to its part that stops there (`;}`), when the
 vocabulary spells that part as one token.
 
@@ -36,6 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from timely_core.engine.closing import banned_now
 from timely_core.engine.protocol import SamplingParams
 from timely_core.engine.torch.grammar import GrammarMatcher
 from timely_core.engine.torch.grammar_vocab import TokenBytes
@@ -117,6 +120,13 @@ class GrammarMasker:
         if masked:
             started = clock()
             self.mask_rows(logits, masked, grammars)
+            if closing is not None:
+                for row in masked:
+                    closers = closing[row]
+                    if closers is not None:
+                        p = params[row]
+                        banned = banned_now(closers, p.closing_ids, p.closing_banned_ids)
+                        self.ban(logits, row, banned)
             spent += clock() - started
             for row in masked:
                 p, generator, grammar = params[row], generators[row], grammars[row]
@@ -164,6 +174,18 @@ class GrammarMasker:
                 self.closed_rows += 1
                 return shorter
         return token
+
+    @staticmethod
+    def ban(logits: torch.Tensor, row: int, banned: Sequence[int]) -> None:
+        """A masked closing row: `banned` ids forbidden too, unless nothing else is
+        allowed (then the grammar's own choice stands)."""
+        if not banned:
+            return
+        index = torch.tensor(list(banned), dtype=torch.long, device=logits.device)
+        kept = logits[row, index].clone()
+        logits[row, index] = -torch.inf
+        if not torch.isfinite(logits[row]).any():
+            logits[row, index] = kept
 
     def mask_rows(
         self, logits: torch.Tensor, rows: list[int], grammars: Sequence[GrammarMatcher | None]

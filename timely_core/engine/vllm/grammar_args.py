@@ -36,6 +36,7 @@ KEYS = (
     "close_within",
     "closing_ids",
     "hard_closing_ids",
+    "closing_banned_ids",
     "closing",
     "closing_from",
     "closing_within",
@@ -66,6 +67,7 @@ class GrammarArgs(BaseModel):
     close_within: int = Field(default=0, ge=0)
     closing_ids: tuple[int, ...] = ()
     hard_closing_ids: tuple[int, ...] = ()
+    closing_banned_ids: tuple[int, ...] = ()
     closing: bool = False  # the service asked it to close (ClosingEngine.set_closing)
     # the generation's generated ids when it was asked: its closing window's start
     closing_from: int = Field(default=0, ge=0)
@@ -87,7 +89,7 @@ class GrammarArgs(BaseModel):
 
     @model_validator(mode="after")
     def _ids_not_negative(self) -> GrammarArgs:
-        for name in ("closing_ids", "hard_closing_ids"):
+        for name in ("closing_ids", "hard_closing_ids", "closing_banned_ids"):
             ids = getattr(self, name)
             if any(i < 0 for i in ids):
                 raise ValueError(f"{name} must be token ids (>= 0), got {ids}")
@@ -118,6 +120,7 @@ class GrammarArgs(BaseModel):
         values["plan_observed"] = list(self.plan_observed)
         values["closing_ids"] = list(self.closing_ids)
         values["hard_closing_ids"] = list(self.hard_closing_ids)
+        values["closing_banned_ids"] = list(self.closing_banned_ids)
         values["closing"] = int(self.closing)
         values["copy_names"] = list(self.copy_names)
         values["copy_openers"] = list(self.copy_openers)
@@ -163,6 +166,7 @@ def grammar_args(
         close_within=params.close_within,
         closing_ids=params.closing_ids,
         hard_closing_ids=params.hard_closing_ids,
+        closing_banned_ids=params.closing_banned_ids,
         closing=closing,
         closing_from=closing_from,
         closing_within=closing_within or 0,

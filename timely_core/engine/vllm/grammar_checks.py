@@ -71,7 +71,7 @@ class GrammarChecks:
             raise ValueError(
                 f"generation {gen_id}: close_within must be >= 0, got {params.close_within}"
             )
-        for name in ("closing_ids", "hard_closing_ids"):
+        for name in ("closing_ids", "hard_closing_ids", "closing_banned_ids"):
             bad = [i for i in getattr(params, name) if not 0 <= i < self._vocab_size]
             if bad:
                 raise ValueError(

@@ -45,6 +45,7 @@ from vllm import SamplingParams as VllmSamplingParams
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 from vllm.v1.sample.logits_processor.builtin import process_dict_updates
 
+from timely_core.engine.closing import banned_now
 from timely_core.engine.copy_bias import CopyBias, copies
 from timely_core.engine.torch.grammar import GrammarMatcher
 from timely_core.engine.torch.grammar_mask import GrammarMasker
@@ -181,6 +182,9 @@ class GrammarLogitsProcessor(LogitsProcessor):
         self._masker.mask_rows(logits, masked, grammars)
         self.masked_rows += len(masked)
         for index, closers in closing.items():
+            args = self._rows[index].args
+            banned = banned_now(closers, args.closing_ids, args.closing_banned_ids)
+            self._masker.ban(logits, index, banned)
             self._stop_at_boundary(logits, index, self._rows[index], closers)
 
     def _stop_at_boundary(

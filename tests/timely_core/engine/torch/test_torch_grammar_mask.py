@@ -106,3 +106,47 @@ def test_a_matcher_rebuilt_from_kept_ids_stands_where_the_original_does() -> Non
     assert not torch.equal(bitmask[0], torch.zeros_like(bitmask[0]))
     with pytest.raises(EngineError, match="refuses kept token"):
         compiler().rebuilt(GRAMMAR, tokenizer.encode("ld(", add_special_tokens=False).ids)
+
+
+# inside a block that must hold a statement: another condition, or a call
+BLOCK = '%llguidance {}\nstart: "?sw(\'a\'){" body "}"\nbody: "?iv(\'b\'){tp();}" | "tp();"\n'
+
+
+def in_the_block() -> tuple[GrammarMatcher, Tokenizer]:
+    tokenizer = Tokenizer.from_file(str(PLANNER / "tokenizer.json"))
+    matcher = compiler().matcher(BLOCK)
+    for token in tokenizer.encode("?sw('a'){", add_special_tokens=False).ids:
+        assert matcher.accept(token)
+    return matcher, tokenizer
+
+
+def test_a_row_that_must_end_now_opens_no_new_condition() -> None:
+    """In a closing window's hard half the banned ids (here every id spelling `?`)
+    are refused while anything else is allowed; in its soft half the model's own
+    choice, a new condition, stands."""
+    _, tokenizer = in_the_block()
+    vocab = compiler().vocab_size
+    banned = tuple(i for i in range(vocab) if "?" in tokenizer.decode([i]))
+    [block_end] = tokenizer.encode("}", add_special_tokens=False).ids
+    [semicolon] = tokenizer.encode(";", add_special_tokens=False).ids
+    params = SamplingParams(closing_ids=(block_end,), closing_banned_ids=banned)
+    logits = torch.zeros(1, vocab)
+    logits[0, list(banned)] = 10.0  # the model wants another condition
+    chosen = {}
+    for half, closers in (("soft", (block_end,)), ("hard", (block_end, semicolon))):
+        matcher, _ = in_the_block()
+        masker = GrammarMasker(1, vocab, EOS, unmasked_first=False)
+        [token] = masker.sample(logits.clone(), [params], [None], [matcher], [closers])
+        chosen[half] = tokenizer.decode([token])
+    assert "?" in chosen["soft"] and "?" not in chosen["hard"], chosen
+    assert "tp();".startswith(chosen["hard"]), chosen
+
+
+def test_a_ban_that_would_leave_nothing_allowed_is_lifted() -> None:
+    logits = torch.full((1, 6), -torch.inf)
+    logits[0, 2] = 1.0
+    GrammarMasker.ban(logits, 0, (2, 4))  # 2 is all the grammar allows
+    assert logits[0, 2] == 1.0
+    logits[0, 3] = 0.5
+    GrammarMasker.ban(logits, 0, (2,))
+    assert logits[0, 2] == -torch.inf and logits[0, 3] == 0.5

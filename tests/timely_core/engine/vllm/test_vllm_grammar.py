@@ -226,6 +226,7 @@ def test_a_name_still_open_when_asked_to_close_ends_as_on_the_torch_engine(
             close_within=within,
             closing_ids=robots.closing_ids(),
             hard_closing_ids=robots.hard_closing_ids(),
+            closing_banned_ids=robots.closing_banned_ids(),
         )
         prompt = robots.prompt(case)
         got = closed_from_an_open_name(vllm_engine, gen_id, prompt, params, statement, left)

@@ -4,6 +4,8 @@ vLLM server) are refused naming the field."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from timely_core.engine.protocol import SamplingParams
@@ -18,7 +20,12 @@ def test_the_wire_args_read_back_as_written() -> None:
         copy_distinct_after=("pk(", "st("), copy_distinct_openers=("pl(", ","),
     )  # fmt: skip
     wire = grammar_args(
-        params, 40, True, closing_from=12, observed=[(3, 9), (12, 15)], closing_within=5
+        replace(params, closing_banned_ids=(30, 31)),
+        40,
+        True,
+        closing_from=12,
+        observed=[(3, 9), (12, 15)],
+        closing_within=5,
     )
     assert wire is not None
     # vLLM's xargs types: str, int, float, or a list of them
@@ -28,7 +35,8 @@ def test_the_wire_args_read_back_as_written() -> None:
         grammar="start: /a+/", plan_start=40, plan_observed=(3, 9, 12, 15), max_tokens=90,
         close_within=8,
         closing_ids=(94,), hard_closing_ids=(28, 265, 8), closing=True, closing_from=12,
-        closing_within=5, copy_names=("salt shaker", "7"), copy_bias=9.5, copy_quote="'",
+        closing_within=5, closing_banned_ids=(30, 31),
+        copy_names=("salt shaker", "7"), copy_bias=9.5, copy_quote="'",
         copy_openers=("sw(", ","), copy_values=("120", "-100"), copy_value_openers=("mu(", ","),
         copy_distinct_after=("pk(", "st("), copy_distinct_openers=("pl(", ","),
     )  # fmt: skip
@@ -43,6 +51,7 @@ def test_the_wire_args_read_back_as_written() -> None:
         ("closing_ids", [-5]),
         ("closing_from", -1),
         ("closing_within", -1),
+        ("closing_banned_ids", [3, -2]),
         ("plan_observed", [3]),  # no end
         ("plan_observed", [5, 2]),
         ("plan_observed", [1, 4, 3, 6]),  # overlapping

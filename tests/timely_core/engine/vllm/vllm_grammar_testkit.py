@@ -78,6 +78,12 @@ class Robots:
         assert all(len(i) == 1 for i in ids)
         return tuple(i[0] for i in ids)
 
+    def closing_banned_ids(self) -> tuple[int, ...]:
+        """Every id spelling the language's closing bans (`?`), as the service finds them."""
+        bans = self.languages["arm"].grammar_closing_bans()
+        vocab = range(self.tokenizer.get_vocab_size())
+        return tuple(i for i in vocab if any(b in self.tokenizer.decode([i]) for b in bans))
+
     def run(
         self,
         engine: Any,
