@@ -13,7 +13,6 @@ statement it was shown the answer of.
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from functools import cache
 
 from robot_models.dataset.example import Example
@@ -44,12 +43,7 @@ def with_answers(example: Example, rng: random.Random) -> Example | None:
     if not pieces:
         return None
     pieces.append((example.plan[cut:], False))
-    plan, observed = "", []
-    for text, is_observation in pieces:
-        if is_observation:
-            observed.append((len(plan), len(plan) + len(text)))
-        plan += text
-    return replace(example, plan=plan, family=f"{example.family}+answers", observed=tuple(observed))
+    return example.with_pieces(pieces, f"{example.family}+answers")
 
 
 def asks(example: Example) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -26,3 +26,13 @@ class Example:
             cut = end
         pieces.append((self.plan[cut:], False))
         return [(text, observed) for text, observed in pieces if text]
+
+    def with_pieces(self, pieces: list[tuple[str, bool]], family: str) -> Example:
+        """This example with the plan `pieces` join to, (text, is_observation) in
+        order as `pieces()` gives them, from `family`."""
+        plan, observed = "", []
+        for text, is_observation in pieces:
+            if is_observation:
+                observed.append((len(plan), len(plan) + len(text)))
+            plan += text
+        return replace(self, plan=plan, family=family, observed=tuple(observed))

@@ -22,7 +22,7 @@ characters so training never learns to write them.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 
 from robot_models.dataset.example import Example
@@ -172,14 +172,7 @@ def with_failure(example: Example, rng: random.Random, twice: float = 0.25) -> E
         ]
     else:
         pieces.append((_retry(kind.name, failed.text) + rest, False))
-    plan, observed = "", []
-    for text, is_observation in pieces:
-        if is_observation:
-            observed.append((len(plan), len(plan) + len(text)))
-        plan += text
-    return replace(
-        example, plan=plan, family=f"{example.family}+{kind.name}", observed=tuple(observed)
-    )
+    return example.with_pieces(pieces, f"{example.family}+{kind.name}")
 
 
 @cache
