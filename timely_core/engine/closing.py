@@ -9,8 +9,8 @@ before the limit it closes for, when fewer: a robot's segment limit may be neare
 than a whole window). In the window's first half it closes
 softly: the grammar's end, else its `closing_ids` (a block's end), are taken where
 the grammar allows them, and inside a statement the model's own choice goes on, so
-no argument is cut short. In the second half (the last ceil(close_within / 2)
-tokens) it closes hard: `hard_closing_ids` join them, which end an open name, call
+no argument is cut short. In the second half (its last ceil(length / 2) tokens)
+it closes hard: `hard_closing_ids` join them, which end an open name, call
 and statement too. A statement that keeps going (a small model repeating the
 letters of a name it has never seen) then still ends where the grammar may end,
 instead of running past the segment limit unfinished.
@@ -60,7 +60,6 @@ def closing_ids_now(
         closing = True
         if close_within > 0:
             window = close_within if asked_within is None else min(close_within, asked_within)
-            window = max(1, window)
             hard = hard or asked_at + window - generated <= (window + 1) // 2
     if not closing:
         return None
