@@ -126,14 +126,31 @@ def test_timely_up_reports_a_bad_config(tmp_path: Path) -> None:
     assert done.returncode == 2 and "--only planner: the config has no planner node" in done.stderr
 
 
-def test_a_node_entry_point_reports_bad_parameters_in_one_line(tmp_path: Path) -> None:
-    params = tmp_path / "planner.yaml"
-    params.write_text(yaml.safe_dump(planner_entry({"drone1": "drone"}, kv_budget_mb=-3.0)))
-    done = _run(
-        tmp_path, "-m", "timely_ros.planner_node", "--ros-args", "--params-file", str(params)
-    )
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"kv_budget_mb": -3.0}, "kv_budget_mb: Input should be greater than 0"),
+        # empty lists (ROS 2 cannot type them) are read as the field's default, none:
+        # the start-up goes on to the next problem
+        (
+            {"kv_budget_mb": -3.0, "vllm_server_urls": [], "drone1": {"tools": []}},
+            "kv_budget_mb: Input should be greater than 0",
+        ),
+        ({"robots": []}, "'robots' must be a non-empty list of robot ids"),
+    ],
+)
+def test_a_node_entry_point_reports_bad_parameters_in_one_line(
+    tmp_path: Path, params: dict[str, object], message: str
+) -> None:
+    config = planner_entry({"drone1": "drone"})
+    body = config["/**/timely_planner"]["ros__parameters"]
+    for key, value in params.items():
+        body[key] = {**body[key], **value} if isinstance(value, dict) else value
+    path = tmp_path / "planner.yaml"
+    path.write_text(yaml.safe_dump(config))
+    done = _run(tmp_path, "-m", "timely_ros.planner_node", "--ros-args", "--params-file", str(path))
     assert done.returncode == 2, done.stderr
-    assert "kv_budget_mb: Input should be greater than 0" in done.stderr
+    assert message in done.stderr
     assert "Traceback" not in done.stderr
 
 

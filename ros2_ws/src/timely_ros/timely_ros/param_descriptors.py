@@ -170,6 +170,24 @@ def _retype(node: Node, field: DescribedField, value: Any) -> None:
     node.set_descriptor(field.name, field.descriptor)
 
 
+def declare_overrides(node: Node) -> None:
+    """Declare every parameter the node's overrides set (its `--params-file`, `-p`, or
+    `timely up`'s), as rclpy's `automatically_declare_parameters_from_overrides`
+    does, but leave out those without a type: rcl reads an empty list (`tools: []`)
+    as PARAMETER_NOT_SET, which rclpy refuses to declare. Left out, such a field
+    takes its default, which for every list field is the empty list."""
+    overrides = node._parameter_overrides  # rclpy keeps them only there (no accessor)
+    node.declare_parameters(
+        "",
+        [
+            (name, parameter.value, ParameterDescriptor())
+            for name, parameter in overrides.items()
+            if parameter.type_ != Parameter.Type.NOT_SET
+        ],
+        ignore_override=True,
+    )
+
+
 def declare_described(node: Node, fields: list[DescribedField], *, defaults: bool) -> None:
     """Give the node's parameters their descriptors: a parameter the overrides set
     keeps its value (an integer given for a double becomes a double); one they do not
@@ -207,6 +225,7 @@ def declare_planner_parameters(node: Node) -> None:
     """The planner's parameters, typed and described: its own fields with their
     defaults, each listed robot's settings under its id, and the robot's limits
     (only where set: an unset limit is not checked)."""
+    declare_overrides(node)
     declare_described(node, list(described_fields(PlannerParams)), defaults=True)
     declare_described(node, list(_adapter_fields(node)), defaults=False)
     ids = node.get_parameter("robots").value if node.has_parameter("robots") else None
@@ -234,5 +253,6 @@ def _adapter_fields(node: Node) -> Iterator[DescribedField]:
 
 def declare_executor_parameters(node: Node) -> None:
     """A skill executor's parameters, typed and described, with their defaults."""
+    declare_overrides(node)
     fields = described_fields(ExecutorParams, skip=frozenset({"robot_id"}))
     declare_described(node, list(fields), defaults=True)

@@ -55,8 +55,8 @@ PLANNER_CHECK_PERIOD_S = 0.1
 class SkillExecutorNode(Node):
     def __init__(self, backend: Backend | None = None, **node_kwargs: Any) -> None:
         super().__init__(
-            EXECUTOR_NODE, automatically_declare_parameters_from_overrides=True, **node_kwargs
-        )
+            EXECUTOR_NODE, **node_kwargs
+        )  # its overrides are declared by declare_executor_parameters
         declare_executor_parameters(self)
         raw = node_parameters(self)
         robot_id = str(raw.pop("robot_id", "") or self.get_namespace().strip("/"))
