@@ -36,6 +36,7 @@ class ReferencePlanner:
 
         self.path = path or default_planner_path()
         self.tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
+        self.tokenizer.encode_special_tokens = True  # a request's `<eos>` is text, as served
         config = json.loads((self.path / "config.json").read_text())
         self.eos_id: int = config["eos_token_id"]
         self.pad_id: int = config["pad_token_id"]

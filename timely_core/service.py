@@ -40,6 +40,7 @@ from timely_core.serving.candidate_fit import plan_fits
 from timely_core.serving.execution_feedback import report_execution
 from timely_core.serving.failure_recovery import FailureRecovery
 from timely_core.serving.generation import Generation, GenerationState, SegmentRecord
+from timely_core.serving.literal_text import literal_tokenizer
 from timely_core.serving.loop import ServiceLoop
 from timely_core.serving.robots import (
     Robot,
@@ -90,6 +91,7 @@ class PlanningService:
             raise UnknownPolicy(
                 f"policy must be a policy name or a Policy object, got {type(policy).__name__}"
             )
+        tokenizer = literal_tokenizer(tokenizer)  # an instruction's `<eos>` is text
         if config.plan_candidates > 0:
             engine = with_plan_candidates(engine, tokenizer, config)
         self.config = config
