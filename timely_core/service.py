@@ -412,6 +412,19 @@ class PlanningService:
 
     def cancel(self, task_id: str) -> None:
         """Stop a task and free its KV at once; its result says 'cancelled'."""
+        self._end(task_id, CANCELLED, "cancelled")
+
+    def fail(self, task_id: str, error: str) -> None:
+        """End a task its caller cannot go on with, other than by a robot's failure
+        of a segment (`segment_failed`): its robot lost, a segment an operator
+        denied. Stopped and its KV freed as by `cancel`, but counted as failed, and
+        its result's error is `error`. Raises UnknownTask or TaskFinished."""
+        if not isinstance(error, str) or not error.strip():
+            raise ValueError(f"error must be a non-empty str naming the failure, got {error!r}")
+        self._end(task_id, error, "failed")
+
+    def _end(self, task_id: str, error: str, counter: str) -> None:
+        """End a live task with `error`, counted under `counter`, its KV freed now."""
         state = self._state
         with state.engine_gate.caller(), state.lock:  # it frees KV: not in the middle of a step
             generation = state.generations.get(task_id)
@@ -419,8 +432,8 @@ class PlanningService:
                 raise UnknownTask(f"unknown task id {task_id!r}")
             if generation.state is GenerationState.FINISHED:
                 raise TaskFinished(f"task {task_id!r} has already finished")
-            state.end(generation, error=CANCELLED)
-            state.counters["cancelled"] += 1
+            state.end(generation, error=error)
+            state.counters[counter] += 1
         state.run_deliveries()
 
     # ---------------------------------------------------------------- loop

@@ -42,6 +42,8 @@ class TaskControl(Protocol):
 
     def cancel(self, task_id: str) -> None: ...
 
+    def fail(self, task_id: str, error: str) -> None: ...
+
 
 class TaskHandle:
     def __init__(self, control: TaskControl, task_id: str, robot_id: str) -> None:
@@ -165,6 +167,11 @@ class TaskHandle:
     def cancel(self) -> None:
         """Stop the task and free its KV at once. UnknownTask/TaskFinished if it ended."""
         self._control.cancel(self.task_id)
+
+    def fail(self, error: str) -> None:
+        """End the task as failed with `error` (its robot lost, a segment an operator
+        denied), its KV freed at once. UnknownTask/TaskFinished if it ended."""
+        self._control.fail(self.task_id, error)
 
     # Called by the service (outside its own lock); return nothing, run callbacks.
     def deliver_segment(self, segment: Segment) -> None:

@@ -233,6 +233,25 @@ def test_cancel_of_unknown_and_finished_tasks() -> None:
         good.cancel()
 
 
+def test_a_task_failed_by_its_caller_ends_as_failed_and_frees_its_kv() -> None:
+    service, _, engine, good = service_with_good_task()
+    lost = service.submit(TaskRequest(robot_id="d2", instruction="look for the cat"))
+    service.run_until(0.05)  # both planning
+    with pytest.raises(ValueError, match="non-empty str naming the failure"):
+        lost.fail(" ")
+    with pytest.raises(UnknownTask, match="'nope'"):
+        service.fail("nope", "robot lost")
+    lost.fail("robot d2 stopped responding")
+    assert lost.result(timeout_s=0).error == "robot d2 stopped responding"
+    assert_good_task_unharmed(service, good)
+    stats = service.stats()
+    assert (stats.failed, stats.cancelled, stats.succeeded) == (1, 0, 1)
+    memory = engine.memory()
+    assert memory.device_blocks_free == memory.device_blocks_total - memory.pinned_prefix_blocks
+    with pytest.raises(TaskFinished, match=lost.task_id):
+        lost.fail("again")
+
+
 def test_queue_full_rejects_explicitly() -> None:
     service, _, _, good = service_with_good_task(config=ServiceConfig(max_queue=2))
     service.submit(TaskRequest(robot_id="d2", instruction="look for the cat"))

@@ -4,7 +4,10 @@ The service delivers segments and the result by callback into a queue; the goal'
 thread takes them in order, streams each segment as feedback and on
 /timely/segments, sends it to the robot and reports the robot's end with
 `segment_done`. `cancel` (from the cancel callback) stops the generation at once,
-frees its KV, and cancels the robot's outstanding ExecuteSkill goal. A goal that
+frees its KV, and cancels the robot's outstanding ExecuteSkill goal. A goal the
+robot's failure ends (not replanned) ends its task in the service as failed
+(`segment_failed`), as does a lost robot or a segment an operator denied (`fail`):
+only a client's cancel counts as cancelled there. A goal that
 ends early (cancelled, stopped, failed) reports the plan as far as it was streamed
 with the service's response time, waiting time and utility of its task
 (`TaskResult`: arrival -> dispatch of segment 0, the segments' waits, TUF0 of the
@@ -239,12 +242,7 @@ class PlanJob:
                     continue
                 if self._robot_failure and self._replan(handle, event):
                     continue
-                with contextlib.suppress(ServiceError):
-                    handle.cancel()
-                if self._run.cancelled.is_set() or gh.is_cancel_requested:
-                    return self._cancelled()
-                gh.abort()
-                return self._error(failure)
+                return self._failed(handle, event.index, event.element, failure)
             assert isinstance(event, Segment)
             if self._withdrawing and event.index == self._failed_path:
                 self._publish(event)  # in the plan: its elements ran up to the failed one
@@ -260,12 +258,32 @@ class PlanJob:
             if failure is not None and self._robot_failure and self._replan(handle, event):
                 continue
             if failure is not None:
-                with contextlib.suppress(ServiceError):
-                    handle.cancel()
-                if self._run.cancelled.is_set() or gh.is_cancel_requested:
-                    return self._cancelled()
-                gh.abort()
-                return self._error(failure)
+                return self._failed(handle, event.index, None, failure)
+
+    def _failed(
+        self, handle: Any, index: int, element: int | None, failure: str
+    ) -> PlanTask.Result:
+        """End the goal with `failure` (segment `index`, or its streamed `element`, was
+        not completed) and the service's task with it: a robot's failure reported as
+        that (`segment_failed`, when it was not replanned), a lost robot or a denied
+        segment as a failure (`fail`), a cancel as a cancel."""
+        gh = self._goal_handle
+        if self._run.cancelled.is_set() or gh.is_cancel_requested:
+            with contextlib.suppress(ServiceError):
+                handle.cancel()
+            return self._cancelled()
+        reported = False
+        if self._robot_failure and not self._hooks.replan_on_failure:
+            with contextlib.suppress(ServiceError, ValueError):
+                handle.segment_failed(
+                    index, self._robot_failure, self._service.clock.now(), element=element
+                )
+                reported = True
+        if not reported:  # (the task may have ended meanwhile: nothing to stop)
+            with contextlib.suppress(ServiceError):
+                handle.fail(failure)
+        gh.abort()
+        return self._error(failure)
 
     def _deliver(self, handle: Any, segment: Segment) -> str | None:
         """Stream one segment and, when dispatching, run it on the robot: streamed
