@@ -85,9 +85,8 @@ class SegmentDispatch:
         """The token's calls to its tools, then the rest of its handling; or a wait
         out of the service loop for their answers (tool_waits.py)."""
         state = self._state
-        defer = bool(new) and self.tool_waits.may_defer(generation)
         try:  # calls as they stream
-            wait = state.tools.on_decoded(generation, bool(new), defer, STREAM_WAIT_IN_LOOP_S)
+            wait = state.tools.on_decoded(generation, bool(new), bool(new), STREAM_WAIT_IN_LOOP_S)
         except SegmentationError as exc:  # a tool's error (ToolRejected)
             self._failed_at_token(generation, held, now, exc)
             return

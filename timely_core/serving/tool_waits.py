@@ -58,13 +58,6 @@ class ToolWaits:
         """Whether the generation waits here (a running one takes no token meanwhile)."""
         return gen_id in self._held
 
-    def may_defer(self, generation: Generation) -> bool:
-        """Whether this generation may wait out of the batch: not with a streaming
-        tool (its held failures roll back a running generation, failure_recovery.py)."""
-        return not any(
-            info.streams for info in self._state.tools.tools(generation.robot_id).values()
-        )
-
     def hold(
         self,
         generation: Generation,

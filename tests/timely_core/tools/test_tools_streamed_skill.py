@@ -275,6 +275,19 @@ def _finish(service: PlanningService, handle: TaskHandle, events: list[object]) 
                     handle.segment_done(segment.index)
 
 
+# "survey" when its first leg failed while the path was decoded
+FIRST_LEG_REPLANNED = [
+    "Segment:tk();@",
+    "StreamedElement:fp(100,0,50)@0",
+    "Segment:fp(100,0,50,0,100,0,-100,0,0);@",  # legs 1 and 2 were not handed on
+    "Rollback:@",
+    "StreamedElement:fp(0,-50,0)@0",
+    "StreamedElement:fp(50,0,0)@1",
+    "Segment:fp(0,-50,0,50,0,0);@",
+    "Segment:ld();@",
+]
+
+
 def test_a_leg_that_fails_while_the_path_is_decoded_is_replanned(
     service: PlanningService,
 ) -> None:
@@ -292,16 +305,7 @@ def test_a_leg_that_fails_while_the_path_is_decoded_is_replanned(
     _finish(service, handle, events)
     result = handle.result(timeout_s=0)
     assert result.success, result.error
-    assert _labels(events) == [
-        "Segment:tk();@",
-        "StreamedElement:fp(100,0,50)@0",
-        "Segment:fp(100,0,50,0,100,0,-100,0,0);@",  # legs 1 and 2 were not handed on
-        "Rollback:@",
-        "StreamedElement:fp(0,-50,0)@0",
-        "StreamedElement:fp(50,0,0)@1",
-        "Segment:fp(0,-50,0,50,0,0);@",
-        "Segment:ld();@",
-    ]
+    assert _labels(events) == FIRST_LEG_REPLANNED
     segments = [e for e in events if isinstance(e, Segment)]
     assert [s.streamed_elements for s in segments] == [0, 1, 2, 0]
     assert [s.index for s in segments] == [0, 1, 2, 3]
@@ -375,33 +379,106 @@ def test_a_leg_that_fails_while_its_segment_waits_for_one_more_token(
     ]
 
 
+@pytest.fixture
+def plugin_service(monkeypatch: pytest.MonkeyPatch) -> Iterator[PlanningService]:
+    """The service, with this folder's test plugins importable by its tools."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    service = _service()
+    yield service
+    service.close_tools()
+
+
+def _gated(service: PlanningService, tmp_path: Path, spec: dict[str, Any]) -> TaskHandle:
+    """Register drone1's tool `spec`, which answers only once a gate file exists,
+    and submit drone2's survey, whose last segment opens the gate; drone2's handle."""
+    gate = tmp_path / "answer"
+    options = {**spec["options"], "gate": str(gate)}
+    service.register_tool("drone1", {**spec, "options": options, "wall_s": 5.0})
+    other = service.submit(TaskRequest(robot_id="drone2", instruction="survey"))
+    other.on_segment(lambda s: gate.touch() if s.text == "ld();" else None)
+    return other
+
+
+def _after(other: TaskHandle, events: list[object]) -> None:
+    """drone2's plan succeeded, and every one of `events` came after its last segment."""
+    assert other.result(timeout_s=0).success
+    emitted = [s.emitted_at_s for s in other.segments()][-1]
+    delivered = [e for e in events if isinstance(e, Segment | StreamedElement)]
+    assert all(e.emitted_at_s >= emitted for e in delivered)
+
+
 def test_a_streaming_tool_slow_to_answer_holds_only_its_own_plan(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    plugin_service: PlanningService, tmp_path: Path
 ) -> None:
     """drone1's streaming tool answers its first leg only once drone2's plan is all
     out: drone2 is decoded meanwhile (a wait in the service loop would stall it past
     the tool's wall time and fail drone1's task), then drone1's legs go out in order."""
-    monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    gate = tmp_path / "answer"
-    service = _service()
-    try:
-        service.unregister_tool("drone1", "path")
-        options = {"robot_type": "drone", "limits": LIMITS, "gate": str(gate)}
-        gated = {"name": "path", "plugin": "tools_timed_plugins:GatedPath", "options": options}
-        service.register_tool("drone1", {**gated, "wall_s": 5.0})
-        survey = service.submit(TaskRequest(robot_id="drone1", instruction="survey"))
-        other = service.submit(TaskRequest(robot_id="drone2", instruction="survey"))
-        other.on_segment(lambda s: gate.touch() if s.text == "ld();" else None)
-        events: list[object] = []
-        survey.on_segment(events.append)
-        survey.on_element(events.append)
-        service.run_until_idle()
-        assert other.result(timeout_s=0).success
-        result = survey.result(timeout_s=0)
-        assert result.success, result.error
-        legs = [e.text for e in events if isinstance(e, StreamedElement)]
-        assert legs == ["fp(100,0,50)", "fp(0,100,0)", "fp(-100,0,0)"], events
-        emitted = [s.emitted_at_s for s in other.segments()][-1]
-        assert all(e.emitted_at_s >= emitted for e in events if isinstance(e, StreamedElement))
-    finally:
-        service.close_tools()
+    service = plugin_service
+    service.unregister_tool("drone1", "path")
+    path = {"robot_type": "drone", "limits": LIMITS}
+    other = _gated(
+        service,
+        tmp_path,
+        {"name": "path", "plugin": "tools_timed_plugins:GatedPath", "options": path},
+    )
+    events, error = _run(service, "survey")
+    assert error == ""
+    legs = [e.text for e in events if isinstance(e, StreamedElement)]
+    assert legs == ["fp(100,0,50)", "fp(0,100,0)", "fp(-100,0,0)"], events
+    _after(other, [e for e in events if isinstance(e, StreamedElement)])
+
+
+def _check(skill: str) -> dict[str, Any]:
+    """A validator of drone1's `skill` calls that answers when its gate opens."""
+    return {
+        "name": "check",
+        "plugin": "tools_timed_plugins:GatedCheck",
+        "options": {"skills": [skill]},
+    }
+
+
+def test_a_streaming_robots_slow_validator_holds_only_its_own_plan(
+    plugin_service: PlanningService, tmp_path: Path
+) -> None:
+    """drone1 streams its path and has a validator of `tk` that answers only once
+    drone2's plan is all out: drone1 waits for that verdict out of the batch,
+    suspended, as a robot without a streaming tool does, so drone2 is decoded
+    meanwhile (a wait in the service loop would stall it past the validator's wall
+    time and fail drone1's task); then drone1's plan goes on, its legs in order."""
+    service = plugin_service
+    other = _gated(service, tmp_path, _check("tk"))
+    events, error = _run(service, "survey")
+    assert error == ""
+    assert _labels(events) == [
+        "Segment:tk();@",
+        "StreamedElement:fp(100,0,50)@0",
+        "StreamedElement:fp(0,100,0)@1",
+        "StreamedElement:fp(-100,0,0)@2",
+        "Segment:fp(100,0,50,0,100,0,-100,0,0);@",
+        "Segment:ld();@",
+    ]
+    _after(other, events)  # held till then
+
+
+def test_a_leg_that_fails_while_its_paths_verdict_is_out_is_replanned_once_it_comes(
+    plugin_service: PlanningService, tmp_path: Path
+) -> None:
+    """drone1's first leg fails while the path is decoded (the failure is held for
+    the path's cut), and a validator of `fp` answers only once drone2's plan is
+    all out, so at the cut drone1 waits suspended for that verdict. When it comes,
+    the path's segment is delivered and rolled back to at once, as without the
+    wait; nothing planned past the failure goes out."""
+    service = plugin_service
+    other = _gated(service, tmp_path, _check("fp"))
+    handle, events = _submit(service, "survey")
+    _until(service, events, lambda: any(isinstance(e, StreamedElement) for e in events))
+    assert not (tmp_path / "answer").exists()
+    assert handle.segment_failed(1, "blocked", element=0) is None  # held for the cut
+    _finish(service, handle, events)
+    result = handle.result(timeout_s=0)
+    assert result.success, result.error
+    assert _labels(events) == FIRST_LEG_REPLANNED  # as without the wait
+    (rollback,) = handle.rollbacks()
+    assert rollback.failed_index == 1 and rollback.withdrawn == ()
+    path = [e for e in events if isinstance(e, Segment)][1]
+    _after(other, [path])  # delivered once the verdict came

@@ -51,3 +51,20 @@ class GatedPath(StreamedPath):
         gate = Path(str(self.options["gate"]))
         while not gate.exists():
             time.sleep(0.005)
+
+
+class GatedCheck(ToolPlugin):
+    """Validates the calls of `options["skills"]`, each only once the file
+    `options["gate"]` exists: a validator that answers when the test says so."""
+
+    validates = True
+
+    def __init__(self, options: dict[str, object]) -> None:
+        super().__init__(options)
+        self.skills = frozenset(str(s) for s in options["skills"])  # type: ignore[attr-defined]
+
+    def on_call(self, call: ToolCall) -> ToolReply:
+        gate = Path(str(self.options["gate"]))
+        while not gate.exists():
+            time.sleep(0.005)
+        return ToolReply.ok()
