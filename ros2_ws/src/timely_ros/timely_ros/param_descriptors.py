@@ -174,8 +174,8 @@ def declare_overrides(node: Node) -> None:
     """Declare every parameter the node's overrides set (its `--params-file`, `-p`, or
     `timely up`'s), as rclpy's `automatically_declare_parameters_from_overrides`
     does, but leave out those without a type: rcl reads an empty list (`tools: []`)
-    as PARAMETER_NOT_SET, which rclpy refuses to declare. Left out, such a field
-    takes its default, which for every list field is the empty list."""
+    as PARAMETER_NOT_SET, which rclpy refuses to declare. Left out, it reads as a
+    key not given: an optional list is empty, a required one (`robots`) missing."""
     overrides = node._parameter_overrides  # rclpy keeps them only there (no accessor)
     node.declare_parameters(
         "",

@@ -89,9 +89,7 @@ def _fleet(params: PlannerParams, field: str) -> Any:
 class PlannerNode(LifecycleNode):
     def __init__(self, service: Any = None, **node_kwargs: Any) -> None:
         node_kwargs.setdefault("namespace", f"/{PlannerNames().namespace}")
-        super().__init__(
-            PLANNER_NODE, **node_kwargs
-        )  # its overrides are declared by declare_planner_parameters
+        super().__init__(PLANNER_NODE, **node_kwargs)  # overrides: declare_planner_parameters
         names = PlannerNames(self.get_namespace())  # relative names resolve under it
         self._lock = threading.Lock()
         self._jobs: dict[bytes, PlanJob] = {}

@@ -54,9 +54,7 @@ PLANNER_CHECK_PERIOD_S = 0.1
 
 class SkillExecutorNode(Node):
     def __init__(self, backend: Backend | None = None, **node_kwargs: Any) -> None:
-        super().__init__(
-            EXECUTOR_NODE, **node_kwargs
-        )  # its overrides are declared by declare_executor_parameters
+        super().__init__(EXECUTOR_NODE, **node_kwargs)  # overrides: declare_executor_parameters
         declare_executor_parameters(self)
         raw = node_parameters(self)
         robot_id = str(raw.pop("robot_id", "") or self.get_namespace().strip("/"))
