@@ -6,6 +6,7 @@ scripted robot link and goal handle: no DDS needed."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,13 +39,17 @@ class ScriptedLink:
     on_execute: Callable[[int], None] = lambda _index: None
     robot: Any = field(default_factory=lambda: SimpleNamespace(action_name="/drone1/execute"))
     ran: list[int] = field(default_factory=list)
+    hangs: tuple[int, ...] = ()  # segments the robot runs until they are stopped
 
     def wait_ready(self, _timeout_s: float) -> bool:
         return True
 
-    def execute(self, segment: Any, _run: SegmentRun, _relay: Any) -> Outcome:
+    def execute(self, segment: Any, run: SegmentRun, _relay: Any) -> Outcome:
         self.ran.append(segment.index)
         self.on_execute(segment.index)
+        if segment.index in self.hangs:  # runs until it is stopped
+            run.cancelled.wait(30)
+            return Outcome(success=False, cancelled=True, message="cancelled")
         return self.outcomes.get(segment.index, Outcome(success=True, cancelled=False, message=""))
 
 
@@ -84,7 +89,9 @@ def service() -> Iterator[PlanningService]:
     service.stop()
 
 
-def _job(service: PlanningService, link: ScriptedLink, **hooks: Any) -> tuple[PlanJob, GoalHandle]:
+def _job(
+    service: PlanningService, link: ScriptedLink, result_timeout_s: float = math.inf, **hooks: Any
+) -> tuple[PlanJob, GoalHandle]:
     goal = GoalHandle()
     checked = CheckedGoal(
         TaskRequest(robot_id="drone1", instruction="evade"),
@@ -104,6 +111,7 @@ def _job(service: PlanningService, link: ScriptedLink, **hooks: Any) -> tuple[Pl
             **hooks,
         ),
         executor_wait_s=1.0,
+        result_timeout_s=result_timeout_s,
     )
     return job, goal
 
@@ -162,3 +170,19 @@ def _results(service: PlanningService) -> list[Any]:
     """The results of the service's ended tasks."""
     state = service._state
     return [state.handles[t].result(timeout_s=5) for t in state.finished]
+
+
+def test_a_goal_the_planner_stops_ends_the_task_as_failed_with_its_reason(
+    service: PlanningService,
+) -> None:
+    """The goal runs past its result timeout while the robot runs segment 1: the
+    planner stops the robot and the plan, and the task fails with the reason."""
+    link = ScriptedLink(hangs=(1,))
+    job, goal = _job(service, link, result_timeout_s=0.5)
+    result = job.execute()
+    assert goal.status == "aborted" and link.ran == [0, 1]
+    assert result.error.startswith("timed out: no result within result_timeout_s=0.5 s")
+    stats = service.stats()
+    assert (stats.failed, stats.cancelled) == (1, 0)
+    [task_result] = _results(service)
+    assert task_result.error == result.error

@@ -6,8 +6,9 @@ thread takes them in order, streams each segment as feedback and on
 `segment_done`. `cancel` (from the cancel callback) stops the generation at once,
 frees its KV, and cancels the robot's outstanding ExecuteSkill goal. A goal the
 robot's failure ends (not replanned) ends its task in the service as failed
-(`segment_failed`), as does a lost robot or a segment an operator denied (`fail`):
-only a client's cancel counts as cancelled there. A goal that
+(`segment_failed`), as does a lost robot, a segment an operator denied or a goal
+the planner stopped (its result timeout, deactivation, shutdown: `fail`): only a
+client's cancel counts as cancelled there. A goal that
 ends early (cancelled, stopped, failed) reports the plan as far as it was streamed
 with the service's response time, waiting time and utility of its task
 (`TaskResult`: arrival -> dispatch of segment 0, the segments' waits, TUF0 of the
@@ -152,7 +153,7 @@ class PlanJob:
         self._events.put(_CANCELLED)
         if handle is not None:
             with contextlib.suppress(ServiceError):  # already finished: nothing to stop
-                handle.cancel()
+                self._end_task(handle)
         t1 = time.monotonic()
         task = handle.task_id if handle is not None else "-"
         self._hooks.log(
@@ -161,9 +162,19 @@ class PlanJob:
         )
 
     def stop(self, reason: str) -> None:
-        """Stop it like a cancel, but end the goal aborted with `reason`."""
+        """Stop it like a cancel, but end the goal aborted with `reason` (and its
+        task in the service failed with it)."""
         self._stop_reason = reason
         self.cancel()
+
+    def _end_task(self, handle: Any) -> None:
+        """End the service's task now: failed with the planner's reason when the
+        planner stopped the goal, cancelled when the client did."""
+        reason = self._stop_reason
+        if reason is not None and not self._goal_handle.is_cancel_requested:
+            handle.fail(reason)
+        else:
+            handle.cancel()
 
     def _expire(self) -> None:
         """The goal ran past `result_timeout_s`."""
@@ -562,7 +573,7 @@ class PlanJob:
             return None
         if not handle.done():  # (a cancel waits for the engine's iteration in progress)
             with contextlib.suppress(ServiceError):  # ended meanwhile: its result is out
-                handle.cancel()
+                self._end_task(handle)
         try:
             result: TaskResult = handle.result(timeout_s=SERVICE_RESULT_WAIT_S)
         except TimeoutError:
