@@ -109,7 +109,7 @@ def _drain(service: PlanningService, handles: list[TaskHandle]) -> None:
             return
         for handle in open_tasks:
             for segment in _delivered(handle):
-                with contextlib.suppress(REFUSED):  # reported already, or withdrawn
+                with contextlib.suppress(*REFUSED):  # reported already, or withdrawn
                     handle.segment_done(segment.index)
 
 

@@ -100,9 +100,9 @@ def _job(
     )
     job = PlanJob(
         service,
-        goal,  # type: ignore[arg-type]
+        goal,
         checked,
-        link,  # type: ignore[arg-type]
+        link,
         JobHooks(
             now_stamp=lambda: Time(),
             publish_segment=lambda _msg: None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from robot_models.tools.path_stream import StreamedPath
 from timely_core.tools.plugin import ToolCall, ToolPlugin, ToolReply
@@ -59,9 +60,9 @@ class GatedCheck(ToolPlugin):
 
     validates = True
 
-    def __init__(self, options: dict[str, object]) -> None:
+    def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
-        self.skills = frozenset(str(s) for s in options["skills"])  # type: ignore[attr-defined]
+        self.skills = frozenset(str(s) for s in options["skills"])  # type: ignore[misc]
 
     def on_call(self, call: ToolCall) -> ToolReply:
         gate = Path(str(self.options["gate"]))
