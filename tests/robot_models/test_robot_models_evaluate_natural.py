@@ -13,9 +13,11 @@ from rich.console import Console
 
 from robot_models.dataset import Example
 from robot_models.evaluate import (
+    FamilyTally,
     evaluate,
     natural_examples,
     natural_total,
+    print_families,
     print_sets,
     trained_generator,
 )
@@ -72,3 +74,25 @@ def test_the_heldout_split_scored_is_the_one_the_checkpoint_trained_on(tmp_path:
     (tmp_path / "train_stats.json").write_text(json.dumps({"config": {"data": "poems"}}))
     with pytest.raises(ValueError, match="unknown data generator 'poems'"):
         trained_generator(tmp_path)
+
+
+def test_heldout_plans_are_tallied_by_family_least_exact_first() -> None:
+    heldout = [
+        Example("drone", "", "Take off", "tk();", "motion"),
+        Example("drone", "", "Climb 1 m then land", "mu(100);ld();", "motion"),
+        Example("drone", "visible: cat", "Find the cat", "o('cat');a('cat');tp();", "find"),
+    ]
+    planner = GivenPlans(
+        {
+            "Take off": ("tk();", True),  # exact
+            "Climb 1 m then land": ("mu(180);", True),  # valid, not exact
+            "Find the cat": ("o('cat');a('cat');tp();", True),
+        }
+    )
+    report = evaluate(planner, heldout, [])
+    assert report.families == {"motion": FamilyTally(2, 2, 1), "find": FamilyTally(1, 1, 1)}
+    console = Console(width=200, record=True)
+    print_families(report, console)
+    lines = [line for line in console.export_text().splitlines() if "/" in line]
+    assert "motion" in lines[0] and "1/2 (50.0%)" in lines[0]  # least exact first
+    assert "find" in lines[1]
