@@ -1,7 +1,8 @@
 """The planner checkpoint on the service, with and without the plan grammar, on the
 three sets side by side: template held-out, the 11 LRTrace tasks and the hand-written
 natural set (`robot_models/data/natural_eval.yaml`, scored valid, right-robot skills,
-grounded and sensible by `robot_models.natural_score`). In the same run, HF greedy
+grounded and sensible by `robot_models.natural_score`); with `--sets frames`, the
+open-lexicon request grammar's held-out split, scored by plan family too. In the same run, HF greedy
 (`robot_models.evaluate`, the reference) plans the same requests, and the service's
 plans without the grammar are compared with HF's token text: identical, or (for a
 plan HF writes invalid) the service stopped at the statement it rejected.
@@ -10,6 +11,8 @@ The service is `timely_core.PlanningService` on the torch engine, greedy, many r
 at once, each robot's tasks one after another, segments marked done as they come.
 
     PYTHONPATH=. .venv/bin/python bench/natural_eval.py [--threads 2] [--robots 12]
+    PYTHONPATH=. .venv/bin/python bench/natural_eval.py --sets frames \
+        --out bench/results/natural_eval_frames.json
 
 Writes bench/results/natural_eval.json (with os.getloadavg(): the machine is shared);
 its "card" entry is what `python -m robot_models.evaluate --update-card
@@ -34,7 +37,8 @@ from rich.table import Table
 from tokenizers import Tokenizer
 
 from robot_models.checkpoints import default_planner_path
-from robot_models.dataset import build_dataset
+from robot_models.dataset import DatasetSplit, build_dataset
+from robot_models.dataset.build import Generator
 from robot_models.evaluate import greedy_plans, natural_examples
 from robot_models.language import load_language
 from robot_models.natural_eval import NaturalEntry
@@ -53,6 +57,8 @@ RESULTS = Path(__file__).resolve().parent / "results" / "natural_eval.json"
 ROBOTS = ("drone", "arm")
 MAX_TOKENS = 256  # as HF's DEFAULT_MAX_NEW_TOKENS in robot_models.evaluate
 CRITERIA = ("valid", "right_skills", "grounded", "sensible")
+SETS = ("heldout", "lrtrace", "natural", "frames")
+DEFAULT_SETS = ("heldout", "lrtrace", "natural")  # the model card's
 DECODERS = {
     "hf": "HF greedy",
     "service_without_grammar": "service, no grammar",
@@ -69,8 +75,9 @@ class Case:
     robot: str
     scene: str
     instruction: str
-    golden: str | None  # template and LRTrace sets
+    golden: str | None  # template, frames and LRTrace sets
     entry: NaturalEntry | None  # natural set
+    family: str = ""  # the generated example's plan family (`Example.family`)
 
 
 @dataclass(frozen=True)
@@ -80,16 +87,28 @@ class Plan:
     error: str = ""
 
 
-def cases_of() -> dict[str, list[Case]]:
-    data = build_dataset()
-    return {
-        "heldout": [Case(e.robot_type, e.scene, e.instruction, e.plan, None) for e in data.heldout],
-        "lrtrace": [Case(e.robot_type, e.scene, e.instruction, e.plan, None) for e in data.lrtrace],
-        "natural": [
-            Case(e.robot_type, e.scene, e.instruction, None, entry)
-            for e, entry in natural_examples()
-        ],
-    }
+def cases_of(names: tuple[str, ...] = DEFAULT_SETS) -> dict[str, list[Case]]:
+    """The sets called `names`: "heldout" (the templates' held-out split), "lrtrace",
+    "natural", and "frames" (the open-lexicon request grammar's held-out split:
+    phrasings and objects the planner has not seen)."""
+    sets: dict[str, list[Case]] = {}
+    built: dict[str, DatasetSplit] = {}
+    for name in names:
+        if name == "natural":
+            sets[name] = [
+                Case(e.robot_type, e.scene, e.instruction, None, entry)
+                for e, entry in natural_examples()
+            ]
+            continue
+        generator: Generator = "frames" if name == "frames" else "templates"
+        if generator not in built:
+            built[generator] = build_dataset(generator=generator)
+        data = built[generator]
+        examples = data.lrtrace if name == "lrtrace" else data.heldout
+        sets[name] = [
+            Case(e.robot_type, e.scene, e.instruction, e.plan, None, e.family) for e in examples
+        ]
+    return sets
 
 
 def serve(
@@ -169,6 +188,7 @@ def reference(path: Path, cases: list[Case]) -> list[Plan]:
 def score(cases: list[Case], plans: list[Plan]) -> dict[str, Any]:
     tallies: dict[str, NaturalTally] = {r: NaturalTally() for r in ROBOTS}
     exact = 0
+    families: dict[str, dict[str, int]] = {}
     for case, plan in zip(cases, plans, strict=True):
         if case.entry is not None:
             tallies[case.robot].add(score_plan(case.robot, case.entry, plan.text, plan.ended))
@@ -177,11 +197,19 @@ def score(cases: list[Case], plans: list[Plan]) -> dict[str, Any]:
         tallies[case.robot].plans += 1
         tallies[case.robot].valid += check.valid
         tallies[case.robot].right_skills += check.right_skills
-        exact += plan.ended and plan.text == case.golden
+        hit = plan.ended and plan.text == case.golden
+        exact += hit
+        if case.family:
+            family = families.setdefault(case.family, {"plans": 0, "valid": 0, "exact": 0})
+            family["plans"] += 1
+            family["valid"] += check.valid
+            family["exact"] += hit
     total = tallies["drone"].merged(tallies["arm"])
     figures: dict[str, Any] = {c: getattr(total, c) for c in ("plans", *CRITERIA)}
     figures["exact"] = exact
     figures["by_robot"] = {r: vars(t) for r, t in tallies.items()}
+    if families:
+        figures["by_family"] = dict(sorted(families.items()))
     return figures
 
 
@@ -221,7 +249,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--robots", type=int, default=12, help="robots per type at once")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--limit", type=int, default=0, help="first N of each set (smoke runs)")
-    parser.add_argument("--sets", nargs="+", choices=("heldout", "lrtrace", "natural"))
+    parser.add_argument(
+        "--sets",
+        nargs="+",
+        choices=SETS,
+        default=list(DEFAULT_SETS),
+        help="frames: the request grammar's held-out split, scored by plan family too "
+        "(not in the default run, whose totals go to the model card)",
+    )
     parser.add_argument("--skip-hf", action="store_true", help="no HF reference (its column: -)")
     parser.add_argument("--close-within", type=int, default=ServiceConfig().grammar_close_within)
     args = parser.parse_args(argv)
@@ -229,9 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=160)
     loadavg_before = os.getloadavg()
     started = time.perf_counter()
-    sets = cases_of()
-    if args.sets:
-        sets = {name: cases for name, cases in sets.items() if name in args.sets}
+    sets = cases_of(tuple(args.sets))
     if args.limit:
         sets = {name: cases[: args.limit] for name, cases in sets.items()}
     results: dict[str, Any] = {"sets": {}}
@@ -374,7 +407,31 @@ def print_table(results: dict[str, Any], console: Console) -> None:
             exact = "-" if name == "natural" else str(f["exact"])
             table.add_row(name, label, str(f["plans"]), *cells, exact, same, kept)
     console.print(table)
+    for name, figures in results["sets"].items():
+        print_families(name, figures, console)
     console.print(f"load average: {results['loadavg_before']} -> {results['loadavg_after']}")
+
+
+def print_families(name: str, figures: dict[str, Any], console: Console) -> None:
+    """A generated set by plan family, HF greedy beside the service's default."""
+    served = figures["service_with_grammar"].get("by_family")
+    if not served:
+        return
+    hf = (figures.get("hf") or {}).get("by_family", {})
+    table = Table(title=f"{name} by plan family: exact (valid), HF greedy and the service")
+    for column in ("family", "plans", "HF greedy", "service (default)"):
+        table.add_column(column, justify="right")
+    for family, f in sorted(
+        served.items(), key=lambda kv: (kv[1]["exact"] / kv[1]["plans"], kv[0])
+    ):
+        h = hf.get(family)
+        table.add_row(
+            family,
+            str(f["plans"]),
+            f"{h['exact']} ({h['valid']})" if h else "-",
+            f"{f['exact']} ({f['valid']})",
+        )
+    console.print(table)
 
 
 if __name__ == "__main__":
