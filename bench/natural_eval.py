@@ -39,7 +39,7 @@ from tokenizers import Tokenizer
 from robot_models.checkpoints import default_planner_path
 from robot_models.dataset import DatasetSplit, build_dataset
 from robot_models.dataset.build import Generator
-from robot_models.evaluate import greedy_plans, natural_examples
+from robot_models.evaluate import FamilyTally, greedy_plans, natural_examples
 from robot_models.language import load_language
 from robot_models.natural_eval import NaturalEntry
 from robot_models.natural_score import NaturalTally, score_plan
@@ -188,7 +188,7 @@ def reference(path: Path, cases: list[Case]) -> list[Plan]:
 def score(cases: list[Case], plans: list[Plan]) -> dict[str, Any]:
     tallies: dict[str, NaturalTally] = {r: NaturalTally() for r in ROBOTS}
     exact = 0
-    families: dict[str, dict[str, int]] = {}
+    families: dict[str, FamilyTally] = {}
     for case, plan in zip(cases, plans, strict=True):
         if case.entry is not None:
             tallies[case.robot].add(score_plan(case.robot, case.entry, plan.text, plan.ended))
@@ -200,16 +200,16 @@ def score(cases: list[Case], plans: list[Plan]) -> dict[str, Any]:
         hit = plan.ended and plan.text == case.golden
         exact += hit
         if case.family:
-            family = families.setdefault(case.family, {"plans": 0, "valid": 0, "exact": 0})
-            family["plans"] += 1
-            family["valid"] += check.valid
-            family["exact"] += hit
+            family = families.setdefault(case.family, FamilyTally())
+            family.plans += 1
+            family.valid += check.valid
+            family.exact += hit
     total = tallies["drone"].merged(tallies["arm"])
     figures: dict[str, Any] = {c: getattr(total, c) for c in ("plans", *CRITERIA)}
     figures["exact"] = exact
     figures["by_robot"] = {r: vars(t) for r, t in tallies.items()}
     if families:
-        figures["by_family"] = dict(sorted(families.items()))
+        figures["by_family"] = {name: vars(t) for name, t in sorted(families.items())}
     return figures
 
 

@@ -22,6 +22,13 @@ class TimedLook(ToolPlugin):
         return ToolReply.observes(f"{call.args[0]} is on the table")
 
 
+def wait_for_gate(options: dict[str, Any]) -> None:
+    """Return once the file `options["gate"]` exists (the test opens it)."""
+    gate = Path(str(options["gate"]))
+    while not gate.exists():
+        time.sleep(0.005)
+
+
 class GatedLook(ToolPlugin):
     """Like `TimedLook`, but answers only once the file `options["gate"]` exists:
     a tool that answers when the test says so."""
@@ -30,9 +37,7 @@ class GatedLook(ToolPlugin):
     validates = True
 
     def on_call(self, call: ToolCall) -> ToolReply:
-        gate = Path(str(self.options["gate"]))
-        while not gate.exists():
-            time.sleep(0.005)
+        wait_for_gate(self.options)
         return ToolReply.observes(f"{call.args[0]} is on the table")
 
 
@@ -41,17 +46,12 @@ class GatedPath(StreamedPath):
     `options["gate"]` exists: a streaming tool that answers when the test says so."""
 
     def on_partial(self, call: ToolCall) -> ToolReply:
-        self._wait()
+        wait_for_gate(self.options)
         return super().on_partial(call)
 
     def on_call(self, call: ToolCall) -> ToolReply:
-        self._wait()
+        wait_for_gate(self.options)
         return super().on_call(call)
-
-    def _wait(self) -> None:
-        gate = Path(str(self.options["gate"]))
-        while not gate.exists():
-            time.sleep(0.005)
 
 
 class GatedCheck(ToolPlugin):
@@ -65,7 +65,5 @@ class GatedCheck(ToolPlugin):
         self.skills = frozenset(str(s) for s in options["skills"])  # type: ignore[misc]
 
     def on_call(self, call: ToolCall) -> ToolReply:
-        gate = Path(str(self.options["gate"]))
-        while not gate.exists():
-            time.sleep(0.005)
+        wait_for_gate(self.options)
         return ToolReply.ok()

@@ -277,11 +277,11 @@ class PlanJob:
         """End the goal with `failure` (segment `index`, or its streamed `element`, was
         not completed) and the service's task with it: a robot's failure reported as
         that (`segment_failed`, when it was not replanned), a lost robot or a denied
-        segment as a failure (`fail`), a cancel as a cancel."""
+        segment as a failure (`fail`), a cancel or a stop as `_end_task` does."""
         gh = self._goal_handle
         if self._run.cancelled.is_set() or gh.is_cancel_requested:
-            with contextlib.suppress(ServiceError):
-                handle.cancel()
+            with contextlib.suppress(ServiceError):  # ended by the cancel or stop already
+                self._end_task(handle)
             return self._cancelled()
         reported = False
         if self._robot_failure and not self._hooks.replan_on_failure:
