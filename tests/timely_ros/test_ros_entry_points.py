@@ -111,7 +111,24 @@ def test_params_file_entry_points_and_plan_cli(tmp_path: Path) -> None:
 def test_timely_up_stops_cleanly_on_ctrl_c(node_processes: StartNodes) -> None:
     proc = node_processes(executor_entry("arm1", "sim-arm"), "all", "up")
     proc.wait_for_output("timely up: 1 node", 60)
-    assert proc.stop() == 0
+    assert proc.stop() == 0, proc.output()
+    assert "Traceback" not in proc.output()
+
+
+def test_timely_up_stops_cleanly_on_ctrl_c_while_starting(node_processes: StartNodes) -> None:
+    """Ctrl-C twice while the planner still loads its model (the executor is made
+    first): the start-up completes and the nodes stop cleanly, no KeyboardInterrupt
+    out of the middle of the start-up or the clean-up."""
+    from robot_models.checkpoints import default_planner_path
+
+    planner = planner_entry({"arm1": "arm"}, engine="torch", model_path=str(default_planner_path()))
+    proc = node_processes(planner | executor_entry("arm1", "sim-arm"), "all", "up")
+    proc.wait_for_output("robot arm1: sim-arm executor ready", 60)
+    for _ in range(2):
+        proc.proc.send_signal(signal.SIGINT)
+    assert proc.proc.wait(timeout=60) == 0, proc.output()
+    assert "Traceback" not in proc.output()
+    assert "timely up: 2 node(s) running" in proc.output()  # the start-up was not torn
 
 
 def test_timely_up_reports_a_bad_config(tmp_path: Path) -> None:

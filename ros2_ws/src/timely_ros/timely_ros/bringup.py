@@ -12,6 +12,7 @@ import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.signals import SignalHandlerOptions
 
 from timely_ros.config import (
     BringupConfig,
@@ -22,6 +23,7 @@ from timely_ros.config import (
     planner_to_parameters,
 )
 from timely_ros.executor import TimelyExecutor
+from timely_ros.stop_signals import StopSignals
 
 Which = Literal["all", "planner", "executors"]
 
@@ -110,13 +112,15 @@ def up(config: BringupConfig, which: Which = "all") -> int:
         raise ConfigError("--only planner: the config has no planner node")
     if which == "executors" and not config.executors:
         raise ConfigError("--only executors: the config has no skill executor")
-    rclpy.init()
-    try:
-        nodes = make_nodes(config, which)
-        for node in nodes:
-            node.get_logger().info("up")
-        print(f"timely up: {len(nodes)} node(s) running; Ctrl-C stops", flush=True)
-        spin(nodes, until=until_shut_down(nodes, "timely up"))
-    finally:
-        rclpy.try_shutdown()
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # StopSignals owns them
+    with StopSignals() as signals:  # through the clean-up too
+        try:
+            nodes = make_nodes(config, which)
+            for node in nodes:
+                node.get_logger().info("up")
+            print(f"timely up: {len(nodes)} node(s) running; Ctrl-C stops", flush=True)
+            shut_down = until_shut_down(nodes, "timely up")
+            spin(nodes, until=lambda: signals.requested or shut_down())
+        finally:
+            rclpy.try_shutdown()
     return 0
