@@ -49,6 +49,7 @@ def _with_tokenizer(config: BringupConfig, tmp: Path) -> BringupConfig:
 def run_demo(config_path: str | None, duration_s: float, seed: int) -> int:
     os.environ.setdefault("FASTDDS_BUILTIN_TRANSPORTS", "SHM")  # no network traffic
     import rclpy
+    from rclpy.signals import SignalHandlerOptions
     from rich.console import Console
 
     from lrtrace.catalog import load_catalog
@@ -58,6 +59,7 @@ def run_demo(config_path: str | None, duration_s: float, seed: int) -> int:
     from lrtrace.workload import WorkloadSpec
     from timely_ros.bringup import make_nodes, spin
     from timely_ros.replay_target import replay
+    from timely_ros.stop_signals import StopSignals
 
     console = Console(width=max(Console().width, 150))
     config = load_bringup(_config_path(config_path))
@@ -81,37 +83,43 @@ def run_demo(config_path: str | None, duration_s: float, seed: int) -> int:
     if missing:
         console.print(f"timely demo: the config lacks robots {sorted(missing)}")
         return 2
-    with tempfile.TemporaryDirectory(prefix="timely_demo_") as tmp:
+    with StopSignals() as signals, tempfile.TemporaryDirectory(prefix="timely_demo_") as tmp:
         config = _with_tokenizer(config, Path(tmp))
-        rclpy.init()
+        rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # StopSignals owns them
         done = threading.Event()
         spinner: threading.Thread | None = None
+        records: list = []
+        started = time.monotonic()
         try:
             nodes = make_nodes(config)
             spinner = threading.Thread(target=spin, args=(nodes, done.is_set), daemon=True)
             spinner.start()
             console.print(
                 f"planner + {len(config.executors)} simulated robots up; replaying "
-                f"{len(trace.tasks)} tasks over {duration_s:g} s through PlanTask goals"
+                f"{len(trace.tasks)} tasks over {duration_s:g} s through PlanTask goals "
+                "(Ctrl-C stops)"
             )
-            records: list = []
             started = time.monotonic()
-            replay(
-                trace=trace,
-                policy=planner.policy,
-                records=records,
-                on_task_done=lambda r: console.print(
-                    f"  {r.task_id} trace {r.trace_id:2d} {r.urgency:6s} on {r.agent_id}: "
-                    f"{'ok' if r.success else 'FAILED ' + r.error}"
-                ),
-                stop=threading.Event(),
-            )
+            if not signals.requested:
+                replay(  # Ctrl-C: it cancels the goals still running and returns
+                    trace=trace,
+                    policy=planner.policy,
+                    records=records,
+                    on_task_done=lambda r: console.print(
+                        f"  {r.task_id} trace {r.trace_id:2d} {r.urgency:6s} on {r.agent_id}: "
+                        f"{'ok' if r.success else 'FAILED ' + r.error}"
+                    ),
+                    stop=signals.event,
+                )
             wall = time.monotonic() - started
         finally:
             done.set()
             if spinner is not None:
                 spinner.join(timeout=15)  # the nodes are destroyed by then
             rclpy.try_shutdown()
+    for record in records:
+        if signals.requested and not record.finished and not record.error:
+            record.error = "interrupted"
     run = RunRecord(
         label=planner.policy,
         policy=planner.policy,
@@ -120,6 +128,7 @@ def run_demo(config_path: str | None, duration_s: float, seed: int) -> int:
         simulated=False,
         wall_s=wall,
         tasks=records,
+        interrupted=signals.requested,
     )
     results = ResultsFile(workload=spec, runs=[run])
     print_report(results, console, groups="all")
@@ -129,4 +138,11 @@ def run_demo(config_path: str | None, duration_s: float, seed: int) -> int:
         f"{len(records) - len(failed)}/{len(records)} tasks succeeded in {wall:.1f} s "
         f"(engine: {planner.engine}{modelled})"
     )
+    if signals.requested:
+        finished = sum(1 for r in records if r.finished)
+        console.print(
+            f"timely demo: stopped ({signals.received[0]}): {finished} of {len(records)} tasks "
+            "had ended; the goals still running were cancelled"
+        )
+        return 130
     return 0 if not failed else 1
