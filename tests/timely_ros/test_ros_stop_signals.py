@@ -41,3 +41,18 @@ def test_without_a_stop_the_previous_handlers_come_back() -> None:
     with pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(1)
+
+
+def test_a_signal_the_process_ignores_stays_ignored() -> None:
+    """A process started with SIGINT ignored (`nohup`, a non-interactive shell's
+    background job) is not made to stop on it."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with StopSignals() as stop:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            assert not stop.requested
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)

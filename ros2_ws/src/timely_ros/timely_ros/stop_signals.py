@@ -46,6 +46,8 @@ class StopSignals:
 
     def __enter__(self) -> StopSignals:
         for sig in STOP_SIGNALS:
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                continue  # started ignoring it (`nohup`, a shell's background job): keep so
             self._previous[sig] = signal.signal(sig, self._on_signal)
         return self
 
