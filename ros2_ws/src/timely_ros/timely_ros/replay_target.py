@@ -34,6 +34,7 @@ from timely_ros.qos import TOPIC
 ENGINE_NAME = "ros:timely_planner"
 SERVER_WAIT_S = 30.0
 DRAIN_LIMIT_S = 600.0  # after the last arrival
+CANCEL_WAIT_S = 10.0  # for cancelled goals to end (their robots stopped), as `timely plan`
 
 
 @dataclass
@@ -194,6 +195,17 @@ def _statement_counter() -> Callable[[str, str], int]:
     return count
 
 
+def _cancel_and_wait(session: RosReplay, calls: list[PlanCall]) -> None:
+    """Cancel the goals and wait (at most CANCEL_WAIT_S) until they have ended: a
+    cancel only reaches a goal the planner has accepted, and the session must stay
+    up until it has."""
+    for call in calls:
+        session.client.cancel(call)
+    deadline = time.monotonic() + CANCEL_WAIT_S
+    for call in calls:
+        call.done.wait(max(0.0, deadline - time.monotonic()))
+
+
 def replay(
     trace: Any,
     policy: str,
@@ -238,23 +250,23 @@ def replay(
         pending = list(zip(trace.tasks, items, strict=True))
         open_items: list[_Open] = []
         last_arrival = trace.tasks[-1].arrival_s if trace.tasks else 0.0
-        while (pending or open_items) and not stop.is_set():
-            now = session.now()
-            while pending and pending[0][0].arrival_s <= now:
-                task, item = pending.pop(0)
-                session.submit(item, task)
-                open_items.append(item)
-            for item in [i for i in open_items if _settled(i)]:
-                open_items.remove(item)
-                with session._lock:
-                    _finish(item, count)
-                on_task_done(item.record)
-            if now > last_arrival + DRAIN_LIMIT_S:
-                break
-            wait = 0.01 if not pending else min(0.01, max(0.0, pending[0][0].arrival_s - now))
-            stop.wait(wait)
-        for item in open_items:  # interrupted: cancel what is still running
-            if item.call is not None:
-                session.client.cancel(item.call)
+        try:
+            while (pending or open_items) and not stop.is_set():
+                now = session.now()
+                while pending and pending[0][0].arrival_s <= now:
+                    task, item = pending.pop(0)
+                    open_items.append(item)
+                    session.submit(item, task)
+                for item in [i for i in open_items if _settled(i)]:
+                    open_items.remove(item)
+                    with session._lock:
+                        _finish(item, count)
+                    on_task_done(item.record)
+                if now > last_arrival + DRAIN_LIMIT_S:
+                    break
+                wait = 0.01 if not pending else min(0.01, max(0.0, pending[0][0].arrival_s - now))
+                stop.wait(wait)
+        finally:  # stopped, drained or interrupted (Ctrl-C): no goal of ours goes on
+            _cancel_and_wait(session, [i.call for i in open_items if i.call is not None])
     finally:
         session.close()
