@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from tests.timely_ros.ros_support import (
     planner_checkpoint,
     planner_entry,
     ros_env,
+    sim_planner_entry,
 )
 
 pytestmark = pytest.mark.ros
@@ -106,6 +108,49 @@ def test_params_file_entry_points_and_plan_cli(tmp_path: Path) -> None:
             proc.send_signal(signal.SIGINT)
         codes = [proc.wait(timeout=20) for proc in (planner, robot)]
     assert codes == [0, 0]
+
+
+def test_the_planner_entry_point_stops_cleanly_on_ctrl_c_during_a_goal(tmp_path: Path) -> None:
+    """Ctrl-C while a robot executes a plan: the goal is ended saying why, then the
+    node is destroyed (not under the goal's thread, which used to die publishing on
+    destroyed handles), exit status 0."""
+    config = sim_planner_entry(tmp_path) | executor_entry("arm1", "sim-arm", time_scale=1.0)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    params = ["--ros-args", "--params-file", str(path)]
+    planner, planner_log = _start(["-m", "timely_ros.planner_node", *params], tmp_path, "planner")
+    robot, robot_log = _start(
+        ["-m", "timely_ros.skill_executor_node", "--ros-args", "-r", "__ns:=/arm1", *params[1:]],
+        tmp_path,
+        "robot",
+    )
+    task = lrtrace_goal_fields(9)  # an arm plan of many segments
+    goal = ["--robot", "arm1", "--wait", "60", "--scene", task["scene"], task["instruction"]]
+    plan = subprocess.Popen(
+        [PYTHON, "-m", "timely_ros.cli", "plan", *goal],
+        cwd=REPO,
+        env=ros_env(tmp_path / "ros_log"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while "event=segment_started robot=arm1" not in robot_log.read_text():
+            assert time.monotonic() < deadline and planner.poll() is None, planner_log.read_text()
+            time.sleep(0.1)
+        planner.send_signal(signal.SIGINT)
+        assert planner.wait(timeout=30) == 0, planner_log.read_text()
+        text = planner_log.read_text()
+        assert "Traceback" not in text and "is shutting down" in text, text[-3000:]
+    finally:
+        for proc in (planner, robot, plan):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        for proc in (planner, robot, plan):
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def test_timely_up_stops_cleanly_on_ctrl_c(node_processes: StartNodes) -> None:

@@ -617,7 +617,7 @@ def _close_tools(service: Any) -> None:
 
 def main(args: list[str] | None = None) -> int:
     """Console entry: `timely_planner --ros-args --params-file CONFIG.yaml`."""
-    return run_node(PlannerNode, lambda node: node.executor_threads, args)
+    return run_node(PlannerNode, args)
 
 
 if __name__ == "__main__":

@@ -252,7 +252,7 @@ class SkillExecutorNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Console entry: `timely_skill_executor --ros-args -r __ns:=/drone1 --params-file F`."""
-    return run_node(SkillExecutorNode, lambda _node: 4, args)
+    return run_node(SkillExecutorNode, args)
 
 
 if __name__ == "__main__":
