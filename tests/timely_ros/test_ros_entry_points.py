@@ -111,9 +111,9 @@ def test_params_file_entry_points_and_plan_cli(tmp_path: Path) -> None:
 
 
 def test_the_planner_entry_point_stops_cleanly_on_ctrl_c_during_a_goal(tmp_path: Path) -> None:
-    """Ctrl-C while a robot executes a plan: the goal is ended saying why, then the
-    node is destroyed (not under the goal's thread, which used to die publishing on
-    destroyed handles), exit status 0."""
+    """Ctrl-C while a robot executes a plan: the goal is ended and its client told
+    why, then the node is destroyed (not under the goal's thread, which used to die
+    publishing on destroyed handles), exit status 0."""
     config = sim_planner_entry(tmp_path) | executor_entry("arm1", "sim-arm", time_scale=1.0)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -130,8 +130,9 @@ def test_the_planner_entry_point_stops_cleanly_on_ctrl_c_during_a_goal(tmp_path:
         [PYTHON, "-m", "timely_ros.cli", "plan", *goal],
         cwd=REPO,
         env=ros_env(tmp_path / "ros_log"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 90
@@ -142,6 +143,9 @@ def test_the_planner_entry_point_stops_cleanly_on_ctrl_c_during_a_goal(tmp_path:
         assert planner.wait(timeout=30) == 0, planner_log.read_text()
         text = planner_log.read_text()
         assert "Traceback" not in text and "is shutting down" in text, text[-3000:]
+        said, _ = plan.communicate(timeout=60)  # the client is told why, not left to
+        assert plan.returncode == 1, said  # notice the planner's heartbeat stop
+        assert "failed: planner /timely/timely_planner is shutting down" in said, said
     finally:
         for proc in (planner, robot, plan):
             if proc.poll() is None:

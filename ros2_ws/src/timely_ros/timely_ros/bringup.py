@@ -28,6 +28,8 @@ from timely_ros.stop_signals import StopSignals
 Which = Literal["all", "planner", "executors"]
 
 SHUTDOWN_GRACE_S = 1.0
+GOALS_END_WAIT_S = 5.0  # for stopped goals to end as the process stops
+RESULTS_SENT_S = 0.5  # then for their results to go out
 
 
 def _overrides(flat: dict[str, Any]) -> list[Parameter]:
@@ -85,9 +87,25 @@ def spin(nodes: list[Node], until: Callable[[], bool] | None = None) -> None:
             stop = getattr(node, "stop_serving", None)
             if stop is not None:
                 stop()
+        _spin_while_goals_end(executor, nodes)
         executor.shutdown(timeout_sec=2.0)
         for node in reversed(nodes):
             node.destroy_node()
+
+
+def _spin_while_goals_end(executor: TimelyExecutor, nodes: list[Node]) -> None:
+    """Keep spinning (at most GOALS_END_WAIT_S) until the stopped goals have ended:
+    their robots' cancel answers arrive, and heartbeats go on, so a client learns
+    why its goal ended instead of seeing the planner vanish."""
+    deadline = time.monotonic() + GOALS_END_WAIT_S
+    while executor.context.ok() and time.monotonic() < deadline:
+        if not any(getattr(node, "goals_in_progress", 0) for node in nodes):
+            # rclpy sends a result to the client from a callback the executor runs
+            deadline = min(deadline, time.monotonic() + RESULTS_SENT_S)
+            while executor.context.ok() and time.monotonic() < deadline:
+                executor.spin_once(timeout_sec=0.05)
+            return
+        executor.spin_once(timeout_sec=0.05)
 
 
 def until_shut_down(nodes: list[Node], who: str) -> Callable[[], bool]:

@@ -283,6 +283,12 @@ class PlannerNode(LifecycleNode):
         with self._lock:
             return self._state == "finalized"
 
+    @property
+    def goals_in_progress(self) -> int:
+        """Goals accepted and not yet ended (`bringup.spin` waits for them to end)."""
+        with self._lock:
+            return len(self._jobs) + len(self._checked)
+
     def _wait_for_goals(self, timeout_s: float) -> bool:
         """Whether every accepted goal ended within `timeout_s`."""
         deadline = time.monotonic() + timeout_s
