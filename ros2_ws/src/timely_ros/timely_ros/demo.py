@@ -89,7 +89,6 @@ def run_demo(config_path: str | None, duration_s: float, seed: int) -> int:
         done = threading.Event()
         spinner: threading.Thread | None = None
         records: list = []
-        started = time.monotonic()
         try:
             nodes = make_nodes(config)
             spinner = threading.Thread(target=spin, args=(nodes, done.is_set), daemon=True)

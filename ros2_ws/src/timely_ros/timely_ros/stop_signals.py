@@ -7,8 +7,7 @@ often inside the clean-up that the first signal started, which then dies half
 done with exit status -2. Owning the signals instead (rclpy initialised with
 `SignalHandlerOptions.NO`) makes a stop one path: the loop sees the flag, the
 nodes stop serving and are destroyed, the process exits 0. A repeated signal
-while stopping is absorbed; the stop is bounded by the executor's shutdown
-timeout.
+while stopping is absorbed; the stop is bounded (`bringup.spin`: a few seconds).
 """
 
 from __future__ import annotations
