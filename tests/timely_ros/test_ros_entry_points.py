@@ -94,6 +94,11 @@ def test_params_file_entry_points_and_plan_cli(tmp_path: Path) -> None:
         ]
         assert "(final)" not in "".join(lines[:2])
         assert f"plan: {task['plan']}" in lines and "segments 3" in done.stdout
+        # its own time-utility: 3 while the first action starts within 30 s
+        own = _plan(tmp_path, "--robot", "drone1", "--respond-within", "30", "--utility", "3",
+                    "--no-dispatch", "--scene", task["scene"], task["instruction"])  # fmt: skip
+        assert own.returncode == 0, own.stderr
+        assert "utility 3.000" in own.stdout, own.stdout
         rejected = _plan(tmp_path, "--robot", "drone7", "find the cat")
         assert rejected.returncode == 2
         assert "rejected: robot_id 'drone7' is not served" in rejected.stderr

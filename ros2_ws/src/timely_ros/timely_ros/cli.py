@@ -2,8 +2,8 @@
 the demo.
 
 timely up CONFIG.yaml [--only planner|executors]
-timely plan --robot drone1 [--urgent] [--scene TEXT] [--no-dispatch] [--resubmit N] [--detach]
-    "find the cat"
+timely plan --robot drone1 [--urgent | --respond-within S [--zero-after S] [--utility U]]
+    [--scene TEXT] [--no-dispatch] [--resubmit N] [--detach] "find the cat"
 timely scene --robot drone1 [--topic /drone1/scene] "a sofa, a cat under the table"
 timely status [--watch]
 timely cancel [GOAL_ID ...] [--robot drone1] [--all]
@@ -19,6 +19,9 @@ import math
 import sys
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
+from timely_core.scheduling.tuf import Tuf
 from timely_ros.config import ConfigError
 
 LIFECYCLE_COMMANDS = ("get", "configure", "activate", "deactivate", "cleanup", "shutdown")
@@ -38,7 +41,31 @@ def _parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="send one PlanTask goal and print what streams back")
     plan.add_argument("instruction")
     plan.add_argument("--robot", required=True, help="robot id, e.g. drone1")
-    plan.add_argument("--urgent", action="store_true", help="urgent TUF preset")
+    urgency = plan.add_mutually_exclusive_group()
+    urgency.add_argument("--urgent", action="store_true", help="urgent TUF preset")
+    urgency.add_argument(
+        "--respond-within",
+        type=_positive_seconds,
+        default=None,
+        metavar="S",
+        help="own time-utility: full utility if the first action starts within S seconds",
+    )
+    plan.add_argument(
+        "--zero-after",
+        type=_positive_seconds,
+        default=None,
+        metavar="S",
+        help="with --respond-within: utility falls linearly to 0 at S seconds "
+        "(default 1.5 x --respond-within)",
+    )
+    plan.add_argument(
+        "--utility",
+        type=float,
+        default=None,
+        metavar="U",
+        help="with --respond-within: the task's utility, its weight against other "
+        "robots' tasks (default 1; the urgent preset's is 2)",
+    )
     plan.add_argument("--scene", default="", help="what the robot perceives")
     plan.add_argument("--no-dispatch", action="store_true", help="plan only, do not execute")
     plan.add_argument("--wait", type=_seconds, default=5.0, help="seconds to wait for the planner")
@@ -104,6 +131,41 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def plan_tuf(
+    respond_within_s: float | None, zero_after_s: float | None, utility: float | None
+) -> Tuf | None:
+    """`timely plan`'s own time-utility function (TimelyLLM Eq. 1) from its options;
+    None for a preset. ConfigError naming the option that is wrong."""
+    if respond_within_s is None:
+        given = [
+            n for n, v in (("--zero-after", zero_after_s), ("--utility", utility)) if v is not None
+        ]
+        if given:
+            raise ConfigError(f"{' and '.join(given)} needs --respond-within")
+        return None
+    if utility is not None and not utility > 0:  # before the slope, which it decides
+        raise ConfigError(f"--utility must be a number > 0, got {utility:g}")
+    zero_s = 1.5 * respond_within_s if zero_after_s is None else zero_after_s
+    if zero_s <= respond_within_s:
+        raise ConfigError(
+            f"--zero-after ({zero_s:g} s) must be later than --respond-within "
+            f"({respond_within_s:g} s)"
+        )
+    beta = 1.0 if utility is None else utility
+    names = {
+        "expected_response_time_s": "--respond-within",
+        "initial_utility": "--utility",
+        "slope": "--zero-after (the utility it loses per second)",
+    }
+    try:  # flat first: a slope out of range is --zero-after's only when the rest is valid
+        flat = Tuf(expected_response_time_s=respond_within_s, slope=0.0, initial_utility=beta)
+        slope = -beta / (zero_s - respond_within_s)
+        return Tuf.model_validate({**flat.model_dump(), "slope": slope})
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise ConfigError(f"{names[str(first['loc'][0])]}: {first['msg']}") from None
+
+
 def _seconds(text: str) -> float:
     """A time to wait: a number >= 0 (inf: for ever)."""
     try:
@@ -138,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 robot=args.robot,
                 instruction=args.instruction,
                 urgent=args.urgent,
+                tuf=plan_tuf(args.respond_within, args.zero_after, args.utility),
                 scene=args.scene,
                 dispatch=not args.no_dispatch,
                 wait_s=args.wait,

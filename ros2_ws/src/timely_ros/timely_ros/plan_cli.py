@@ -11,7 +11,9 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from timely_interfaces.msg import Segment as SegmentMsg
+from timely_interfaces.msg import Tuf as TufMsg
 
+from timely_core.scheduling.tuf import Tuf
 from timely_ros.plan_client import PlanCall, PlanClient, make_goal
 
 # a cancelled goal ends once its robot has stopped (robot_link.STOP_CONFIRM_S at most)
@@ -66,11 +68,13 @@ def run_plan(
     resubmit: int = 0,
     namespace: str = "timely",
     detach: bool = False,
+    tuf: Tuf | None = None,
 ) -> int:
     """Exit status 0 on success, 1 on failure or a lost planner, 2 on rejection, 130
-    on Ctrl-C. `resubmit`: how many times a goal lost with its planner (it stopped
-    responding or restarted) is sent again once a planner is up. Ctrl-C cancels the
-    goal (as `ros2 action send_goal` does) unless `detach`: then it keeps running."""
+    on Ctrl-C. `tuf`: the goal's own time-utility function instead of a preset.
+    `resubmit`: how many times a goal lost with its planner (it stopped responding or
+    restarted) is sent again once a planner is up. Ctrl-C cancels the goal (as `ros2
+    action send_goal` does) unless `detach`: then it keeps running."""
     # rclpy's own SIGINT handler would shut the context down before the cancel is sent
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     node = Node("timely_plan_cli")
@@ -93,9 +97,10 @@ def run_plan(
         goal = make_goal(
             robot,
             instruction,
-            urgency="urgent" if urgent else "normal",
+            urgency=None if tuf is not None else "urgent" if urgent else "normal",
             scene=scene,
             dispatch=dispatch,
+            tuf=None if tuf is None else TufMsg(**tuf.model_dump()),
         )
         call = client.send(goal, on_segment=_print_segment)
         print(f"goal {call.goal_id} sent (timely cancel {call.goal_id})", file=sys.stderr)
