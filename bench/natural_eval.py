@@ -200,10 +200,7 @@ def score(cases: list[Case], plans: list[Plan]) -> dict[str, Any]:
         hit = plan.ended and plan.text == case.golden
         exact += hit
         if case.family:
-            family = families.setdefault(case.family, FamilyTally())
-            family.plans += 1
-            family.valid += check.valid
-            family.exact += hit
+            families.setdefault(case.family, FamilyTally()).add(check.valid, hit)
     total = tallies["drone"].merged(tallies["arm"])
     figures: dict[str, Any] = {c: getattr(total, c) for c in ("plans", *CRITERIA)}
     figures["exact"] = exact

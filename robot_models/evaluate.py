@@ -46,6 +46,11 @@ class FamilyTally:
     valid: int = 0
     exact: int = 0
 
+    def add(self, valid: bool, exact: bool) -> None:
+        self.plans += 1
+        self.valid += valid
+        self.exact += exact
+
 
 @dataclass
 class EvalReport:
@@ -148,10 +153,7 @@ def evaluate(
             report.heldout_total += 1
             report.heldout_valid += check.valid
             report.heldout_exact += exact
-            family = report.families.setdefault(example.family, FamilyTally())
-            family.plans += 1
-            family.valid += check.valid
-            family.exact += exact
+            report.families.setdefault(example.family, FamilyTally()).add(check.valid, exact)
         if not check.valid or not check.right_skills or (is_lrtrace and not exact):
             report.failures.append(
                 {

@@ -14,10 +14,7 @@ from timely_interfaces.msg import Segment as SegmentMsg
 from timely_interfaces.msg import Tuf as TufMsg
 
 from timely_core.scheduling.tuf import Tuf
-from timely_ros.plan_client import PlanCall, PlanClient, make_goal
-
-# a cancelled goal ends once its robot has stopped (robot_link.STOP_CONFIRM_S at most)
-CANCEL_WAIT_S = 10.0
+from timely_ros.plan_client import CANCEL_WAIT_S, PlanCall, PlanClient, make_goal
 
 
 def _print_segment(call: PlanCall, segment: SegmentMsg) -> None:
@@ -29,9 +26,8 @@ def _print_segment(call: PlanCall, segment: SegmentMsg) -> None:
 def _cancel_and_wait(client: PlanClient, call: PlanCall) -> None:
     """Cancel the goal and wait for its end, so its robot has stopped when the
     command returns."""
-    client.cancel(call)
     try:
-        ended = call.done.wait(CANCEL_WAIT_S)
+        ended = not client.cancel_and_wait([call])
     except KeyboardInterrupt:  # a second Ctrl-C: stop waiting, the cancel is sent
         ended = False
     if not ended:

@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +116,8 @@ LATE_FEEDBACK_GRACE_S = 2.0
 DEFAULT_PLANNER_TIMEOUT_S = 2.0  # the planner's heartbeat absent this long: it is gone
 DEFAULT_ANSWER_TIMEOUT_S = 30.0  # a goal unanswered this long is given up
 WATCH_PERIOD_S = 0.1
+# a cancelled goal ends once its robot has stopped (robot_link.STOP_CONFIRM_S at most)
+CANCEL_WAIT_S = 10.0
 REJECTIONS_KEPT = 10_000
 RECENT_REJECTIONS = 1_000
 PLANNER = "planner"  # the key of the namespace's planner in the liveness watch
@@ -365,3 +367,17 @@ class PlanClient:
             handle = call.goal_handle
         if handle is not None:
             handle.cancel_goal_async()
+
+    def cancel_and_wait(
+        self, calls: Sequence[PlanCall], timeout_s: float = CANCEL_WAIT_S
+    ) -> list[PlanCall]:
+        """Cancel the goals and wait (at most `timeout_s` in all) until they have
+        ended, so their robots have stopped; the calls not ended by then. A goal not
+        accepted yet is cancelled when its acceptance arrives, so the node must spin
+        meanwhile."""
+        for call in calls:
+            self.cancel(call)
+        deadline = time.monotonic() + timeout_s
+        for call in calls:
+            call.done.wait(max(0.0, deadline - time.monotonic()))
+        return [call for call in calls if not call.done.is_set()]

@@ -34,7 +34,6 @@ from timely_ros.qos import TOPIC
 ENGINE_NAME = "ros:timely_planner"
 SERVER_WAIT_S = 30.0
 DRAIN_LIMIT_S = 600.0  # after the last arrival
-CANCEL_WAIT_S = 10.0  # for cancelled goals to end (their robots stopped), as `timely plan`
 
 
 @dataclass
@@ -195,17 +194,6 @@ def _statement_counter() -> Callable[[str, str], int]:
     return count
 
 
-def _cancel_and_wait(session: RosReplay, calls: list[PlanCall]) -> None:
-    """Cancel the goals and wait (at most CANCEL_WAIT_S) until they have ended: a
-    cancel only reaches a goal the planner has accepted, and the session must stay
-    up until it has."""
-    for call in calls:
-        session.client.cancel(call)
-    deadline = time.monotonic() + CANCEL_WAIT_S
-    for call in calls:
-        call.done.wait(max(0.0, deadline - time.monotonic()))
-
-
 def replay(
     trace: Any,
     policy: str,
@@ -267,6 +255,6 @@ def replay(
                 wait = 0.01 if not pending else min(0.01, max(0.0, pending[0][0].arrival_s - now))
                 stop.wait(wait)
         finally:  # stopped, drained or interrupted (Ctrl-C): no goal of ours goes on
-            _cancel_and_wait(session, [i.call for i in open_items if i.call is not None])
+            session.client.cancel_and_wait([i.call for i in open_items if i.call is not None])
     finally:
         session.close()
