@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,7 +66,9 @@ from timely_core.tools.spec import ToolSpec
 __all__ = ["CANCELLED", "PlanningService", "ServiceStats", "TaskHandle"]
 
 CANCELLED = "cancelled"
-REPORT_LEAD_S = 3600.0  # how far past now a report may be (a simulated robot's end, reported ahead)
+# how far past now a report may be (a simulated robot's end, reported ahead), and how
+# far before now an arrival (`submit_at`) may be
+REPORT_LEAD_S = 3600.0
 
 
 class PlanningService:
@@ -76,15 +79,16 @@ class PlanningService:
         policy: str | Policy = "timely",
         clock: Clock | None = None,
         max_queue: int | None = None,
-        config: ServiceConfig | None = None,
+        config: ServiceConfig | Mapping[str, Any] | None = None,
         languages: Mapping[str, PlanLanguage] | None = None,
     ) -> None:
         """`tokenizer` is the checkpoint's `tokenizers.Tokenizer` (encode/decode).
-        `languages` maps robot types to plan languages for `register_robot(robot_type=)`."""
-        config = config or ServiceConfig()
-        if max_queue is not None:
-            config = config.model_copy(update={"max_queue": max_queue})
-            ServiceConfig.model_validate(config.model_dump())
+        `config`: a ServiceConfig or its fields as a mapping (validated).
+        `languages` maps robot types to plan languages for `register_robot(robot_type=)`.
+        Raises TypeError naming an argument that cannot be what it stands for, and
+        pydantic ValidationError for a bad config, before anything starts."""
+        config = checked_config(config, max_queue)
+        check_parts(engine, tokenizer, clock)
         if isinstance(policy, str):
             policy = make_policy(policy, config.min_slack_s)
         elif not callable(getattr(policy, "order", None)):
@@ -252,7 +256,17 @@ class PlanningService:
 
     def submit_at(self, t_s: float, request: TaskRequest | Mapping[str, Any]) -> TaskHandle:
         """Accept a request that arrives at `t_s` on the service clock (virtual-time
-        replays); validated now, queued when the clock reaches `t_s`."""
+        replays); validated now, queued when the clock reaches `t_s`. Raises
+        TypeError or ValueError for a `t_s` that is not a finite time on the service
+        clock (more than REPORT_LEAD_S before now: another clock's)."""
+        if isinstance(t_s, bool) or not isinstance(t_s, numbers.Real):
+            raise TypeError(f"t_s must be a time on the service clock, got {type(t_s).__name__}")
+        now = self._state.clock.now()
+        if not math.isfinite(float(t_s)) or t_s < now - REPORT_LEAD_S:
+            raise ValueError(
+                f"t_s={t_s:.6g} is not a time on the service clock (now is {now:.6g}); "
+                "arrival times come from service.clock.now()"
+            )
         return admit(self._state, self, request, t_s)
 
     # ---------------------------------------------------------------- task control
@@ -497,6 +511,46 @@ class PlanningService:
                 awaiting_reports=sum(1 for g in live if g.awaiting_reports),
                 awaiting_verdicts=sum(1 for g in live if g.awaiting_verdicts),
             )
+
+
+def checked_config(
+    config: ServiceConfig | Mapping[str, Any] | None, max_queue: int | None
+) -> ServiceConfig:
+    """The service's config, validated whatever form it came in."""
+    if config is None:
+        config = ServiceConfig()
+    elif isinstance(config, Mapping):
+        config = ServiceConfig.model_validate(dict(config))
+    elif not isinstance(config, ServiceConfig):
+        raise TypeError(
+            f"config must be a ServiceConfig or a mapping of its fields, "
+            f"got {type(config).__name__}"
+        )
+    if max_queue is not None:
+        config = ServiceConfig.model_validate({**config.model_dump(), "max_queue": max_queue})
+    return config
+
+
+_ENGINE_METHODS = ("add", "step", "suspend", "resume", "abort")
+
+
+def check_parts(engine: object, tokenizer: object, clock: object) -> None:
+    """Raise TypeError naming a constructor argument without what the service calls
+    on it, so a wrong object fails here and not on the first request."""
+    missing = [m for m in _ENGINE_METHODS if not callable(getattr(engine, m, None))]
+    if missing:
+        raise TypeError(
+            f"engine must implement the Engine protocol (timely_core.engine.protocol); "
+            f"{type(engine).__name__} has no {', '.join(missing)}"
+        )
+    for method in ("encode", "decode"):
+        if not callable(getattr(tokenizer, method, None)):
+            raise TypeError(
+                f"tokenizer must be the checkpoint's tokenizers.Tokenizer "
+                f"(encode and decode); {type(tokenizer).__name__} has no {method}"
+            )
+    if clock is not None and not callable(getattr(clock, "now", None)):
+        raise TypeError(f"clock must be a Clock (with now()), got {type(clock).__name__}")
 
 
 def with_plan_candidates(engine: Engine, tokenizer: Any, config: ServiceConfig) -> Engine:

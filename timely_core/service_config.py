@@ -10,7 +10,9 @@ from timely_core.scheduling.priority import DEFAULT_MIN_SLACK_S, DEFAULT_SEGMENT
 
 
 class ServiceConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: `grammar="yes"` or `max_tokens="256"` is a caller's mistake, not a
+    # setting; no NaN or infinity: `idle_wait_s=inf` would stop the service loop
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
     max_queue: int = Field(default=256, ge=1)  # tasks waiting for their first admission
     max_batch_size: int = Field(default=32, ge=1)  # generations in one engine iteration
@@ -27,7 +29,7 @@ class ServiceConfig(BaseModel):
     finished_tasks_kept: int = Field(default=1000, ge=0)
     # a suspended generation's KV: auto (least predicted waste, LAMPS), ttl
     # (Continuum), or fixed: preserve, swap, discard (docs/service-api.md)
-    handling_strategy: HandlingStrategy = HandlingStrategy.AUTO
+    handling_strategy: HandlingStrategy = Field(default=HandlingStrategy.AUTO, strict=False)
     # bring a swapped-out waiting generation's KV back while device memory is free,
     # the soonest predicted resume first, so its resume pays no swap-in
     kv_prefetch: bool = True
@@ -39,7 +41,7 @@ class ServiceConfig(BaseModel):
     # this long (a moving robot republishes often), within this share of device KV.
     scene_debounce_s: float = Field(default=0.2, ge=0, le=60)
     scene_kv_fraction: float = Field(default=0.25, ge=0, le=0.9)
-    idle_wait_s: float = Field(default=0.05, gt=0)  # background thread's poll when idle
+    idle_wait_s: float = Field(default=0.05, gt=0, le=60)  # background thread's poll when idle
     # Mask each robot's generations by its language's grammar (when it has one), so
     # every statement decoded parses and keeps its skills' limits. False decodes
     # unconstrained (the parser still rejects, and the task then fails).

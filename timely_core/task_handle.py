@@ -9,6 +9,8 @@ service thread.
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 import threading
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -67,6 +69,7 @@ class TaskHandle:
         are skipped: after the rollback the next one is the replacement of the first
         withdrawn, so a robot loop over this never runs a withdrawn segment. Raises
         TimeoutError if none arrives within `timeout_s`."""
+        check_timeout(timeout_s)
         index = 0
         while True:
             with self._cond:
@@ -89,6 +92,7 @@ class TaskHandle:
 
     def result(self, timeout_s: float | None = None) -> TaskResult:
         """The final result; blocks. Raises TimeoutError after `timeout_s`."""
+        check_timeout(timeout_s)
         with self._cond:
             if not self._cond.wait_for(lambda: self._result is not None, timeout=timeout_s):
                 raise TimeoutError(f"task {self.task_id}: no result within {timeout_s} s")
@@ -205,6 +209,17 @@ class TaskHandle:
             self._cond.notify_all()
         for callback in callbacks:
             _call(callback, result)
+
+
+def check_timeout(timeout_s: float | None) -> None:
+    """A wait's timeout: None (no limit) or a number of seconds >= 0 (NaN would wait
+    forever without saying so)."""
+    if timeout_s is None:
+        return
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real):
+        raise TypeError(f"timeout_s must be seconds or None, got {type(timeout_s).__name__}")
+    if math.isnan(timeout_s) or timeout_s < 0:
+        raise ValueError(f"timeout_s must be None or seconds >= 0, got {timeout_s}")
 
 
 def _call(callback: Callable[[object], None] | Callable[..., None], event: object) -> None:

@@ -180,10 +180,10 @@ def test_only_the_latest_finished_tasks_are_kept() -> None:
 
 
 def test_a_policy_that_is_no_policy_is_refused() -> None:
-    _, _, engine = make_service(PLANS, robots=())
+    service, _, engine = make_service(PLANS, robots=())
     for policy in (None, 3):
         with pytest.raises(UnknownPolicy, match="policy must be a policy name or a Policy"):
-            PlanningService(engine, None, policy=policy)  # type: ignore[arg-type]
+            PlanningService(engine, service.tokenizer, policy=policy)  # type: ignore[arg-type]
 
 
 def test_a_segment_limit_of_zero_is_refused_not_taken_as_the_default() -> None:
@@ -333,3 +333,71 @@ def test_default_task_ids_are_not_reused_by_a_restarted_service() -> None:
     ids = {first.submit(request).task_id, restarted.submit(request).task_id}
     ids.add(first.submit(request).task_id)
     assert len(ids) == 3
+
+
+def test_constructor_arguments_that_cannot_serve_are_refused_by_name() -> None:
+    service, _, engine = make_service(PLANS, robots=())
+    tokenizer = service.tokenizer
+    with pytest.raises(TypeError, match="engine must implement the Engine protocol"):
+        PlanningService(None, tokenizer)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"tokenizer must be .* has no encode"):
+        PlanningService(engine, None)
+    with pytest.raises(TypeError, match=r"clock must be a Clock \(with now\(\)\), got str"):
+        PlanningService(engine, tokenizer, clock="mono")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="config must be a ServiceConfig or a mapping"):
+        PlanningService(engine, tokenizer, config=64)  # type: ignore[arg-type]
+
+
+def test_a_config_mapping_is_validated_like_a_service_config() -> None:
+    service, clock, engine = make_service(PLANS, robots=())
+    made = PlanningService(engine, service.tokenizer, clock=clock, config={"max_tokens": 64})
+    assert made.config.max_tokens == 64
+    with pytest.raises(ValidationError, match="max_tokens"):
+        PlanningService(engine, service.tokenizer, clock=clock, config={"max_tokens": "64"})
+    with pytest.raises(ValidationError, match="max_queue"):
+        PlanningService(engine, service.tokenizer, clock=clock, max_queue="10")  # type: ignore[arg-type]
+    assert PlanningService(engine, service.tokenizer, max_queue=10).config.max_queue == 10
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("idle_wait_s", float("inf")),
+        ("idle_wait_s", float("nan")),
+        ("segment_generation_s", float("inf")),
+        ("min_slack_s", float("nan")),
+        ("grammar", "yes"),
+        ("max_tokens", "256"),
+        ("max_queue", 10.0),
+    ],
+)
+def test_service_config_refuses_non_finite_and_coerced_values(field: str, value: object) -> None:
+    with pytest.raises(ValidationError, match=field):
+        ServiceConfig.model_validate({field: value})
+
+
+def test_service_config_still_takes_a_strategy_by_name() -> None:
+    assert ServiceConfig(handling_strategy="swap").handling_strategy.value == "swap"  # type: ignore[arg-type]
+    assert ServiceConfig(segment_generation_s=1).segment_generation_s == 1.0
+
+
+@pytest.mark.parametrize("t_s", [float("nan"), float("inf"), -1e6])
+def test_an_arrival_not_on_the_service_clock_is_refused(t_s: float) -> None:
+    service, _, _, good = service_with_good_task()
+    with pytest.raises(ValueError, match="is not a time on the service clock"):
+        service.submit_at(t_s, TaskRequest(robot_id="d2", instruction="look for the cat"))
+    with pytest.raises(TypeError, match="t_s must be a time on the service clock, got str"):
+        service.submit_at("5", TaskRequest(robot_id="d2", instruction="look for the cat"))  # type: ignore[arg-type]
+    assert_good_task_unharmed(service, good)
+
+
+def test_a_wait_with_a_timeout_that_is_no_time_is_refused() -> None:
+    service, _, _, good = service_with_good_task()
+    for timeout in (float("nan"), -1.0):
+        with pytest.raises(ValueError, match="timeout_s must be None or seconds >= 0"):
+            good.result(timeout_s=timeout)
+        with pytest.raises(ValueError, match="timeout_s must be None or seconds >= 0"):
+            next(iter(good.segments(timeout_s=timeout)))
+    with pytest.raises(TypeError, match="timeout_s must be seconds or None, got str"):
+        good.result(timeout_s="1")  # type: ignore[arg-type]
+    assert_good_task_unharmed(service, good)

@@ -22,7 +22,9 @@ class Tuf(BaseModel):
     far past its deadline has no utility left to gain, not negative utility.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", strict=True
+    )  # a client's "1" or True is a mistake
 
     # bounded so priorities (utility over slack) stay finite whatever a client sends
     expected_response_time_s: float = Field(gt=0, le=MAX_RESPONSE_TIME_S, allow_inf_nan=False)
