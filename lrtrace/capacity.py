@@ -8,6 +8,9 @@ longer at small sizes, so that every task class present expects at least
 `min_tasks` tasks per seed: a class with a handful of tasks would pass or fail by
 chance. The search starts at the smallest size that needs no such extension, since
 idle virtual time costs wall time too (the driver steps it 20 ms at a time).
+
+Ctrl-C during a search raises `SearchInterrupted` with every setting's result so far,
+the interrupted one's from the sizes it finished, so the CLI can write them.
 """
 
 from __future__ import annotations
@@ -96,10 +99,30 @@ class SettingResult:
     kv_tokens: int
     boundary: Boundary
     points: dict[int, SizePoint] = field(default_factory=dict)
+    interrupted: bool = False  # Ctrl-C: the boundary of the sizes finished, not a capacity
 
     @property
     def capacity(self) -> int:
         return self.boundary.passed
+
+
+class SearchInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `CapacityPlanner.run`: `results` holds the settings searched and
+    the interrupted one (`interrupted` set), whose boundary is that of the sizes it
+    finished. A KeyboardInterrupt still, for callers that only want to stop."""
+
+    def __init__(self, results: list[SettingResult]) -> None:
+        super().__init__("capacity search interrupted")
+        self.results = results
+
+
+def partial_boundary(points: dict[int, SizePoint]) -> Boundary:
+    """What the sizes tried so far say: the largest pass below the smallest fail."""
+    failed = min((n for n, p in points.items() if not p.met), default=None)
+    passed = max(
+        (n for n, p in points.items() if p.met and (failed is None or n < failed)), default=0
+    )
+    return Boundary(passed, failed, {n: p.met for n, p in points.items()})
 
 
 def start_size(mix: FleetMix, catalog: Catalog, search: SearchConfig) -> int:
@@ -206,7 +229,17 @@ class CapacityPlanner:
             return points[robots].met
 
         start = start_size(self.mix, self.catalog, self.search)
-        boundary = find_boundary(passes, start, self.search.max_robots, self.search.precision)
+        try:
+            boundary = find_boundary(passes, start, self.search.max_robots, self.search.precision)
+        except KeyboardInterrupt:
+            partial = self._result(setting, partial_boundary(points), points)
+            partial.interrupted = True
+            raise SearchInterrupted([partial]) from None
+        return self._result(setting, boundary, points)
+
+    def _result(
+        self, setting: Setting, boundary: Boundary, points: dict[int, SizePoint]
+    ) -> SettingResult:
         sim = self.sim_target(setting.kv_tokens)
         return SettingResult(
             setting,
@@ -217,8 +250,15 @@ class CapacityPlanner:
         )
 
     def run(self, settings: Sequence[Setting]) -> list[SettingResult]:
+        """Every setting's capacity; SearchInterrupted on Ctrl-C during a search."""
         self.check(settings)
-        return [self.capacity(s) for s in settings]
+        results: list[SettingResult] = []
+        for setting in settings:
+            try:
+                results.append(self.capacity(setting))
+            except SearchInterrupted as stop:
+                raise SearchInterrupted([*results, *stop.results]) from None
+        return results
 
 
 def _ignore(_record: TaskRecord) -> None:

@@ -1,5 +1,6 @@
 """`lrtrace capacity`: flags -> validated mix, target and search; progress on
-stderr; the table on stdout; JSON and a PNG next to it."""
+stderr; the table on stdout; JSON and a PNG next to it. Ctrl-C writes the sizes
+judged so far (the JSON marked `interrupted`) and exits 130, as `replay` does."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
 from lrtrace.errors import LrtraceError
+from lrtrace.outputs import output_path
 
 if TYPE_CHECKING:  # the planner pulls in the service: only `run` needs it
     from lrtrace.capacity import Setting, SizePoint
 
 M = TypeVar("M", bound=BaseModel)
+
+MAX_KV_TOKENS = 10_000_000  # 1.2 TB of KV on the paper's profile; the pool is built in memory
 
 # the flag that sets each validated field, so an error names what the user typed
 FLAGS = {
@@ -36,8 +40,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c = sub.add_parser(
         "capacity", help="largest fleet of a mix one engine serves within a target (simulated)"
     )
-    c.add_argument("-o", "--out", type=Path, required=True, help="JSON to write (.json)")
-    c.add_argument("--plot", type=Path, help="PNG to write (default: the JSON's name, .png)")
+    c.add_argument("-o", "--out", type=output_path, required=True, help="JSON to write (.json)")
+    c.add_argument("--plot", type=output_path, help="PNG to write (default: the JSON's name, .png)")
     c.add_argument(
         "--mix", default="drones", help="built-in mix name, YAML file, or inline YAML mapping"
     )
@@ -82,28 +86,60 @@ def settings_from(args: argparse.Namespace) -> list[Setting]:
     from lrtrace.capacity import Setting
     from lrtrace.cli import _ints
     from lrtrace.commands import _policies
+    from lrtrace.replay.runner import run_labels
 
     batches: list[int | None] = list(_ints(args.max_batch)) if args.max_batch else [None]
     kvs: list[int | None] = list(_ints(args.kv_tokens)) if args.kv_tokens else [None]
     if any(b is not None and b < 1 for b in batches):
-        raise LrtraceError("--max-batch values must be >= 1")
-    if any(k is not None and k < 1 for k in kvs):
-        raise LrtraceError("--kv-tokens values must be >= 1")
-    return [Setting(p, b, k) for p in _policies(args.policy) for b in batches for k in kvs]
+        raise LrtraceError(f"--max-batch values must be >= 1, got {args.max_batch}")
+    if any(k is not None and not 1 <= k <= MAX_KV_TOKENS for k in kvs):
+        raise LrtraceError(f"--kv-tokens values must be between 1 and {MAX_KV_TOKENS:,}")
+    repeated = next((k for i, k in enumerate(kvs) if k in kvs[:i]), None)
+    if repeated is not None:
+        raise LrtraceError(f"--kv-tokens {repeated} is given twice: give each value once")
+    policies = _policies(args.policy)
+    run_labels(policies, batches)  # a policy or max batch given twice, as replay says
+    return [Setting(p, b, k) for p in policies for b in batches for k in kvs]
+
+
+def check_outputs(args: argparse.Namespace) -> Path:
+    """Refuse, before any search, outputs that cannot be written, a figure format
+    matplotlib lacks, and an output that is an input or the other output (`-o c.png`
+    with the figure's default name, the JSON's with .png). Returns the figure's path."""
+    from lrtrace.figure_formats import check_figure_path
+    from lrtrace.fleet_mix import mix_path
+    from lrtrace.outputs import check_distinct, check_file
+    from lrtrace.profiles import profile_path
+
+    plot = args.plot or args.out.with_suffix(".png")
+    plot_flag = "--plot" if args.plot else "the figure (default: -o with .png)"
+    check_distinct(
+        [("-o", args.out), (plot_flag, plot)],
+        [
+            ("the fleet mix", mix_path(args.mix)),
+            ("the latency profile", profile_path(args.profile)),
+            ("the tokenizer", args.tokenizer),
+        ],
+    )
+    check_file(args.out, "capacity results")
+    check_file(plot, "figure")
+    check_figure_path(plot, plot_flag)
+    return plot
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from lrtrace.capacity import CapacityPlanner, SearchConfig
+    from lrtrace.capacity import CapacityPlanner, SearchConfig, SearchInterrupted
     from lrtrace.capacity_plot import capacity_figure
     from lrtrace.capacity_report import table, to_json, write_json
     from lrtrace.capacity_target import CapacityTarget
     from lrtrace.catalog import load_catalog
-    from lrtrace.commands import network_latency_s
+    from lrtrace.commands import _count, network_latency_s
     from lrtrace.fleet_mix import load_mix
-    from lrtrace.outputs import check_file
+    from lrtrace.interrupts import EXIT_INTERRUPTED, say_interrupted
     from lrtrace.profiles import load
     from lrtrace.replay.targets.common import load_tokenizer_file, planner_tokenizer
 
+    plot_path = check_outputs(args)
     target = validated(
         CapacityTarget,
         {"urgent_full_share": args.urgent_full, "normal_utility_share": args.normal_utility},
@@ -125,9 +161,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
     catalog = load_catalog()
     mix = load_mix(args.mix, catalog)
     profile = load(args.profile)
-    plot_path = args.plot or args.out.with_suffix(".png")
-    check_file(args.out, "capacity results")
-    check_file(plot_path, "figure")
     if args.tokenizer is not None:
         tokenizer, source = load_tokenizer_file(args.tokenizer), str(args.tokenizer)
     else:
@@ -139,7 +172,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         values = ", ".join(f"{c} {100 * v:.1f}%" for c, v in point.judged.items())
         wall = sum(r.wall_s for r in point.runs)
         progress.print(
-            f"{setting.label}: {point.robots} robots {verdict} ({values}; "
+            f"{setting.label}: {_count(point.robots, 'robot')} {verdict} ({values}; "
             f"{point.duration_s:.0f} s x {len(point.runs)} seeds, {wall:.1f} s)",
             soft_wrap=True,
         )
@@ -152,10 +185,18 @@ def run(args: argparse.Namespace, console: Console) -> int:
         soft_wrap=True,
     )
     started = time.perf_counter()
-    results = planner.run(settings)
+    interrupted = False
+    try:
+        results = planner.run(settings)
+    except SearchInterrupted as stop:
+        results, interrupted = stop.results, True
     console.print(table(planner, results, source))
-    extra = {"wall_s": time.perf_counter() - started}
+    extra = {"wall_s": time.perf_counter() - started, "interrupted": interrupted}
     write_json(to_json(planner, results, source, extra), args.out)
+    if interrupted:  # no figure: the JSON keeps every size judged
+        sizes = sum(len(r.points) for r in results)
+        say_interrupted(console, f"the {_count(sizes, 'fleet size')} judged", args.out)
+        return EXIT_INTERRUPTED
     plot = capacity_figure(planner, results, plot_path)
     console.print(f"capacity: {args.out}\nfigure: {plot}")
     return 0

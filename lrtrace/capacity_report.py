@@ -19,6 +19,11 @@ FORMAT = "lrtrace-capacity"
 
 def capacity_text(result: SettingResult) -> str:
     b = result.boundary
+    if result.interrupted:  # what the sizes finished say, not a capacity
+        if not result.points:
+            return "- (interrupted before a size was judged)"
+        fails = f"; {b.failed} fails" if b.failed is not None else ""
+        return f">= {b.passed} (interrupted{fails})"
     if b.at_limit:
         return f">= {b.passed} (the search limit)"
     if b.passed == 0:
@@ -125,10 +130,11 @@ def to_json(
                 "batch_cap": r.batch_cap,
                 "kv_tokens": r.kv_tokens,
                 "kv_bytes": r.kv_tokens * planner.profile.kv_bytes_per_token,
+                "interrupted": r.interrupted,
                 "capacity": b.passed,
                 "capacity_counts": planner.mix.counts(b.passed) if b.passed else {},
                 "failed_at": b.failed,
-                "at_limit": b.at_limit,
+                "at_limit": b.at_limit and not r.interrupted,
                 "tasks_per_s_at_capacity": sum(
                     planner.mix.class_rates(b.passed, planner.catalog).values()
                 ),

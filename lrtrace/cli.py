@@ -3,7 +3,8 @@
 Every bad input (malformed trace, unknown trace id or policy, impossible workload,
 missing file, a flag the chosen target would ignore) ends with one line on stderr and
 exit status 2 (an invalid trace or workload: a line, then one per problem); Ctrl-C
-during a replay writes what is done and exits 130.
+during a replay or a capacity search writes what is done and exits 130 (elsewhere:
+one line and 130).
 """
 
 from __future__ import annotations
@@ -16,22 +17,19 @@ from pathlib import Path
 from rich.console import Console
 
 from lrtrace.errors import LrtraceError
+from lrtrace.int_lists import parse_int_list
+from lrtrace.interrupts import EXIT_INTERRUPTED
+from lrtrace.outputs import output_path
 
 DEFAULT_PROFILE = "paper-llama3-8b-rtx4090"  # the paper's (Table 1), built in
 
 
 def _ints(text: str) -> tuple[int, ...]:
-    """`1-8`, `1,3,5`, `1-3,9`."""
-    out: list[int] = []
+    """`1-8`, `1,3,5`, `1-3,9` (`lrtrace.int_lists`), not empty."""
     try:
-        for part in text.split(","):
-            if "-" in part:
-                lo, hi = part.split("-", 1)
-                out.extend(range(int(lo), int(hi) + 1))
-            elif part.strip():
-                out.append(int(part))
-    except ValueError:
-        raise LrtraceError(f"not a list of integers: {text!r} (use e.g. 1-8 or 1,3,9)") from None
+        out = parse_int_list(text)
+    except ValueError as err:
+        raise LrtraceError(str(err)) from None
     if not out:
         raise LrtraceError(f"empty list of integers: {text!r}")
     return tuple(out)
@@ -44,7 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("compose", help="compose a trace (WID 1-3 or custom)")
-    c.add_argument("-o", "--out", type=Path, required=True, help="trace file to write (.lrt)")
+    c.add_argument(
+        "-o", "--out", type=output_path, required=True, help="trace file to write (.lrt)"
+    )
     c.add_argument("--wid", type=int, help="the paper's workload 1, 2 or 3 (Table 3)")
     c.add_argument("--yaml", type=Path, help="a workload YAML file (fields of WorkloadSpec)")
     c.add_argument("--name")
@@ -57,11 +57,13 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("replay", help="replay a trace against a target")
     r.add_argument("trace", type=Path)
-    r.add_argument("-o", "--out", type=Path, required=True, help="results file (.json)")
+    r.add_argument("-o", "--out", type=output_path, required=True, help="results file (.json)")
     r.add_argument("--target", choices=("sim", "service", "ros"), default="sim")
     r.add_argument("--policy", default="timely", help="a policy or a comma-separated list")
-    r.add_argument("--max-batch", default="", help="batch caps to sweep, e.g. 2,4,6,8 (Fig. 7)")
-    r.add_argument("--profile", default=DEFAULT_PROFILE, help="sim latency profile")
+    # no defaults: a flag the target ignores is refused when given (flags.py), even
+    # with the default's value
+    r.add_argument("--max-batch", help="batch caps to sweep, e.g. 2,4,6,8 (Fig. 7)")
+    r.add_argument("--profile", help=f"sim latency profile (default {DEFAULT_PROFILE})")
     r.add_argument("--model", type=Path, help="checkpoint for --target service (default: planner)")
     r.add_argument(
         "--tokenizer", type=Path, help="tokenizer.json for --target sim (default: planner)"
@@ -88,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="tables, JSON and plots from a results file")
     rep.add_argument("results", type=Path)
-    rep.add_argument("--json", type=Path, help="write the statistics as JSON here")
+    rep.add_argument("--json", type=output_path, help="write the statistics as JSON here")
     rep.add_argument("--plots", type=Path, help="write PNG figures into this directory")
     rep.add_argument("--groups", choices=("all", "traces", "classes"), default="all")
 
@@ -99,7 +101,12 @@ def _parser() -> argparse.ArgumentParser:
     pe = sub.add_parser("profile-engine", help="measure the real engine, write a latency profile")
     pe.add_argument("--model", type=Path, help="checkpoint (default: the planner)")
     pe.add_argument("--name", default="measured-torch-planner-cpu")
-    pe.add_argument("--out", type=Path, help="profile file (default: lrtrace/profiles/NAME.json)")
+    pe.add_argument(
+        "--out",
+        type=output_path,
+        help="profile file (default: NAME.json in the current directory; the committed "
+        "profiles in lrtrace/profiles/ are replaced only when named here)",
+    )
     pe.add_argument("--threads", type=int)
     pe.add_argument("--repeats", type=int, default=5)
     pe.add_argument(
@@ -131,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
         help="JSON lines from executors ('-' for stdin), or an lrtrace results file",
     )
     rec.add_argument("--run", help="results file: only the run with this label (e.g. timely)")
-    rec.add_argument("-o", "--out", type=Path, required=True, help="executions file (.lrx)")
+    rec.add_argument("-o", "--out", type=output_path, required=True, help="executions file (.lrx)")
 
     f = sub.add_parser("fit", help="refit execution-time models from recorded executions")
     f.add_argument("executions", type=Path, nargs="+")
@@ -140,15 +147,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
     console = Console(width=max(Console().width, 180))  # the report table needs the room
     try:
+        args = _parser().parse_args(argv)  # an output path can be refused here already
         from lrtrace import commands
 
         return int(getattr(commands, args.command.replace("-", "_"))(args, console))
     except LrtraceError as err:
         print(f"lrtrace: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # replay and capacity write their work first, and say so
+        print("lrtrace: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -10,8 +10,11 @@ from rich.console import Console
 
 from lrtrace import results_format, trace_format
 from lrtrace.errors import LrtraceError
-from lrtrace.outputs import check_file
+from lrtrace.interrupts import EXIT_INTERRUPTED
+from lrtrace.outputs import check_distinct, check_file
 from lrtrace.workload import WorkloadSpec, derived, load_yaml, parse_spec, preset
+
+MAX_NETWORK_LATENCY_MS = 60_000.0  # a minute per segment: beyond it no replay means much
 
 _FLAG_FIELDS = {
     "name": "name",
@@ -53,6 +56,8 @@ def compose(args: argparse.Namespace, console: Console) -> int:
     from lrtrace.catalog import load_catalog
     from lrtrace.compose import compose as build
 
+    check_distinct([("-o", args.out)], [("the workload YAML", args.yaml)])
+    check_file(args.out, "trace")
     spec = _spec_from_args(args)
     trace = build(spec, load_catalog())
     trace_format.write(trace, args.out)
@@ -79,46 +84,67 @@ def _policies(text: str) -> list[str]:
 
 def network_latency_s(ms: float) -> float:
     """`--network-latency-ms` in seconds: a finite number >= 0 (NaN or infinity would
-    put every robot event at an impossible time)."""
+    put every robot event at an impossible time), at most `MAX_NETWORK_LATENCY_MS` (a
+    latency of years leaves every task unfinished and nothing to report)."""
     if not math.isfinite(ms) or ms < 0:
         raise LrtraceError(f"--network-latency-ms must be a finite number >= 0, got {ms:g}")
+    if ms > MAX_NETWORK_LATENCY_MS:
+        raise LrtraceError(
+            f"--network-latency-ms {ms:g}: at most {MAX_NETWORK_LATENCY_MS:,.0f} (a minute)"
+        )
     return ms / 1000
 
 
 def _given_flags(args: argparse.Namespace) -> list[str]:
-    """The replay flags set to something other than their default."""
-    from lrtrace.cli import DEFAULT_PROFILE
-
+    """The target-specific replay flags given on the command line, whatever their
+    value (`--profile` naming the default profile included): none has a default."""
     values = {
-        "--model": (args.model, None),
-        "--threads": (args.threads, None),
-        "--tokenizer": (args.tokenizer, None),
-        "--profile": (args.profile, DEFAULT_PROFILE),
-        "--max-batch": (args.max_batch, ""),
+        "--model": args.model,
+        "--threads": args.threads,
+        "--tokenizer": args.tokenizer,
+        "--profile": args.profile,
+        "--max-batch": args.max_batch,
     }
-    return [flag for flag, (value, default) in values.items() if value != default]
+    return [flag for flag, value in values.items() if value is not None]
+
+
+def _replay_inputs(args: argparse.Namespace, profile: str) -> list[tuple[str, Path | None]]:
+    """The files a replay reads, which its output must not replace."""
+    from lrtrace.profiles import profile_path
+
+    sim = args.target == "sim"
+    return [
+        ("the trace", args.trace),
+        ("the latency profile", profile_path(profile) if sim else None),
+        ("the tokenizer", args.tokenizer),
+    ]
 
 
 def replay(args: argparse.Namespace, console: Console) -> int:
-    from lrtrace.cli import _ints
+    from lrtrace.cli import DEFAULT_PROFILE, _ints
     from lrtrace.replay.runner import replay as run_replay
     from lrtrace.replay.runner import run_labels
     from lrtrace.replay.targets import make_target
     from lrtrace.replay.targets.common import ReplayServiceOptions
-    from lrtrace.replay.targets.flags import refuse_ignored
+    from lrtrace.replay.targets.flags import refuse_ignored, strategy_ignored_by
 
     refuse_ignored(args.target, _given_flags(args))
-    trace = trace_format.read(args.trace)
+    profile = args.profile or DEFAULT_PROFILE
+    check_distinct([("-o", args.out)], _replay_inputs(args, profile))
     check_file(args.out, "results")  # now, not after the first policy's replay
+    trace = trace_format.read(args.trace)
     policies = _policies(args.policy)
-    batches: list[int | None] = list(_ints(args.max_batch)) if args.max_batch else [None]
+    batches: list[int | None] = [None] if args.max_batch is None else list(_ints(args.max_batch))
     if any(b is not None and b < 1 for b in batches):
-        raise LrtraceError("--max-batch values must be >= 1")
+        raise LrtraceError(f"--max-batch values must be >= 1, got {args.max_batch}")
     run_labels(policies, batches)  # now, not after the first run
+    ignoring = strategy_ignored_by(policies, args.handling_strategy)
+    if ignoring:
+        console.print(f"note: {ignoring}")
     latency_s = network_latency_s(args.network_latency_ms)
     target = make_target(
         args.target,
-        profile=args.profile,
+        profile=profile,
         model=args.model,
         threads=args.threads,
         tokenizer=args.tokenizer,
@@ -143,14 +169,18 @@ def replay(args: argparse.Namespace, console: Console) -> int:
 
     print_report(results, console, groups="classes")
     console.print(f"results: {args.out}")
-    return 130 if interrupted else 0
+    return EXIT_INTERRUPTED if interrupted else 0
 
 
 def report(args: argparse.Namespace, console: Console) -> int:
-    from lrtrace.plots import all_figures, runs_without_completed_tasks
+    from lrtrace.plots import all_figures, figure_paths, runs_without_completed_tasks
     from lrtrace.report import print_report, write_json
 
-    results = results_format.read(args.results)
+    results = results_format.read(args.results, distinct_labels=True)
+    prefix = Path(args.results).stem
+    figures = figure_paths(results, args.plots, prefix) if args.plots else []
+    outputs = [("--json", args.json), *(("the figure", p) for p in figures)]
+    check_distinct(outputs, [("the results file", args.results)])
     if args.json:
         check_file(args.json, "statistics")
     if args.plots and args.plots.exists() and not args.plots.is_dir():
@@ -160,7 +190,7 @@ def report(args: argparse.Namespace, console: Console) -> int:
         write_json(results, args.json)
         console.print(f"statistics: {args.json}")
     if args.plots:
-        figures = all_figures(results, args.plots, prefix=Path(args.results).stem)
+        figures = all_figures(results, args.plots, prefix=prefix)
         for path in figures:
             console.print(f"figure: {path}")
         if not figures:

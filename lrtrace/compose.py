@@ -30,9 +30,10 @@ def compose(spec: WorkloadSpec, catalog: Catalog) -> TraceFile:
     for trace_id in spec.trace_ids:
         tasks_by_type.setdefault(catalog[trace_id].robot_type, []).append(trace_id)
     if spec.max_tpe > spec.agents:
+        there = "is only 1 agent" if spec.agents == 1 else f"are only {spec.agents} agents"
         raise LrtraceError(
             f"workload {spec.name}: {spec.max_tpe} tasks per event need distinct agents, "
-            f"but there are only {spec.agents} per robot type"
+            f"but there {there} per robot type"
         )
     agents = agents_for(spec, catalog)
     rng = np.random.default_rng(spec.seed)

@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lrtrace import results_format
 from lrtrace.errors import LrtraceError
-from lrtrace.outputs import check_file, write_atomically
+from lrtrace.file_kinds import FORMATS, what_is
+from lrtrace.outputs import check_distinct, check_file, write_atomically
 from lrtrace.results_format import ResultsFile
 from lrtrace.trace_format import one_line
 
@@ -85,11 +86,25 @@ def parse_reports(lines: Iterable[str], source: str) -> list[Execution]:
 
 
 def read(path: Path) -> ExecutionsFile:
+    """The executions of `path`, each checked against its robot type's skills as
+    `record` checks a report: a file is not trusted for having been recorded (it may
+    be hand-edited, or recorded against other skill sets)."""
     try:
         data = path.read_bytes()
     except OSError as err:
         raise LrtraceError(f"cannot read executions {path}: {err.strerror}") from None
-    if data.lstrip()[:1] in (b"{", b"["):  # executor reports or a results file
+    kind = what_is(data)
+    if kind is not None and kind != FORMATS[EXECUTIONS_FORMAT]:
+        recordable = kind == FORMATS["lrtrace-results"]
+        raise LrtraceError(
+            f"{path}: not an lrtrace executions file: it looks like {kind}"
+            + (
+                f"; collect its executions with `lrtrace record {path} -o FILE.lrx`"
+                if recordable
+                else ""
+            )
+        )
+    if data.lstrip()[:1] in (b"{", b"["):  # executor reports
         raise LrtraceError(
             f"{path}: not an lrtrace executions file but JSON; collect executions from "
             f"executor reports or a results file with `lrtrace record {path} -o FILE.lrx` "
@@ -102,9 +117,12 @@ def read(path: Path) -> ExecutionsFile:
     if not isinstance(doc, dict) or doc.get("format") != EXECUTIONS_FORMAT:
         raise LrtraceError(f"{path}: not an lrtrace executions file")
     try:
-        return ExecutionsFile.model_validate(doc)
+        file = ExecutionsFile.model_validate(doc)
     except ValidationError as err:
         raise LrtraceError(f"{path}: invalid executions file: {one_line(err)}") from None
+    for i, e in enumerate(file.executions):
+        _check_skill(e, f"{path}: executions.{i}")
+    return file
 
 
 def write(doc: ExecutionsFile, path: Path) -> None:
@@ -181,10 +199,30 @@ def _read_results(path: Path) -> ResultsFile | None:
     return results_format.read(path)
 
 
+def _refuse_one_document(text: str, reports: Path) -> None:
+    """Refuse a file that is one JSON document over several lines (or an array): it is
+    not JSON lines, and line by line it would only be "not a JSON object"."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2 and not text.lstrip().startswith("["):
+        return  # one line: a report, judged as one
+    try:
+        json.loads(text)
+    except ValueError:
+        return
+    kind = what_is(text.encode())
+    raise LrtraceError(
+        f"{reports}: a single JSON document"
+        + (f" ({kind})" if kind else "")
+        + ", not JSON lines of executor reports (one JSON object per line)"
+    )
+
+
 def record_reports(reports: Path, out: Path, run_label: str | None = None) -> tuple[int, int]:
     """Append the executions of `reports` to `out`: executor reports (a JSON-lines
     file, or stdin for '-') or an lrtrace results file. Returns (executions recorded,
     segments skipped; always 0 for reports)."""
+    source = None if str(reports) == "-" else reports
+    check_distinct([("-o", out)], [("the reports file", source)])
     check_file(out, "executions")
     skipped = 0
     results = None if str(reports) == "-" else _read_results(reports)
@@ -204,6 +242,7 @@ def record_reports(reports: Path, out: Path, run_label: str | None = None) -> tu
             raise LrtraceError(f"cannot read reports {reports}: {err.strerror}") from None
         except UnicodeDecodeError:
             raise LrtraceError(f"{reports}: {NOT_REPORTS} (not UTF-8 text)") from None
+        _refuse_one_document(text, reports)
         new = parse_reports(text.splitlines(), str(reports))
     doc = read(out) if out.exists() else ExecutionsFile()
     doc.executions.extend(new)
@@ -222,6 +261,10 @@ def fit_models(paths: list[Path], out_dir: Path) -> list[str]:
             by_type[e.robot_type].append(e)
     if not by_type:
         raise LrtraceError("no executions to fit")
+    models = [(f"the {t} model", out_dir / f"{t}.yaml") for t in sorted(by_type)]
+    check_distinct(models, [("an executions file", p) for p in paths])
+    if out_dir.exists() and not out_dir.is_dir():
+        raise LrtraceError(f"cannot write models to {out_dir}: not a directory")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:

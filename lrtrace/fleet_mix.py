@@ -170,18 +170,29 @@ def builtin_mixes() -> list[str]:
     return sorted(p.stem for p in MIX_DIR.glob("*.yaml"))
 
 
+def mix_path(spec: str) -> Path | None:
+    """The file `load_mix` reads for `spec`: a built-in mix's, or `spec` as a path;
+    None for inline YAML."""
+    builtin = MIX_DIR / f"{spec}.yaml"
+    if "/" not in spec and builtin.is_file():
+        return builtin
+    return None if spec.lstrip().startswith("{") else Path(spec)
+
+
 def load_mix(spec: str, catalog: Catalog) -> FleetMix:
     """A mix by built-in name (lrtrace/mixes/), YAML file path, or inline YAML
     (`'{robots: {drone: {events_per_s: 0.01}}}'`)."""
+    if not spec.strip():
+        raise LrtraceError(
+            f"--mix is empty: give a built-in mix ({', '.join(builtin_mixes())}), a YAML "
+            "file or inline YAML"
+        )
     text: str
     source = spec
-    path = MIX_DIR / f"{spec}.yaml"
-    if "/" not in spec and path.is_file():
-        text = path.read_text(encoding="utf-8")
-    elif spec.lstrip().startswith("{"):
+    path = mix_path(spec)
+    if path is None:
         text, source = spec, "--mix"
     else:
-        path = Path(spec)
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:

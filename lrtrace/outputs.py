@@ -1,13 +1,60 @@
 """Writing the commands' output files: where they go is checked before the work (a
 bad path fails at once with one line, not after a long replay or measurement), and
-each file is written atomically, leaving no temporary file behind when that fails."""
+each file is written atomically, leaving no temporary file behind when that fails.
+
+An output is also refused when it is the same file as one of the command's inputs
+(`replay s.lrt -o s.lrt` would replace the trace it replays) or as another of its
+outputs (one write would replace the other), compared as files, not as spellings.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from lrtrace.errors import LrtraceError
+
+Named = tuple[str, Path | None]
+"""A file of a command and how a message calls it (`-o`, `the trace`); None: there
+is no such file this time (an optional flag not given, stdin)."""
+
+
+def output_path(text: str) -> Path:
+    """argparse type of a file to write: a path that ends in a separator names a
+    directory, and `Path` would silently drop the separator and write a file there."""
+    if text.endswith(("/", os.sep)):
+        raise LrtraceError(f"cannot write to {text}: it names a directory; give a file name")
+    return Path(text)
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` are one file: the same inode when both exist (links and
+    other spellings included), else the same absolute path once resolved."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one is not there (yet): where would it be?
+        return a.resolve() == b.resolve()
+
+
+def check_distinct(outputs: Sequence[Named], inputs: Sequence[Named] = ()) -> None:
+    """Refuse an output that is the same file as an input (writing it destroys what the
+    command reads) or as an earlier output (the second write replaces the first)."""
+    for i, (name, path) in enumerate(outputs):
+        if path is None:
+            continue
+        for what, source in inputs:
+            if source is not None and same_file(path, source):
+                raise LrtraceError(
+                    f"{name} {path} is {what} this command reads: writing it would destroy "
+                    "the input; choose another output"
+                )
+        for other, earlier in outputs[:i]:
+            if earlier is not None and same_file(path, earlier):
+                raise LrtraceError(
+                    f"{name} {path} is the same file as {other} {earlier}: one output "
+                    "would replace the other"
+                )
 
 
 def check_file(path: Path, what: str) -> None:

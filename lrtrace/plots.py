@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
@@ -47,7 +48,7 @@ def fig5(results: ResultsFile, path: Path) -> Path:
                 getattr(stats[f"trace {i}"], attr).mean if f"trace {i}" in stats else np.nan
                 for i in traces
             ]
-            ax.bar(np.arange(len(traces)) + k * width, ys, width, label=run.label)
+            ax.bar(np.arange(len(traces)) + k * width, ys, width, label=run.shown_label)
         ax.set_xticks(
             np.arange(len(traces)) + width * (len(runs) - 1) / 2, [str(i) for i in traces]
         )
@@ -116,7 +117,7 @@ def timeline_figure(results: ResultsFile, count: int = 4) -> plt.Figure:
         for row, t in enumerate(tasks):
             _draw_task(ax, row, t)
         ax.set_yticks(range(len(tasks)), [f"{t.task_id} tr{t.trace_id} {t.urgency}" for t in tasks])
-        ax.set_title(run.label, fontsize=9)
+        ax.set_title(run.shown_label, fontsize=9)
         if not _completed(run):
             why = "interrupted" if run.interrupted else f"{len(run.tasks)} tasks, none finished"
             ax.text(
@@ -147,7 +148,9 @@ def fig7(results: ResultsFile, path: Path) -> Path:
         runs = sorted((r for r in sweep if r.policy == policy), key=lambda r: r.max_batch or 0)
         xs = [r.max_batch or 0 for r in runs]
         ys = [next(g for g in run_stats(r) if g.group == "all").utility.mean for r in runs]
-        ax.plot(xs, ys, marker="o", label=policy)
+        cut = [str(r.max_batch) for r in runs if r.interrupted]
+        label = f"{policy}, max batch {', '.join(cut)} (interrupted)" if cut else policy
+        ax.plot(xs, ys, marker="o", label=label)
     ax.set_xlabel("max batch size")
     ax.set_ylabel("mean time utility")
     ax.legend()
@@ -163,7 +166,7 @@ def fig8(results: ResultsFile, path: Path) -> Path:
     for k, run in enumerate(runs):
         stats = {g.group: g for g in run_stats(run)}
         ys = [stats[c].utility.mean if c in stats else np.nan for c in classes]
-        ax.bar(np.arange(len(classes)) + k * width, ys, width, label=run.label)
+        ax.bar(np.arange(len(classes)) + k * width, ys, width, label=run.shown_label)
     ax.set_xticks(np.arange(len(classes)) + width * (len(runs) - 1) / 2, classes)
     ax.set_ylabel("mean time utility")
     ax.legend(fontsize=8)
@@ -171,23 +174,34 @@ def fig8(results: ResultsFile, path: Path) -> Path:
     return _save(fig, path)
 
 
+_FIGURES: dict[str, Callable[[ResultsFile, Path], Path]] = {
+    "fig5": fig5,
+    "fig6": fig6,
+    "fig8": fig8,
+    "fig7": fig7,  # a batch sweep's only
+}
+
+
+def figure_paths(results: ResultsFile, out_dir: Path, prefix: str = "lrtrace") -> list[Path]:
+    """The files `all_figures` writes for `results`, known before drawing any (the
+    CLI checks them against its other files first)."""
+    if not results.runs:
+        return []
+    sweep = any(r.max_batch is not None for r in results.runs)
+    return [out_dir / f"{prefix}_{name}.png" for name in _FIGURES if name != "fig7" or sweep]
+
+
 def all_figures(results: ResultsFile, out_dir: Path, prefix: str = "lrtrace") -> list[Path]:
     """The figures, written into `out_dir` (created if missing); none for a results
     file without runs, which has nothing to draw."""
-    if not results.runs:
+    paths = figure_paths(results, out_dir, prefix)
+    if not paths:
         return []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise LrtraceError(f"cannot write figures to {out_dir}: {err.strerror}") from None
-    paths = [
-        fig5(results, out_dir / f"{prefix}_fig5.png"),
-        fig6(results, out_dir / f"{prefix}_fig6.png"),
-        fig8(results, out_dir / f"{prefix}_fig8.png"),
-    ]
-    if any(r.max_batch is not None for r in results.runs):
-        paths.append(fig7(results, out_dir / f"{prefix}_fig7.png"))
-    return paths
+    return [_FIGURES[path.stem.rsplit("_", 1)[1]](results, path) for path in paths]
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:

@@ -51,13 +51,25 @@ def available() -> list[str]:
     return sorted({*BUILTIN, *(p.stem for p in PROFILE_DIR.glob("*.json"))})
 
 
+def profile_path(name_or_path: str) -> Path | None:
+    """The file `load` reads for `name_or_path`: a path with a suffix as given, a
+    name in lrtrace/profiles/; None for a built-in profile."""
+    if name_or_path in BUILTIN:
+        return None
+    path = Path(name_or_path)
+    return path if path.suffix else path_of(name_or_path)
+
+
 def load(name_or_path: str) -> LatencyProfile:
     """A profile by name (built in, or from lrtrace/profiles/) or by file path."""
-    if name_or_path in BUILTIN:
+    path = profile_path(name_or_path)
+    if path is None:
         return BUILTIN[name_or_path]
-    path = Path(name_or_path)
-    if not path.suffix:
-        path = path_of(name_or_path)
+    if Path(name_or_path).is_dir():
+        raise LrtraceError(
+            f"latency profile {name_or_path}: it is a directory; give a profile's name or "
+            "its .json file"
+        )
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

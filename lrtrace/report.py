@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from lrtrace.errors import LrtraceError
 from lrtrace.metrics import GroupStats, Summary, run_stats
+from lrtrace.outputs import write_atomically
 from lrtrace.results_format import ResultsFile, RunRecord
 from timely_core.errors import one_line
 
@@ -50,21 +50,27 @@ def table(results: ResultsFile, groups: str = "all") -> Table:
     t.add_column("% max util", justify="right")
     for col in ("time utility", "response ms", "waiting ms", "completion s"):
         t.add_column(col, justify="right", no_wrap=True)
-    for g in all_stats(results):
-        is_trace = g.group.startswith("trace")
-        if (groups == "traces" and not is_trace) or (groups == "classes" and is_trace):
-            continue
-        t.add_row(
-            g.run,
-            g.group,
-            f"{g.completed}/{g.tasks}",
-            "-" if math.isnan(g.utility_of_max) else f"{100 * g.utility_of_max:.1f}",
-            _cell(g.utility),
-            _cell(g.response_s, ms=True),
-            _cell(g.waiting_s, ms=True),
-            _cell(g.completion_s),
-        )
+    for run in results.runs:
+        for g in run_stats(run):
+            is_trace = g.group.startswith("trace")
+            if (groups == "traces" and not is_trace) or (groups == "classes" and is_trace):
+                continue
+            t.add_row(*_row(run, g))
     return t
+
+
+def _row(run: RunRecord, g: GroupStats) -> tuple[str, ...]:
+    """A group's numbers under the run's shown label (an interrupted run marked)."""
+    return (
+        run.shown_label,
+        g.group,
+        f"{g.completed}/{g.tasks}",
+        "-" if math.isnan(g.utility_of_max) else f"{100 * g.utility_of_max:.1f}",
+        _cell(g.utility),
+        _cell(g.response_s, ms=True),
+        _cell(g.waiting_s, ms=True),
+        _cell(g.completion_s),
+    )
 
 
 def busy_share(results: ResultsFile, run: RunRecord) -> float | None:
@@ -79,7 +85,7 @@ def busy_share(results: ResultsFile, run: RunRecord) -> float | None:
 def engine_busy(results: ResultsFile) -> str | None:
     """How busy each run kept its engine (`busy_share`); None when no run knows it."""
     parts = [
-        f"{r.label} {r.engine_busy_s:.1f} s ({100 * share:.0f}%)"
+        f"{r.shown_label} {r.engine_busy_s:.1f} s ({100 * share:.0f}%)"
         for r in results.runs
         if (share := busy_share(results, r)) is not None
     ]
@@ -92,7 +98,7 @@ def engine_busy(results: ResultsFile) -> str | None:
 def batch_caps(results: ResultsFile) -> str | None:
     """The cap on generations per iteration each run used (a sweep's, or the target's
     default, e.g. a profile's); None when no run knows it."""
-    parts = [f"{r.label} {r.batch_cap}" for r in results.runs if r.batch_cap is not None]
+    parts = [f"{r.shown_label} {r.batch_cap}" for r in results.runs if r.batch_cap is not None]
     return "max batch: " + ", ".join(parts) if parts else None
 
 
@@ -101,7 +107,7 @@ def kv_settings(results: ResultsFile) -> str | None:
     any run is not on the service's defaults (auto, prefetch on); None otherwise, and
     when no run knows them (ros, or files written before they were recorded)."""
     known = [
-        (r.label, r.handling_strategy.value, r.kv_prefetch)
+        (r.shown_label, r.handling_strategy.value, r.kv_prefetch)
         for r in results.runs
         if r.handling_strategy is not None
     ]
@@ -157,10 +163,9 @@ def stats_json(results: ResultsFile) -> dict[str, Any]:
 
 
 def write_json(results: ResultsFile, path: Path) -> None:
-    try:
-        path.write_text(json.dumps(stats_json(results), indent=1) + "\n", encoding="utf-8")
-    except OSError as err:
-        raise LrtraceError(f"cannot write statistics {path}: {err.strerror}") from None
+    """Atomically, as every output (a Ctrl-C leaves the previous file)."""
+    text = json.dumps(stats_json(results), indent=1) + "\n"
+    write_atomically(path, text.encode(), "statistics")
 
 
 def failures(results: ResultsFile, shown: int = 3) -> list[str]:
@@ -177,7 +182,7 @@ def failures(results: ResultsFile, shown: int = 3) -> list[str]:
             continue
         said = "; ".join(f"{n} x {why}" for why, n in reasons.most_common(shown))
         more = f"; {len(reasons) - shown} other reasons" if len(reasons) > shown else ""
-        lines.append(f"{run.label}: {sum(reasons.values())} tasks failed: {said}{more}")
+        lines.append(f"{run.shown_label}: {sum(reasons.values())} tasks failed: {said}{more}")
     return lines
 
 

@@ -4,6 +4,9 @@ A trace is self-contained (instruction, scene and TUF are copied in), so it repl
 the same way on any target, and it is validated with pydantic on load so a malformed
 or truncated file is rejected naming the problem (a file that decodes but is invalid:
 every problem, one per line, each with its place, e.g. `tasks.3.urgency (t00003)`).
+A file is also checked against the task catalog (`loads`): a trace id names an
+LRTrace task, so an unknown one, or a task whose instruction, scene or urgency is not
+its trace id's, would be reported under a task type it is not.
 """
 
 from __future__ import annotations
@@ -12,13 +15,21 @@ from pathlib import Path
 from typing import Final, Literal
 
 import msgpack
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
+from lrtrace.catalog import Catalog, load_catalog
 from lrtrace.errors import LrtraceError
 from lrtrace.outputs import write_atomically
 from lrtrace.problems import Problems, a_or_an, listing, validation_problems
 from lrtrace.workload import WorkloadSpec
-from timely_core.scheduling.tuf import Tuf
+from timely_core.scheduling.tuf import Tuf, UrgencyPreset
 
 TRACE_FORMAT: Final = "lrtrace-trace"
 TRACE_VERSION: Final = 1
@@ -63,9 +74,10 @@ class TraceFile(BaseModel):
     tasks: tuple[TraceTask, ...]
 
     @model_validator(mode="after")
-    def _consistent(self) -> TraceFile:
-        """Every problem between agents and tasks, each naming its place (a hand-edited
-        trace often has several)."""
+    def _consistent(self, info: ValidationInfo) -> TraceFile:
+        """Every problem between agents and tasks, and, given a catalog as validation
+        context (`loads`), between tasks and their trace ids, each naming its place (a
+        hand-edited trace often has several)."""
         problems: list[str] = []
         first_agent: dict[str, int] = {}
         for i, a in enumerate(self.agents):
@@ -96,10 +108,51 @@ class TraceFile(BaseModel):
                     f"order ({t.arrival_s:g} s comes after {self.tasks[i - 1].arrival_s:g} s "
                     f"of tasks.{i - 1})"
                 )
+            # also bounds times: at 1e15 s, the replay's 20 ms steps vanish in float precision
+            if t.arrival_s > self.workload.duration_s:
+                problems.append(
+                    f"{_at('tasks', i, 'arrival_s', t.task_id)}: arrives at {t.arrival_s:g} s, "
+                    f"after the workload's duration_s ({self.workload.duration_s:g} s)"
+                )
             first_task.setdefault(t.task_id, i)
+        catalog = (info.context or {}).get("catalog")
+        if isinstance(catalog, Catalog):
+            problems.extend(p for i, t in enumerate(self.tasks) for p in _against(catalog, i, t))
         if problems:
             raise Problems(problems)
         return self
+
+
+def _against(catalog: Catalog, i: int, t: TraceTask) -> list[str]:
+    """What of task `i` is not its trace id's catalog task: the id itself, or its
+    instruction, scene or urgency (a custom TUF is kept, but not the other urgency's)."""
+    if t.trace_id not in catalog:
+        known = ", ".join(map(str, catalog.ids()))
+        return [
+            f"{_at('tasks', i, 'trace_id', t.task_id)}: unknown trace id {t.trace_id}; "
+            f"known ids: {known}"
+        ]
+    spec = catalog[t.trace_id]
+    out = [
+        f"{_at('tasks', i, field, t.task_id)}: not the {field} of trace {t.trace_id} "
+        f"({spec.title or spec.task_class})"
+        for field, value, want in (
+            ("instruction", t.instruction, spec.instruction),
+            ("scene", t.scene, spec.scene),
+        )
+        if value != want
+    ]
+    other: UrgencyPreset = "normal" if t.urgency == "urgent" else "urgent"
+    if t.urgency != spec.urgency:
+        out.append(
+            f"{_at('tasks', i, 'urgency', t.task_id)}: trace {t.trace_id} is {spec.urgency}, "
+            f"not {t.urgency}"
+        )
+    elif t.tuf == Tuf.preset(other):
+        out.append(
+            f"{_at('tasks', i, 'tuf', t.task_id)}: the {other} preset on {a_or_an(t.urgency)} task"
+        )
+    return out
 
 
 def _at(items: str, index: int, field: str, ident: str) -> str:
@@ -152,7 +205,7 @@ def loads(data: bytes, source: str = "trace") -> TraceFile:
             f"(this lrtrace reads version {TRACE_VERSION})"
         )
     try:
-        return TraceFile.model_validate(doc)
+        return TraceFile.model_validate(doc, context={"catalog": load_catalog()})
     except ValidationError as err:
         problems = listing(validation_problems(err, doc))
         raise LrtraceError(f"{source}: invalid trace: {problems}") from None

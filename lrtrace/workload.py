@@ -3,23 +3,37 @@
 A workload is a Poisson stream of *events* (rate `eps`); each event starts 1..`max_tpe`
 tasks at once on distinct agents. Specs come from presets, CLI flags or YAML, and are
 validated with pydantic so a bad file fails naming every wrong field. A preset with
-fields changed is named so (`WID1+eps,duration_s`, see `derived`).
+fields changed is named so (`WID1+eps,duration_s`, see `derived`). Numbers are
+strict (YAML's `agents: true` is not 1 agent), and a workload is bounded by the tasks
+it is expected to compose (`MAX_EXPECTED_TASKS`), which a trace holds in memory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from lrtrace.errors import LrtraceError
+from lrtrace.int_lists import parse_int_list
 from lrtrace.problems import listing, validation_problems
 
 _NAME_MAX = 64
 _CHANGED = "+overrides"
 _SAME_WORKLOAD = frozenset({"name", "seed"})  # changing these keeps the workload
+# WID 2 composes 822 tasks; half a million take about 1 GB and hours of replay
+MAX_EXPECTED_TASKS: Final = 500_000
 
 
 def trace_id_list(value: object) -> object:
@@ -28,14 +42,7 @@ def trace_id_list(value: object) -> object:
         return [value]
     if not isinstance(value, str):
         return value
-    out: list[int] = []
-    for part in value.split(","):
-        lo, dash, hi = part.partition("-")
-        try:
-            out.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
-        except ValueError:
-            raise ValueError(f"not a list of trace ids: {value!r} (e.g. 1-8 or 1,3,9)") from None
-    return out
+    return parse_int_list(value, "trace ids")
 
 
 class WorkloadSpec(BaseModel):
@@ -45,11 +52,19 @@ class WorkloadSpec(BaseModel):
 
     name: str = Field(default="custom", min_length=1, max_length=_NAME_MAX)
     eps: float = Field(gt=0, le=1000, allow_inf_nan=False, description="events per second")
-    max_tpe: int = Field(ge=1, le=10_000, description="maximum tasks per event")
-    trace_ids: tuple[int, ...] = Field(min_length=1)
-    agents: int = Field(ge=1, le=100_000, description="agents per robot type in the workload")
+    max_tpe: StrictInt = Field(ge=1, le=10_000, description="maximum tasks per event")
+    trace_ids: tuple[StrictInt, ...] = Field(min_length=1)
+    agents: StrictInt = Field(ge=1, le=100_000, description="agents per robot type")
     duration_s: float = Field(gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
-    seed: int = Field(default=0, ge=0, lt=2**63)
+    seed: StrictInt = Field(default=0, ge=0, lt=2**63)
+
+    @field_validator("eps", "duration_s", mode="before")
+    @classmethod
+    def _not_a_bool(cls, value: object) -> object:
+        """A float field takes 1 or 1.5, but not `true` (pydantic would read 1.0)."""
+        if isinstance(value, bool):
+            raise ValueError(f"a number, not {str(value).lower()}")
+        return value
 
     @field_validator("trace_ids", mode="before")
     @classmethod
@@ -64,6 +79,22 @@ class WorkloadSpec(BaseModel):
         if len(set(ids)) != len(ids):
             raise ValueError("trace ids must be distinct")
         return ids
+
+    @model_validator(mode="after")
+    def _composable(self) -> WorkloadSpec:
+        """Refuse a workload whose trace would not fit in memory (`MAX_EXPECTED_TASKS`),
+        before composing it grows until memory runs out."""
+        expected = self.expected_tasks()
+        if expected > MAX_EXPECTED_TASKS:
+            raise ValueError(
+                f"about {expected:,.0f} tasks expected (eps x duration_s x mean tasks per "
+                f"event); at most {MAX_EXPECTED_TASKS:,}"
+            )
+        return self
+
+    def expected_tasks(self) -> float:
+        """Mean number of tasks `compose` draws: events, each 1..max_tpe tasks."""
+        return self.eps * self.duration_s * (self.max_tpe + 1) / 2
 
 
 def _table3(

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from lrtrace import results_format
 from lrtrace.errors import LrtraceError
+from lrtrace.interrupts import say_interrupted
 from lrtrace.replay.target import ReplayTarget
 from lrtrace.results_format import ResultsFile, RunRecord, TaskRecord
 from lrtrace.trace_format import TraceFile
@@ -114,9 +115,6 @@ def replay(
                 if out is not None:
                     results_format.write(results, out)
                 if interrupted:
-                    console.print(
-                        f"[red]interrupted[/]: wrote {len(results.runs)} run(s) so far"
-                        + (f" to {out}" if out else "")
-                    )
+                    say_interrupted(console, f"{len(results.runs)} run(s)", out)
                     return results, True
     return results, False

@@ -69,3 +69,14 @@ def llama_for_tokenizer(tmp_path_factory: pytest.TempPathFactory, tokenizer: Any
         num_key_value_heads=1,
         max_position_embeddings=4096,
     )
+
+
+@pytest.fixture
+def no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replay itself must not start: the error comes first."""
+    from lrtrace.replay import runner
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the replay started")
+
+    monkeypatch.setattr(runner, "replay", refuse)

@@ -251,6 +251,7 @@ def test_cli_end_to_end(
     assert points[cap]["met"] and not points[cap + 1]["met"]
     assert all(len(p["runs"]) == 2 for p in points.values())
     assert fcfs["capacity"] == 0 and fcfs["failed_at"] == 1
+    assert "fcfs: 1 robot fails" in captured.err  # one robot, not "1 robots"
     assert "capacity (robots)" in captured.out and "SIMULATION" in captured.out
     assert f"{cap} ({cap + 1} fails)" in captured.out
     assert f"timely: {cap} robots meets" in captured.err
@@ -285,6 +286,10 @@ def test_cli_bad_inputs(
     bad(capsys, [*base, "--duration", "0"], "--duration: Input should be greater than 0")
     bad(capsys, [*base, "--max-batch", "0"], "--max-batch values must be >= 1")
     bad(capsys, [*base, "--kv-tokens", "4k"], "not a list of integers")
+    bad(capsys, [*base, "--policy", "timely,timely"], "run label 'timely' would be used twice")
+    bad(capsys, [*base, "--max-batch", "4,4"], "run label 'timely@4' would be used twice")
+    bad(capsys, [*base, "--kv-tokens", "4096,4096"], "--kv-tokens 4096 is given twice")
+    bad(capsys, [*base, "--mix", ""], "--mix is empty: give a built-in mix (drones")
     out_nowhere = ["capacity", "-o", str(tmp_path / "no" / "c.json"), "--mix", TINY]
     bad(capsys, out_nowhere, "cannot write")
     tiny_kv = [*base, "--kv-tokens", "64", "--tokenizer", str(tokenizer_path)]

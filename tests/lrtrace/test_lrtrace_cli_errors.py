@@ -10,7 +10,6 @@ import pytest
 
 from lrtrace import engine_profile_cli, trace_format
 from lrtrace.cli import main
-from lrtrace.replay import runner
 
 NOT_UTF8 = "eps: 1\n# caf\xe9\n".encode("latin-1")
 
@@ -27,16 +26,6 @@ def trace(tmp_path: Path) -> Path:
     path = tmp_path / "t.lrt"
     assert main(["compose", "--wid", "1", "--duration", "20", "-o", str(path)]) == 0
     return path
-
-
-@pytest.fixture
-def no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The replay itself must not start: the error comes first."""
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the replay started")
-
-    monkeypatch.setattr(runner, "replay", refuse)
 
 
 def test_network_latency_must_be_a_finite_number(
@@ -117,7 +106,8 @@ def test_files_of_the_wrong_kind_say_what_they_are_not(
 ) -> None:
     out = str(tmp_path / "r.json")
     (tmp_path / "r.json").write_text('{"format": "lrtrace-results"}')
-    bad(capsys, ["replay", out, "-o", out], "not an lrtrace trace: it looks like JSON")
+    argv = ["replay", out, "-o", str(tmp_path / "o.json")]
+    bad(capsys, argv, "not an lrtrace trace: it looks like JSON")
     (tmp_path / "notes.lrt").write_text("hello")
     bad(capsys, ["replay", str(tmp_path / "notes.lrt"), "-o", out], "not an lrtrace trace")
     # a trace with bytes after it is still called malformed, not something else
@@ -161,6 +151,11 @@ def test_a_policy_or_batch_cap_given_twice_is_refused(
         ("sim", ["--model", "ckpt"], "--model has no effect with --target sim"),
         ("service", ["--tokenizer", "t.json"], "--tokenizer has no effect with --target service"),
         ("service", ["--profile", "other"], "--profile has no effect with --target service"),
+        (
+            "ros",
+            ["--profile", "paper-llama3-8b-rtx4090"],  # the default's name: given all the same
+            "--profile has no effect with --target ros",
+        ),
         ("ros", ["--max-batch", "4"], "--max-batch has no effect with --target ros"),
         ("ros", ["--threads", "2"], "--threads has no effect with --target ros"),
     ],

@@ -96,5 +96,8 @@ def test_bad_options_and_the_ros_target_are_refused(
         (ReplayServiceOptions(handling_strategy="swap"), "--handling-strategy"),
         (ReplayServiceOptions(kv_prefetch=False), "--kv-prefetch"),
     ):
-        with pytest.raises(LrtraceError, match=f"{named} apply to .* set where it runs"):
+        with pytest.raises(LrtraceError, match=f"{named} applies to .* set where it runs"):
             make_target("ros", "p", None, None, 0.0, options=options)
+    both = ReplayServiceOptions(handling_strategy="swap", kv_prefetch=False)
+    with pytest.raises(LrtraceError, match="--handling-strategy, --kv-prefetch apply to"):
+        make_target("ros", "p", None, None, 0.0, options=both)

@@ -4,7 +4,6 @@ in their panel and in `lrtrace report`'s output, rather than coming out blank.""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 import matplotlib.pyplot as plt
 import pytest
@@ -12,34 +11,9 @@ import pytest
 from lrtrace import results_format
 from lrtrace.cli import main
 from lrtrace.plots import runs_without_completed_tasks, timeline_figure
-from lrtrace.results_format import ResultsFile, RunRecord, SegmentRecord, TaskRecord
+from lrtrace.results_format import ResultsFile, RunRecord
 from lrtrace.workload import preset
-from timely_core.scheduling.tuf import Tuf
-
-
-def task(task_id: str, done: bool, urgency: Literal["normal", "urgent"] = "normal") -> TaskRecord:
-    segment = SegmentRecord(
-        index=0,
-        text="mf(100);",
-        statements=1,
-        emitted_s=1.0,
-        dispatched_s=1.008,
-        exec_start_s=1.008,
-        exec_end_s=4.0,
-    )
-    return TaskRecord(
-        task_id=task_id,
-        trace_id=1,
-        agent_id="drone1",
-        robot_type="drone",
-        urgency=urgency,
-        tuf=Tuf.preset("normal"),
-        arrival_s=0.5,
-        segments=[segment] if done else [],
-        success=done,
-        finished=done,
-        error="" if done else "interrupted",
-    )
+from tests.lrtrace.record_support import task_record
 
 
 def results(*completed: bool) -> ResultsFile:
@@ -52,7 +26,7 @@ def results(*completed: bool) -> ResultsFile:
             engine="simulated:x",
             simulated=True,
             interrupted=not done,
-            tasks=[task(f"t{i}", done, "urgent" if i == 1 else "normal") for i in range(3)],
+            tasks=[task_record(f"t{i}", done, "urgent" if i == 1 else "normal") for i in range(3)],
         )
         for k, done in enumerate(completed)
     ]

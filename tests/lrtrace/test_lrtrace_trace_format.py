@@ -123,3 +123,15 @@ def test_a_long_list_is_capped_saying_how_many_more() -> None:
     lines = str(caught.value).splitlines()
     assert lines[0].endswith("25 problems:") and lines[-1] == "  (+5 more)"
     assert len(lines) == 1 + MAX_SHOWN + 1
+
+
+def test_an_arrival_after_the_workloads_duration_is_refused() -> None:
+    """Also bounds arrival times: at 1e15 s the replay's 20 ms steps no longer add up."""
+    doc = TRACE.model_dump(mode="json")
+    doc["tasks"][-1]["arrival_s"] = 1e15
+    with pytest.raises(LrtraceError, match=r"arrives at 1e\+15 s, after the workload's"):
+        tf.loads(msgpack.packb(doc))
+    doc = TRACE.model_dump(mode="json")
+    doc["workload"]["duration_s"] = TRACE.tasks[-1].arrival_s / 2  # "engine busy 320%"
+    with pytest.raises(LrtraceError, match=r"problems:\n.*after the workload's duration_s"):
+        tf.loads(msgpack.packb(doc))

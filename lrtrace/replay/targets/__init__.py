@@ -43,10 +43,12 @@ def make_target(
     if kind == "ros":
         from lrtrace.replay.targets.ros import RosTarget
 
-        if options.changed():
+        changed = options.changed()
+        if changed:
+            verb = "applies" if len(changed) == 1 else "apply"
             raise LrtraceError(
-                f"{', '.join(options.changed())} apply to the sim and service targets; "
-                "a ROS 2 planner's are set where it runs (its planner config)"
+                f"{', '.join(changed)} {verb} to the sim and service targets only; "
+                "a ROS 2 planner's KV settings are set where it runs (its planner config)"
             )
 
         return RosTarget.connect(network_latency_s=network_latency_s)
