@@ -9,7 +9,8 @@ valid, right-robot skills, grounded, sensible), the held-out set by plan family
 grammar's families), the rate of plans that use only skills of the right robot
 type on held-out and LRTrace (goal 100%), and writes them as JSON. Figures with
 the plan grammar come from the serving engine (`bench/natural_eval.py`);
-`--engine-figures` adds its JSON to the model card.
+`--engine-figures` adds its JSON to the model card. Every option is checked before
+the data is built: a bad one is refused in one line naming it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ from robot_models.natural_score import NaturalTally, score_plan
 from robot_models.plan_check import check_plan
 from robot_models.reference_planner import ReferencePlanner
 from robot_models.training.model_card import write_model_card
+from robot_models.training.options import (
+    OptionError,
+    check_output_dir,
+    check_output_file,
+    read_checkpoint,
+    read_json_file,
+)
 
 BATCH_SIZE = 16
 NATURAL_CRITERIA = ("valid", "right_skills", "grounded", "sensible")
@@ -275,6 +283,37 @@ def print_report(report: EvalReport, console: Console) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:  # every option is checked before data building and decoding start
+        engine_figures = _check_options(args)
+        generator = args.heldout or trained_generator(args.checkpoint)
+        planner = ReferencePlanner(args.checkpoint)
+    except OptionError as error:
+        parser.error(error.cli_message())
+    data = build_dataset(args.seed, generator=generator)
+    heldout = data.heldout[: args.limit] if args.limit is not None else data.heldout
+    natural = [] if args.no_natural else natural_examples()
+    report = evaluate(planner, heldout, data.lrtrace, natural)
+    report.heldout_name = f"{'template' if generator == 'templates' else generator} held-out"
+    print_report(report, Console())
+    figures = {
+        **asdict(report),
+        "valid_rate": report.valid_rate,
+        "right_skill_rate": report.right_skill_rate,
+    }
+    plans = figures.pop("natural_plans")
+    if engine_figures is not None:
+        figures["natural_engine"] = engine_figures
+    if args.json is not None:
+        args.json.write_text(json.dumps({**figures, "natural_plans": plans}, indent=2) + "\n")
+    if args.update_card:
+        (args.checkpoint / "eval.json").write_text(json.dumps(figures, indent=2) + "\n")
+        write_model_card(args.checkpoint, figures)
+    return 0 if report.meets_goals() else 1
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -283,7 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         "--seed", type=int, default=DEFAULT_SEED, help="data set seed (as in training)"
     )
     parser.add_argument(
-        "--limit", type=int, default=0, help="evaluate only the first N held-out examples"
+        "--limit",
+        type=positive_int,
+        default=None,
+        help="evaluate only the first N held-out examples (N >= 1)",
     )
     parser.add_argument(
         "--heldout",
@@ -306,39 +348,61 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="write the figures to eval.json and MODEL_CARD.md in the checkpoint directory",
     )
-    args = parser.parse_args(argv)
-    generator = args.heldout or trained_generator(args.checkpoint)
-    data = build_dataset(args.seed, generator=generator)
-    heldout = data.heldout[: args.limit] if args.limit > 0 else data.heldout
-    natural = [] if args.no_natural else natural_examples()
-    report = evaluate(ReferencePlanner(args.checkpoint), heldout, data.lrtrace, natural)
-    report.heldout_name = f"{'template' if generator == 'templates' else generator} held-out"
-    print_report(report, Console())
-    figures = {
-        **asdict(report),
-        "valid_rate": report.valid_rate,
-        "right_skill_rate": report.right_skill_rate,
-    }
-    plans = figures.pop("natural_plans")
-    if args.engine_figures is not None:
-        figures["natural_engine"] = json.loads(args.engine_figures.read_text())["card"]
-    if args.json is not None:
-        args.json.write_text(json.dumps({**figures, "natural_plans": plans}, indent=2) + "\n")
+    return parser
+
+
+def positive_int(text: str) -> int:
+    """argparse type of a count: an int of at least 1 (0 once meant "all", silently)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _check_options(args: argparse.Namespace) -> object | None:
+    """OptionError for an option the run would fail on only after evaluating: the
+    checkpoint's files, the outputs' folders, --update-card with a partial run, the
+    engine figures' file; returns the engine figures for the card (or None)."""
+    read_checkpoint(args.checkpoint, "checkpoint")
     if args.update_card:
-        if args.limit or args.no_natural:
-            parser.error("--update-card needs the full held-out and natural sets")
-        (args.checkpoint / "eval.json").write_text(json.dumps(figures, indent=2) + "\n")
-        write_model_card(args.checkpoint, figures)
-    return 0 if report.meets_goals() else 1
+        if args.limit is not None or args.no_natural:
+            raise OptionError(
+                "update_card",
+                "needs the full held-out and natural sets (no --limit, no --no-natural)",
+            )
+        check_output_dir(args.checkpoint, "update_card")
+    if args.json is not None:
+        check_output_file(args.json, "json")
+    if args.engine_figures is None:
+        return None
+    engine = read_json_file(args.engine_figures, "engine_figures")
+    if not isinstance(engine, dict) or "card" not in engine:
+        raise OptionError(
+            "engine_figures",
+            f"{args.engine_figures} has no 'card' figures (bench/natural_eval.py's JSON has)",
+        )
+    return engine["card"]
 
 
 def trained_generator(checkpoint: Path) -> Generator:
     """The data generator the checkpoint was trained with (its held-out split is the
-    one to score); checkpoints from before the frames generator used the templates."""
+    one to score); checkpoints from before the frames generator used the templates.
+    OptionError naming the checkpoint if its train_stats.json cannot tell."""
     stats = checkpoint / "train_stats.json"
-    config = json.loads(stats.read_text()).get("config", {}) if stats.exists() else {}
+    if not stats.exists():
+        return "templates"
+    record = read_json_file(stats, "checkpoint")
+    config = record.get("config", {}) if isinstance(record, dict) else None
+    if not isinstance(config, dict):
+        raise OptionError("checkpoint", f"{stats} is not a training record (no config object)")
     generator = config.get("data", "templates")
-    check_generator(generator)
+    try:
+        check_generator(generator)
+    except ValueError as error:
+        raise OptionError("checkpoint", f"{stats}: {error}") from None
     return cast(Generator, generator)
 
 

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import copy
 import inspect
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from tokenizers import Tokenizer
 
 from robot_models.checkpoints import default_planner_path
 from robot_models.prompts import format_request, prompt_prefix
 from robot_models.skills import check_robot_type
+from robot_models.training.options import OptionError, read_checkpoint
 
 DEFAULT_MAX_NEW_TOKENS = 256
 
@@ -32,14 +31,14 @@ class ReferencePlanner:
     def __init__(self, path: Path | None = None, adapter: Path | None = None) -> None:
         """`adapter`: a peft LoRA adapter folder of this checkpoint, merged into the
         weights (peft `merge_and_unload`)."""
+        self.path = path or default_planner_path()
+        # OptionError naming the folder and the file it lacks, not a loader's traceback
+        config, self.tokenizer = read_checkpoint(self.path, "checkpoint")
+        self.tokenizer.encode_special_tokens = True  # a request's `<eos>` is text, as served
+        self.eos_id: int = _token_id(config, "eos_token_id", self.path)
+        self.pad_id: int = _token_id(config, "pad_token_id", self.path)
         from transformers import DynamicCache, LlamaForCausalLM
 
-        self.path = path or default_planner_path()
-        self.tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
-        self.tokenizer.encode_special_tokens = True  # a request's `<eos>` is text, as served
-        config = json.loads((self.path / "config.json").read_text())
-        self.eos_id: int = config["eos_token_id"]
-        self.pad_id: int = config["pad_token_id"]
         self.model: Any = LlamaForCausalLM.from_pretrained(self.path, dtype=torch.float32).eval()
         if adapter is not None:
             from peft import PeftModel
@@ -143,3 +142,11 @@ class ReferencePlanner:
         """(plan text after `written`, whether the model ended it with EOS)."""
         ids = self.generate_ids(robot_type, scene, instruction, max_new_tokens, written)
         return self._finish(ids)
+
+
+def _token_id(config: dict[str, Any], key: str, path: Path) -> int:
+    """A special token's id from a checkpoint's config.json, which decoding needs."""
+    value = config.get(key)
+    if not isinstance(value, int):
+        raise OptionError("checkpoint", f"{path / 'config.json'} has no integer {key}")
+    return value

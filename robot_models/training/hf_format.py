@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from robot_models.training.model import LlamaShape, TinyLlama
@@ -68,12 +69,9 @@ def save_checkpoint(model: TinyLlama, out_dir: Path, eos_id: int, pad_id: int) -
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
 
 
-def load_checkpoint(path: Path, tie_embeddings: bool = False) -> TinyLlama:
-    """Rebuild the training model from a saved checkpoint (for evaluation, or to go on
-    training it). `tie_embeddings` needs a checkpoint whose output layer equals its
-    embeddings, which is how a tied model is saved."""
-    config = json.loads((path / "config.json").read_text())
-    shape = LlamaShape(
+def shape_from_config(config: dict[str, Any]) -> LlamaShape:
+    """The model shape a checkpoint's config.json describes (KeyError if it lacks one)."""
+    return LlamaShape(
         vocab_size=config["vocab_size"],
         hidden_size=config["hidden_size"],
         intermediate_size=config["intermediate_size"],
@@ -84,6 +82,22 @@ def load_checkpoint(path: Path, tie_embeddings: bool = False) -> TinyLlama:
         rms_norm_eps=config["rms_norm_eps"],
         rope_theta=config["rope_theta"],
     )
+
+
+def has_tied_output(path: Path) -> bool:
+    """Whether the checkpoint's output layer equals its embeddings (how a tied model is
+    saved), read without loading the other tensors."""
+    with safe_open(str(path / "model.safetensors"), framework="pt") as weights:
+        return torch.equal(
+            weights.get_tensor("lm_head.weight"), weights.get_tensor("model.embed_tokens.weight")
+        )
+
+
+def load_checkpoint(path: Path, tie_embeddings: bool = False) -> TinyLlama:
+    """Rebuild the training model from a saved checkpoint (for evaluation, or to go on
+    training it). `tie_embeddings` needs a checkpoint whose output layer equals its
+    embeddings, which is how a tied model is saved."""
+    shape = shape_from_config(json.loads((path / "config.json").read_text()))
     tensors = load_file(str(path / "model.safetensors"))
     if tie_embeddings and not torch.equal(
         tensors["lm_head.weight"], tensors["model.embed_tokens.weight"]

@@ -8,9 +8,9 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -24,20 +24,36 @@ from robot_models.prompts import format_request, prompt_prefix
 from robot_models.training.batches import (
     IGNORE,
     BatchSampler,
+    EncodedExample,
     collate,
     encode_example,
     encode_prefix,
     fits,
 )
-from robot_models.training.hf_format import EOS_TOKEN, PAD_TOKEN, load_checkpoint, save_checkpoint
+from robot_models.training.hf_format import (
+    EOS_TOKEN,
+    PAD_TOKEN,
+    has_tied_output,
+    load_checkpoint,
+    save_checkpoint,
+    shape_from_config,
+)
 from robot_models.training.model import LlamaShape, TinyLlama
 from robot_models.training.model_card import write_model_card
+from robot_models.training.options import (
+    OptionError,
+    at_least,
+    check_output_dir,
+    read_checkpoint,
+    read_json_file,
+)
 from robot_models.training.threads import flushed_denormals, torch_threads
 from robot_models.training.tokenizer import (
+    MIN_VOCAB_SIZE,
     VOCAB_SIZE,
     check_number_format,
-    check_vocab_size,
     check_word_format,
+    min_token_count,
     save_tokenizer,
     special_id,
     train_tokenizer,
@@ -121,27 +137,177 @@ class TrainConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """OptionError naming the first field whose value the run cannot use: checked
+        when the config is made, so a bad value never reaches data building."""
+        for name, least in _LEAST.items():
+            at_least(name, getattr(self, name), least)
+        for name in ("lr", "full_lr"):
+            _positive(name, getattr(self, name))
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise OptionError("weight_decay", f"must be 0 or more, got {self.weight_decay}")
         for name in ("observations", "answers"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} is a fraction in [0, 1], got {value}")
-        check_device(self.device)
-        check_number_format(self.numbers)
-        check_generator(self.data)
-        check_word_format(self.words)
-        check_vocab_size(self.vocab_size)
+                raise OptionError(name, f"must be a fraction in [0, 1], got {value}")
+        if not -(2**63) <= self.seed < 2**64:
+            raise OptionError("seed", f"must be a 64-bit integer (torch's seeds), got {self.seed}")
+        if self.tail_steps > self.steps:
+            raise OptionError(
+                "tail_steps",
+                f"must be at most steps ({self.steps}), got {self.tail_steps}: "
+                "the prefix-tail steps are the first of all the steps",
+            )
+        self._check_heads()
+        for name, check in _CHOICES.items():
+            try:
+                check(getattr(self, name))
+            except ValueError as error:
+                raise OptionError(name, str(error)) from None
+
+    def _check_heads(self) -> None:
+        """The attention shape: heads split the hidden size evenly into heads of even
+        width (RoPE rotates half of each), and key/value heads are shared by equal
+        groups of query heads (grouped-query attention)."""
+        hidden, heads, kv_heads = (
+            self.hidden_size,
+            self.num_attention_heads,
+            self.num_key_value_heads,
+        )
+        if hidden % heads or (hidden // heads) % 2:
+            raise OptionError(
+                "num_attention_heads",
+                f"{heads} heads must split hidden_size {hidden} into heads of an even width",
+            )
+        if heads % kv_heads:
+            raise OptionError(
+                "num_key_value_heads",
+                f"{kv_heads} must divide num_attention_heads {heads} "
+                "(each key/value head serves a group of query heads)",
+            )
+
+
+# The least value of each integer field the training loop can run with.
+_LEAST = {
+    "steps": 1,
+    "batch_size": 1,
+    "tail_steps": 0,
+    "tail_tokens": 1,
+    "tail_batch_size": 1,
+    "warmup_steps": 0,
+    "hidden_size": 1,
+    "intermediate_size": 1,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 1,
+    "num_key_value_heads": 1,
+    "max_positions": 2,
+    "threads": 1,
+    "save_every": 0,
+    "lrtrace_repeats": 0,
+    "extra_examples": 0,
+    "examples": 1,
+    "vocab_size": MIN_VOCAB_SIZE,
+}
+
+
+def _positive(name: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise OptionError(name, f"must be a number above 0, got {value}")
 
 
 def check_device(device: str) -> None:
-    """Raise ValueError unless `device` names a torch device this machine has."""
+    """ValueError unless `device` names a torch device this machine has."""
     try:
         kind = torch.device(device).type
     except RuntimeError as error:
-        raise ValueError(f"device {device!r} is not a torch device ({error})") from None
+        raise ValueError(f"{device!r} is not a torch device ({error})") from None
     backend = getattr(torch, kind, None)
     available = getattr(backend, "is_available", None)
     if kind != "cpu" and not (callable(available) and available()):
-        raise ValueError(f"device {device!r}: no {kind} device is available on this machine")
+        raise ValueError(f"no {kind} device is available on this machine (asked for {device!r})")
+
+
+# Fields whose value is one of a set (or a device of this machine), by their checks.
+_CHOICES: dict[str, Callable[[Any], None]] = {
+    "device": check_device,
+    "numbers": check_number_format,
+    "data": check_generator,
+    "words": check_word_format,
+}
+
+
+def check_run(config: TrainConfig, out_dir: Path) -> None:
+    """OptionError for what a run with `config` into `out_dir` would fail on that the
+    config's own values do not show: the output folder, the checkpoint it goes on
+    from, whether the model's positions hold the prompt. Cheap: no data is built."""
+    check_output_dir(out_dir, "out")
+    tokenizer = _check_init_from(config) if config.init_from else None
+    _check_prefix_fits(config, tokenizer)
+
+
+def _check_init_from(config: TrainConfig) -> Tokenizer:
+    """The tokenizer of `config.init_from`, a checkpoint whose shape the run keeps."""
+    path = Path(config.init_from)
+    hf_config, tokenizer = read_checkpoint(path, "init_from", also=("train_stats.json",))
+    if not isinstance(read_json_file(path / "train_stats.json", "init_from"), dict):
+        raise OptionError("init_from", f"{path / 'train_stats.json'} is not a JSON object")
+    try:
+        have = shape_from_config(hf_config)
+    except KeyError as error:
+        raise OptionError("init_from", f"{path / 'config.json'} has no {error}") from None
+    want = model_shape(config, tokenizer.get_vocab_size())
+    if have != want:
+        raise OptionError("init_from", f"the checkpoint {path} has {_shape_difference(have, want)}")
+    if config.tie_embeddings and not has_tied_output(path):
+        raise OptionError(
+            "tie_embeddings", f"{path} was trained with an untied output layer; it cannot be tied"
+        )
+    return tokenizer
+
+
+def _shape_difference(have: LlamaShape, want: LlamaShape) -> str:
+    """`shape a=1, b=2; the options ask a=3, b=4` over the fields that differ."""
+    differ = [f.name for f in fields(LlamaShape) if getattr(have, f.name) != getattr(want, f.name)]
+    return (
+        f"shape {', '.join(f'{n}={getattr(have, n)}' for n in differ)}; "
+        f"the options ask {', '.join(f'{n}={getattr(want, n)}' for n in differ)}"
+    )
+
+
+def _check_prefix_fits(config: TrainConfig, tokenizer: Tokenizer | None) -> None:
+    """`max_positions` must hold each robot's prompt prefix and a request: counted with
+    `tokenizer` (`init_from`'s, or the one the run trained), else bounded below
+    (`min_token_count`), since the tokenizer a run trains is only known after its
+    data is built."""
+    for robot_type in ("drone", "arm"):
+        prefix = prompt_prefix(robot_type)
+        if tokenizer is not None:
+            count = len(tokenizer.encode(prefix).ids)
+            what = f"{count} tokens"
+        else:
+            count = min_token_count(prefix, config.numbers, config.words)
+            what = f"at least {count} tokens with --numbers {config.numbers} --words {config.words}"
+        if count >= config.max_positions:
+            raise OptionError(
+                "max_positions",
+                f"{config.max_positions} positions cannot hold the {robot_type} prompt "
+                f"prefix ({what}) and a request",
+            )
+
+
+def model_shape(config: TrainConfig, vocab_size: int) -> LlamaShape:
+    """The shape of the model `config` trains, with a tokenizer of `vocab_size`."""
+    return LlamaShape(
+        vocab_size=vocab_size,
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+        num_key_value_heads=config.num_key_value_heads,
+        max_position_embeddings=config.max_positions,
+    )
 
 
 # Answered variants of each LRTrace task that asks (each with its own answers):
@@ -223,7 +389,10 @@ def optimizer_step(
 def train(
     config: TrainConfig, out_dir: Path, log: Callable[[str], None] = print
 ) -> dict[str, float]:
-    """Train from scratch and write the checkpoint to `out_dir`; returns run statistics."""
+    """Train from scratch (or on from `config.init_from`) and write the checkpoint to
+    `out_dir`; returns run statistics. OptionError before any work if the run could
+    not finish (`check_run`)."""
+    check_run(config, out_dir)
     with torch_threads(config.threads), flushed_denormals():
         return _train(config, out_dir, log)
 
@@ -238,6 +407,7 @@ def _train(
         tokenizer = Tokenizer.from_file(str(Path(config.init_from) / "tokenizer.json"))
     else:
         tokenizer = training_tokenizer(data, config.numbers, config.words, config.vocab_size)
+    _check_prefix_fits(config, tokenizer)  # exactly, now that the tokenizer is known
     eos_id, pad_id = special_id(tokenizer, EOS_TOKEN), special_id(tokenizer, PAD_TOKEN)
     device = torch.device(config.device)
     if device.type == "cuda":
@@ -254,25 +424,16 @@ def _train(
         encoded += [one] * OVERSAMPLED_FAMILIES.get(example.family, 1)
     if too_long:
         log(f"{too_long} training examples longer than {config.max_positions} positions left out")
-    encoded += [encode_example(tokenizer, e, eos_id) for e in data.lrtrace] * config.lrtrace_repeats
+    lrtrace = [encode_example(tokenizer, e, eos_id) for e in data.lrtrace]
+    encoded += lrtrace * config.lrtrace_repeats
+    _check_examples_fit(encoded, prefix_lens, config.max_positions)
     sampler = BatchSampler(encoded, config.batch_size, config.seed)
     tail_sampler = BatchSampler(encoded, config.tail_batch_size, config.seed + 1)
 
-    shape = LlamaShape(
-        vocab_size=tokenizer.get_vocab_size(),
-        hidden_size=config.hidden_size,
-        intermediate_size=config.intermediate_size,
-        num_hidden_layers=config.num_hidden_layers,
-        num_attention_heads=config.num_attention_heads,
-        num_key_value_heads=config.num_key_value_heads,
-        max_position_embeddings=config.max_positions,
-    )
-    model = TinyLlama(shape, config.tie_embeddings)
+    model = TinyLlama(model_shape(config, tokenizer.get_vocab_size()), config.tie_embeddings)
     earlier: list[dict[str, object]] = []
-    if config.init_from:
+    if config.init_from:  # its shape is the config's (`check_run`)
         model = load_checkpoint(Path(config.init_from), config.tie_embeddings)
-        if model.shape != shape:
-            raise ValueError(f"--init-from checkpoint has shape {model.shape}, config asks {shape}")
         model.train()
         earlier_stats = json.loads((Path(config.init_from) / "train_stats.json").read_text())
         earlier = [*earlier_stats.get("earlier_stages", []), earlier_stats]
@@ -330,6 +491,28 @@ def _train(
                 f"elapsed {time.monotonic() - started:7.1f} s"
             )
     return write_run(model, out_dir, tokenizer, config, run_stats(config.steps), earlier, log)
+
+
+def _check_examples_fit(
+    encoded: list[EncodedExample], prefix_lens: dict[str, int], max_positions: int
+) -> None:
+    """OptionError unless every example trained (LRTrace tasks are never left out) fits
+    after its prefix and each robot type has one: known only with the tokenizer,
+    still before the first step."""
+    for example in encoded:
+        if not fits(example, prefix_lens, max_positions):
+            needed = prefix_lens[example.robot_type] + len(example.suffix_ids)
+            raise OptionError(
+                "max_positions",
+                f"{max_positions} positions cannot hold an LRTrace task of the "
+                f"{example.robot_type} ({needed} tokens with its prefix)",
+            )
+    for robot_type in ("drone", "arm"):
+        if not any(e.robot_type == robot_type for e in encoded):
+            raise OptionError(
+                "max_positions",
+                f"no {robot_type} training example fits in {max_positions} positions",
+            )
 
 
 def write_run(

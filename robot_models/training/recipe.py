@@ -23,6 +23,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from robot_models.training.loop import TrainConfig, drop_stale_evaluation, train
+from robot_models.training.options import check_output_dir
 
 SHIPPED_STAGES: tuple[TrainConfig, ...] = (
     TrainConfig(),
@@ -85,10 +86,13 @@ def train_recipe(
     log: Callable[[str], None] = print,
 ) -> dict[str, float]:
     """Run `stages` in order into `out_dir`; returns the last stage's statistics, with
-    `train_seconds` the recipe's in all."""
+    `train_seconds` the recipe's in all. OptionError before any work if `out_dir`
+    cannot be written (each stage's own options are checked as it starts)."""
     if not stages:
         raise ValueError("a recipe needs at least one stage")
     keep = stages_dir(out_dir)
+    for folder in (out_dir, keep):  # not found only when the last stage is copied
+        check_output_dir(folder, "out")
     previous = ""
     stats: dict[str, float] = {}
     seconds = 0.0

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -135,6 +136,24 @@ def train_tokenizer(
         # already in the BPE vocabulary and keep their ids.
         tokenizer.add_tokens([AddedToken(str(n), normalized=False) for n in range(NUMBER_TOKENS)])
     return tokenizer
+
+
+def min_token_count(text: str, numbers: str = "place", words: str = "attached") -> int:
+    """A lower bound on the tokens of `text` under every tokenizer `train_tokenizer`
+    can make with these formats, whatever its corpus and vocabulary: BPE never merges
+    across the pieces the (normalizer and) pre-tokenizer cut, and a `whole` number
+    token holds at most three digits. It tells before any data is built whether a
+    prompt fits the model's positions."""
+    check_number_format(numbers)
+    check_word_format(words)
+    pre_tokenizer = _pre_tokenizer(numbers, words)
+    if numbers == "whole":  # numbers are added tokens, matched before pre-tokenizing
+        runs = re.findall(r"\d+", text)
+        pieces = sum(len(pre_tokenizer.pre_tokenize_str(s)) for s in re.split(r"\d+", text) if s)
+        return pieces + sum((len(run) + 2) // 3 for run in runs)
+    if numbers == "place":
+        text = _place_marks().normalize_str(text)
+    return len(pre_tokenizer.pre_tokenize_str(text))
 
 
 def _pre_tokenizer(numbers: str, words: str) -> pre_tokenizers.PreTokenizer:

@@ -87,7 +87,7 @@ def test_answers_are_not_always_the_same() -> None:
 
 
 def test_the_training_option_adds_answered_variants_and_the_lrtrace_tasks_answered() -> None:
-    with pytest.raises(ValueError, match=r"answers is a fraction"):
+    with pytest.raises(ValueError, match=r"answers: must be a fraction"):
         TrainConfig(answers=-0.1)
     base = training_data(TrainConfig(examples=40))
     more = training_data(TrainConfig(examples=40, answers=0.5))

@@ -131,7 +131,7 @@ def test_observations_are_input_not_targets() -> None:
 
 
 def test_the_training_option_adds_failure_variants() -> None:
-    with pytest.raises(ValueError, match="observations is a fraction"):
+    with pytest.raises(ValueError, match="observations: must be a fraction"):
         TrainConfig(observations=1.5)
     base = training_data(TrainConfig(examples=40))
     more = training_data(TrainConfig(examples=40, observations=0.5))

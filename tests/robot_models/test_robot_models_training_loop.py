@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from robot_models.prompts import prompt_prefix
 from robot_models.training.hf_format import load_checkpoint
-from robot_models.training.loop import train
+from robot_models.training.loop import check_run, train, training_data, training_tokenizer
+from robot_models.training.options import OptionError
+from robot_models.training.recipe import SHIPPED_STAGES
 from tests.robot_models.training_support import tiny_config
 
 
@@ -53,3 +57,58 @@ def test_a_run_over_an_evaluated_checkpoint_removes_its_stale_evaluation(tmp_pat
     assert not (tmp_path / "eval.json").exists()
     assert any(line.startswith("removed ") and "eval.json" in line for line in lines)
     assert "Not evaluated yet" in (tmp_path / "MODEL_CARD.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error"),
+    [
+        ({"steps": 0}, "steps: must be at least 1, got 0"),
+        ({"steps": 2, "tail_steps": 3}, "tail_steps: must be at most steps (2), got 3"),
+        ({"batch_size": 0}, "batch_size: must be at least 1, got 0"),
+        ({"tail_batch_size": -1}, "tail_batch_size: must be at least 1, got -1"),
+        ({"warmup_steps": -1}, "warmup_steps: must be at least 0, got -1"),
+        ({"threads": 0}, "threads: must be at least 1, got 0"),
+        ({"examples": 0}, "examples: must be at least 1, got 0"),
+        ({"extra_examples": -1}, "extra_examples: must be at least 0, got -1"),
+        ({"lrtrace_repeats": -1}, "lrtrace_repeats: must be at least 0, got -1"),
+        ({"lr": 0.0}, "lr: must be a number above 0, got 0.0"),
+        ({"full_lr": float("inf")}, "full_lr: must be a number above 0, got inf"),
+        ({"weight_decay": float("nan")}, "weight_decay: must be 0 or more, got nan"),
+        ({"answers": float("nan")}, "answers: must be a fraction in [0, 1], got nan"),
+        ({"seed": 2**64}, "seed: must be a 64-bit integer"),
+        ({"num_attention_heads": 3}, "num_attention_heads: 3 heads must split hidden_size 32"),
+        ({"hidden_size": 32, "num_attention_heads": 32}, "into heads of an even width"),
+        ({"num_attention_heads": 2, "num_key_value_heads": 3}, "num_key_value_heads: 3 must"),
+        ({"data": "poems"}, "data: unknown data generator 'poems'"),
+    ],
+)
+def test_values_the_loop_cannot_run_with_are_refused_when_the_config_is_made(
+    overrides: dict[str, object], error: str
+) -> None:
+    with pytest.raises(OptionError) as refused:
+        tiny_config(**overrides)
+    assert error in str(refused.value)
+
+
+def test_every_shipped_recipe_stage_passes_the_checks(tmp_path: Path) -> None:
+    for stage in SHIPPED_STAGES:
+        stage.check()
+        check_run(stage, tmp_path / "out")
+
+
+def test_positions_the_trained_tokenizer_cannot_fill_are_refused_before_the_first_step(
+    tmp_path: Path,
+) -> None:
+    """Between the bound checked before data building and the tokenizer's real count:
+    refused once the tokenizer is trained, before any step."""
+    config = tiny_config(max_positions=1800)  # above the bound, below this small vocabulary's
+    lines: list[str] = []
+    with pytest.raises(OptionError, match="max_positions: 1800 positions cannot hold the drone"):
+        train(config, tmp_path, log=lines.append)
+    assert not any(line.startswith("step") for line in lines)
+    tokenizer = training_tokenizer(training_data(config), config.numbers, config.words, 400)
+    longest = max(len(tokenizer.encode(prompt_prefix(t)).ids) for t in ("drone", "arm"))
+    with pytest.raises(OptionError, match="cannot hold an LRTrace task"):
+        train(replace(config, max_positions=longest + 2), tmp_path, log=lines.append)
+    assert not any(line.startswith("step") for line in lines)
+    assert not (tmp_path / "model.safetensors").exists()

@@ -12,6 +12,7 @@ import pytest
 from robot_models.train import main
 from robot_models.training.hf_format import load_checkpoint
 from robot_models.training.loop import TrainConfig
+from robot_models.training.options import OptionError
 from robot_models.training.recipe import SHIPPED_STAGES, stages_dir, train_recipe
 from tests.robot_models.training_support import tiny_config
 
@@ -74,6 +75,21 @@ def test_a_stage_trained_otherwise_is_trained_again(tmp_path: Path) -> None:
 def test_an_empty_recipe_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least one stage"):
         train_recipe(tmp_path / "planner", ())
+
+
+def test_a_recipe_whose_output_is_a_file_is_refused_before_its_first_stage(
+    tmp_path: Path,
+) -> None:
+    """The output is written only once every stage is trained: checked first."""
+    afile = tmp_path / "planner"
+    afile.write_text("x")
+    with pytest.raises(OptionError, match=r"out: .*planner exists and is not a folder"):
+        train_recipe(afile, STAGES, log=lambda _: None)
+    assert not stages_dir(afile).exists()
+    out = tmp_path / "other"
+    stages_dir(out).write_text("x")
+    with pytest.raises(OptionError, match=r"other\.stages exists and is not a folder"):
+        train_recipe(out, STAGES, log=lambda _: None)
 
 
 def test_the_shipped_recipe_starts_from_scratch_and_learns_observations() -> None:

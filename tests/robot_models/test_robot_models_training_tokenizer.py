@@ -21,6 +21,7 @@ from robot_models.training.tokenizer import (
     NUMBER_TOKENS,
     TENS_MARK,
     VOCAB_SIZE,
+    min_token_count,
     save_tokenizer,
     train_tokenizer,
 )
@@ -322,7 +323,31 @@ def test_the_vocabulary_size_and_word_format_are_training_options(data: DatasetS
     assert small.get_vocab_size() == 700
     with pytest.raises(ValueError, match=r"unknown word format .glued..*attached, spaced"):
         TrainConfig(words="glued")
-    with pytest.raises(ValueError, match=r"vocab_size 200 is below 258"):
+    with pytest.raises(ValueError, match=r"vocab_size: must be at least 258, got 200"):
         TrainConfig(vocab_size=200)
     with pytest.raises(ValueError, match="unknown word format"):
         train_tokenizer(CORPUS, 300, words="glued")
+
+
+@pytest.mark.parametrize("numbers", ["place", "digits", "whole"])
+@pytest.mark.parametrize("words", ["attached", "spaced"])
+def test_min_token_count_bounds_every_tokenizer_of_its_formats(numbers: str, words: str) -> None:
+    """The bound by which `train` refuses too few positions before building data holds
+    for a tokenizer that merged as far as it could (the prompts seen many times)."""
+    prefixes = [prompt_prefix(t) for t in ("drone", "arm")]
+    texts = [*prefixes, *TEXTS, *ODD_TEXTS]
+    merged = train_tokenizer(texts * 4, 6000, numbers, words)
+    for text in texts:
+        bound = min_token_count(text, numbers, words)
+        assert bound <= len(merged.encode(text).ids), text[:40]
+    # close to the real count: most words of the prompt become one token
+    assert min_token_count(prefixes[0], numbers, words) > 0.9 * len(merged.encode(prefixes[0]).ids)
+
+
+def test_min_token_count_bounds_the_shipped_tokenizer() -> None:
+    from robot_models.checkpoints import default_planner_path
+
+    shipped = Tokenizer.from_file(str(default_planner_path() / "tokenizer.json"))
+    for robot_type in ("drone", "arm"):
+        prefix = prompt_prefix(robot_type)
+        assert min_token_count(prefix) <= len(shipped.encode(prefix).ids)
