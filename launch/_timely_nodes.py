@@ -1,7 +1,8 @@
 """Shared by the launch files: one Node action per node section of a Timely config.
 
 Reads the same ROS 2 parameter-file YAML as `timely up`: the `/**/timely_planner`
-section becomes the planner node (in its `namespace`, default `timely`), each `/<robot>/timely_skill_executor` section a
+(or `/<namespace>/timely_planner`) section becomes the planner node (in its
+`namespace`, default `timely`), each `/<robot>/timely_skill_executor` section a
 skill-executor node in the robot's namespace; the file itself is passed as the
 parameters file, so ROS 2 applies exactly the values `timely up` would.
 """
@@ -20,8 +21,10 @@ from launch_ros.actions import Node
 from launch import LaunchContext, LaunchDescription  # type: ignore[attr-defined]
 
 # what timely_ros.config accepts; the file's section must match the node's fully
-# qualified name for ROS 2 to apply it: `/**/timely_planner` does in any namespace
+# qualified name for ROS 2 to apply it: `/**/timely_planner` does in any namespace,
+# `/<namespace>/timely_planner` in the one its `namespace` parameter names
 PLANNER_KEYS = ("/**/timely_planner", "timely_planner", "/timely_planner")
+PLANNER_FQN = re.compile(r"^/([A-Za-z][A-Za-z0-9_/]*)/timely_planner$")
 EXECUTOR_KEY = re.compile(r"^/?([A-Za-z][A-Za-z0-9_]*)/timely_skill_executor$")
 
 
@@ -32,7 +35,8 @@ def nodes_from_config(config_path: str, which: str = "all") -> list[Any]:
     for key in doc:
         name = str(key)
         match = EXECUTOR_KEY.match(name)
-        if name in PLANNER_KEYS and which in ("all", "planner"):
+        planner = name in PLANNER_KEYS or PLANNER_FQN.match(name) is not None
+        if planner and which in ("all", "planner"):
             params = (doc[key] or {}).get("ros__parameters") or {}
             nodes.append(
                 Node(

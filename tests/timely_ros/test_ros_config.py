@@ -140,11 +140,61 @@ def test_planner_parameters_round_trip_through_ros_names() -> None:
         (_planner(drone1={"type": "drone", "streamed_skills": True,
                           "tools": [_tool(name="streamed_path")]}),
          r"drone1.tools\[0\]: 'streamed_path' is the name of the planner's own tool"),
+        # two sections for one node: ROS 2 merges those that match, timely up kept one
+        ({**_planner(), "/**/timely_planner": _planner(engine="torch")["timely_planner"]},
+         r"sections 'timely_planner' and '/\*\*/timely_planner' both configure the planner"),
+        ({**_planner(), "/timely/timely_planner": _planner()["timely_planner"]},
+         "both configure the planner"),
+        ({"/d1/timely_skill_executor": {"ros__parameters": {"backend": "sim-drone"}},
+          "d1/timely_skill_executor": {"ros__parameters": {"backend": "sim-drone"}}},
+         "both configure /d1/timely_skill_executor"),
+        ({"/site_b/timely_planner": _planner()["timely_planner"]},
+         r"names the planner in namespace 'site_b', but its namespace parameter is 'timely'"),
+        # a robot's settings: a mapping under an id that is no planner parameter
+        (_planner(robots=["drone1", "engine"]),
+         "robot id 'engine' is the name of a planner parameter; give the robot another id"),
+        (_planner(robots=["drone1", "robots"]), "robot id 'robots' is the name of a planner"),
+        (_planner(arm1="arm"), r"robot 'arm1': its settings must be a mapping .*got 'arm'"),
+        # bounded quantities: no nan or inf, no timer past time_t
+        (_planner(kv_budget_mb=float("nan")), "kv_budget_mb: Input should be a finite number"),
+        (_planner(copy_bias=float("inf")), "copy_bias: Input should be a finite number"),
+        (_planner(result_timeout_s=1e12),
+         "result_timeout_s: Input should be less than or equal to 604800"),
+        ({"/d1/timely_skill_executor": {"ros__parameters": {"backend": "sim-drone",
+                                                           "time_scale": float("nan")}}},
+         "time_scale: Input should be a finite number"),
+        # the Tello's address: IPv4 (djitellopy's sockets) or a host name
+        ({"/t1/timely_skill_executor": {"ros__parameters": {"backend": "tello",
+                                                           "tello_host": "999.1.1.1"}}},
+         "tello_host: Value error, '999.1.1.1' is not an IPv4 address"),
+        ({"/t1/timely_skill_executor": {"ros__parameters": {"backend": "tello",
+                                                           "tello_host": "my tello"}}},
+         "'my tello' is neither an IPv4 address nor a host name"),
     ],
 )  # fmt: skip
 def test_bad_config_names_what_is_wrong(doc: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_bringup(doc)
+
+
+@pytest.mark.parametrize(("key", "namespace"), [
+    ("/timely/timely_planner", None),  # the node's fully qualified name, default namespace
+    ("/site_b/timely_planner", "site_b"),
+    ("/site_b/east/timely_planner", "site_b/east"),
+])  # fmt: skip
+def test_the_planner_section_may_name_its_fully_qualified_name(
+    key: str, namespace: str | None
+) -> None:
+    body = _planner(**({"namespace": namespace} if namespace else {}))["timely_planner"]
+    planner = parse_bringup({key: body}).planner
+    assert planner is not None and planner.namespace == (namespace or "timely")
+
+
+@pytest.mark.parametrize("host", ["192.168.10.1", "127.0.0.2", "tello.local", "tello-1"])
+def test_a_tello_host_is_an_address_or_a_host_name(host: str) -> None:
+    doc = {"/t1/timely_skill_executor": {"ros__parameters": {"backend": "tello",
+                                                              "tello_host": host}}}  # fmt: skip
+    assert parse_bringup(doc).executors[0].tello_host == host
 
 
 def test_unreadable_and_invalid_yaml(tmp_path: Path) -> None:
@@ -292,6 +342,20 @@ def test_a_kv_budget_too_small_for_the_prompts_names_the_setting(tmp_path: Path)
     assert params is not None
     with pytest.raises(ConfigError, match=r"kv_budget_mb=64 is too small: robot 'drone1': prefix"):
         build_service(params)
+
+
+def test_a_torch_kv_budget_below_one_block_names_kv_budget_mb(tmp_path: Path) -> None:
+    """Not the engine's own `device_kv_bytes=1048`, which no config file has."""
+    from timely_ros.checkpoint import planner_checkpoint
+    from timely_ros.service_factory import build_service
+
+    raw = _planner(engine="torch", model_path=str(planner_checkpoint(tmp_path)), kv_budget_mb=0.001)
+    params = parse_bringup(raw).planner
+    assert params is not None
+    with pytest.raises(ConfigError, match=r"^kv_budget_mb=0.001 is less than one KV block of "
+                       r"this model \(0.03125 MiB\)") as raised:  # fmt: skip
+        build_service(params)
+    assert "device_kv_bytes" not in str(raised.value)
 
 
 def test_a_kv_budget_that_holds_the_prompts_but_no_whole_plan_is_refused(

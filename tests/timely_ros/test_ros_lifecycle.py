@@ -6,6 +6,8 @@ are refused while configured."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import threading
 from functools import partial
 from pathlib import Path
@@ -14,10 +16,13 @@ from typing import Any
 import pytest
 
 from tests.timely_ros.ros_support import (
+    PYTHON,
+    REPO,
     TEST_PLANNER_TIMEOUT_S,
     RosClient,
     StartNodes,
     lrtrace_goal_fields,
+    ros_env,
     start_arm_and_planner,
     timely_cli,
     wait_until,
@@ -166,3 +171,34 @@ def test_deactivate_stops_goals_that_outlast_the_drain(
     assert "planner deactivated: the goal did not end within 0.5 s" in call.final_result().error
     task_id = call.segments[0].task_id
     robot.wait_for_output(rf"event=segment_cancelled robot=arm1 task={task_id}", 20)
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("transition", ["get", "activate"])
+def test_ctrl_c_while_waiting_for_a_planner_ends_quietly_with_130(
+    ros_client: RosClient, tmp_path: Path, transition: str
+) -> None:
+    """No planner: Ctrl-C in the wait for its lifecycle service ends the command as
+    the other commands end (no KeyboardInterrupt traceback out of rclpy, not -2)."""
+    command = subprocess.Popen(
+        [PYTHON, "-m", "timely_ros.cli", "lifecycle", transition, "--wait", "300"],
+        cwd=REPO,
+        env=ros_env(tmp_path / "ros_log"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:  # its node is up: it waits for the planner's service
+        names = ros_client.node.get_node_names
+        wait_until(
+            lambda: "timely_lifecycle_cli" in names() or command.poll() is not None,
+            60,
+            "the command's node",
+        )
+        command.send_signal(signal.SIGINT)
+        out, err = command.communicate(timeout=60)
+    finally:
+        if command.poll() is None:
+            command.kill()
+    assert command.returncode == 130, out + err
+    assert "Traceback" not in err and not out, out + err

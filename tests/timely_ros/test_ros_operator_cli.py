@@ -34,6 +34,8 @@ def test_goal_ids_are_parsed_strictly() -> None:
     for bad in ("", "zz", "0011", "00112233445566778899aabbccddeeff00"):
         with pytest.raises(ValueError, match="32 hex digits"):
             parse_goal_id(bad)
+    with pytest.raises(ValueError, match="all zeros, which ROS reads as every goal"):
+        parse_goal_id("0" * 32)  # the cancel service's every-goal id: that is --all
 
 
 @pytest.mark.parametrize(

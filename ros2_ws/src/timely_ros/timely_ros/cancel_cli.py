@@ -18,6 +18,7 @@ from timely_interfaces.msg import ServiceStatus
 from timely_ros.config import PlannerNames, planner_names
 from timely_ros.qos import DEEP, TOPIC
 
+CANCEL_ALL = bytes(16)  # the cancel request's goal id for every goal (with a zero stamp)
 _RETURN = {
     CancelGoal.Response.ERROR_REJECTED: "the planner refused to cancel it",
     CancelGoal.Response.ERROR_UNKNOWN_GOAL_ID: "no such goal",
@@ -26,7 +27,8 @@ _RETURN = {
 
 
 def parse_goal_id(text: str) -> bytes:
-    """A goal id: 32 hex digits (dashes allowed, as in a printed UUID)."""
+    """A goal id: 32 hex digits (dashes allowed, as in a printed UUID). Not all
+    zeros: to the action's cancel service that id means every goal (`--all`)."""
     raw = text.replace("-", "").strip().lower()
     try:
         value = bytes.fromhex(raw)
@@ -34,6 +36,11 @@ def parse_goal_id(text: str) -> bytes:
         value = b""
     if len(value) != 16:
         raise ValueError(f"goal id {text!r} is not 32 hex digits")
+    if value == CANCEL_ALL:
+        raise ValueError(
+            f"goal id {text!r} is all zeros, which ROS reads as every goal; no goal has "
+            "it (to cancel every goal: --all)"
+        )
     return value
 
 
@@ -97,7 +104,7 @@ def run_cancel(
             print(f"timely cancel: no planner after {wait_s:g} s", file=sys.stderr)
             return 1
         if everything:
-            targets.append(bytes(16))
+            targets.append(CANCEL_ALL)
         failed = False
         if robot:  # one goal at a time: the status names each robot's oldest
             for attempt in range(1000):
@@ -120,7 +127,7 @@ def run_cancel(
                 time.sleep(0.3)  # the next status shows the robot's next goal
         for goal_id in targets:
             ok, text = _cancel(node, client, goal_id, wait_s)
-            label = "all goals" if goal_id == bytes(16) else goal_id.hex()
+            label = "all goals" if goal_id == CANCEL_ALL else goal_id.hex()
             print(f"{label}: cancelled {text}" if ok else f"{label}: {text}")
             failed |= not ok
         return 1 if failed else 0

@@ -17,12 +17,13 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import threading
 from collections.abc import Sequence
 
 from pydantic import ValidationError
 
 from timely_core.scheduling.tuf import Tuf
-from timely_ros.config import ConfigError
+from timely_ros.config import ConfigError, check_robot_id
 
 LIFECYCLE_COMMANDS = ("get", "configure", "activate", "deactivate", "cleanup", "shutdown")
 
@@ -39,8 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--only", choices=("all", "planner", "executors"), default="all")
 
     plan = sub.add_parser("plan", help="send one PlanTask goal and print what streams back")
-    plan.add_argument("instruction")
-    plan.add_argument("--robot", required=True, help="robot id, e.g. drone1")
+    plan.add_argument("instruction", type=_instruction)
+    plan.add_argument("--robot", required=True, type=_robot_id, help="robot id, e.g. drone1")
     urgency = plan.add_mutually_exclusive_group()
     urgency.add_argument("--urgent", action="store_true", help="urgent TUF preset")
     urgency.add_argument(
@@ -74,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument(
         "--resubmit",
-        type=int,
+        type=_count,
         default=0,
         help="times to resend a goal lost because the planner stopped responding or restarted",
     )
@@ -86,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
 
     scene = sub.add_parser("scene", help="publish what a robot perceives (its scene topic)")
     scene.add_argument("scene", help="the scene text; empty withdraws the robot's scene")
-    scene.add_argument("--robot", required=True, help="robot id, e.g. drone1")
+    scene.add_argument("--robot", required=True, type=_robot_id, help="robot id, e.g. drone1")
     scene.add_argument("--topic", default="", help="scene topic (default /<robot>/scene)")
     scene.add_argument("--wait", type=_seconds, default=5.0, help="seconds to wait for the planner")
 
@@ -98,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
 
     cancel = sub.add_parser("cancel", help="cancel PlanTask goals")
     cancel.add_argument("goal_ids", nargs="*", help="goal ids (hex, as timely plan/status print)")
-    cancel.add_argument("--robot", default="", help="cancel every goal of this robot")
+    cancel.add_argument("--robot", type=_robot_id, help="cancel every goal of this robot")
     cancel.add_argument("--all", action="store_true", help="cancel every goal")
     cancel.add_argument(
         "--wait", type=_seconds, default=5.0, help="seconds to wait for the planner"
@@ -108,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
         "approve", help="approve or deny a segment waiting for an operator; --list them"
     )
     approve.add_argument("request_id", nargs="?", default="", help="as --list prints it")
-    approve.add_argument("--robot", default="", help="the robot's oldest waiting segment")
+    approve.add_argument("--robot", type=_robot_id, help="the robot's oldest waiting segment")
     approve.add_argument("--deny", action="store_true", help="deny: the goal ends, nothing sent")
     approve.add_argument("--reason", default="", help="why (shown in the goal's error)")
     approve.add_argument("--list", action="store_true", help="list the waiting segments")
@@ -178,11 +179,46 @@ def _seconds(text: str) -> float:
 
 
 def _positive_seconds(text: str) -> float:
-    """A duration: a finite number > 0."""
-    value = _seconds(text)
-    if value == 0 or math.isinf(value):
+    """A duration: a finite number > 0, one a thread can wait (beyond TIMEOUT_MAX,
+    about 292 years, Event.wait raises OverflowError)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 < value < math.inf):
         raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
+    if value > threading.TIMEOUT_MAX:
+        raise argparse.ArgumentTypeError(
+            f"expected seconds <= {threading.TIMEOUT_MAX:.3g}, got {text!r}"
+        )
     return value
+
+
+def _count(text: str) -> int:
+    """How many times: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def _robot_id(text: str) -> str:
+    """A robot id as the planner takes it (config.ROBOT_ID_PATTERN), checked before
+    any planner is contacted: every command that names a robot uses this check."""
+    try:
+        return check_robot_id(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _instruction(text: str) -> str:
+    """What to plan: not blank (the planner would reject it)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the instruction is empty: say what the robot should do")
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -220,13 +256,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "cancel":
             from timely_ros.cancel_cli import run_cancel
 
-            return run_cancel(args.goal_ids, args.robot, args.all, args.wait, args.namespace)
+            return run_cancel(args.goal_ids, args.robot or "", args.all, args.wait, args.namespace)
         if args.command == "approve":
             from timely_ros.approve_cli import run_approve
 
             return run_approve(
                 args.request_id,
-                args.robot,
+                args.robot or "",
                 args.deny,
                 args.list,
                 args.reason,
@@ -243,6 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"timely: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C where a command does not end on it itself
+        return 130
 
 
 if __name__ == "__main__":

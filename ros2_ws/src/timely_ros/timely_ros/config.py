@@ -17,6 +17,7 @@ these models from them, so a bad value fails with an error that names it.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import types
@@ -31,22 +32,27 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
 from robot_models.safety_limits import SafetyLimits
 from robot_models.skills import SkillSet
 from timely_core.tools.spec import ToolSpec
+from timely_ros.param_yaml import load_rcl_yaml
 
 PLANNER_NODE = "timely_planner"
 STREAMED_PATH_TOOL = "streamed_path"  # the planner's own tool of a robot with streamed skills
 EXECUTOR_NODE = "timely_skill_executor"
 DEFAULT_NAMESPACE = "timely"
+MAX_RESULT_TIMEOUT_S = 7 * 86400.0  # a week: a goal's longest run
 # The planner's section of a parameter file. ROS 2 matches sections to fully
 # qualified node names, and the planner lives in a namespace: `/**/timely_planner`
-# matches it in any (the bare name is accepted too, as `timely up` reads it).
+# matches it in any, `/<namespace>/timely_planner` in its own (the one its
+# `namespace` parameter names); the bare name is accepted too, as `timely up` reads it.
 PLANNER_KEYS = (f"/**/{PLANNER_NODE}", PLANNER_NODE, f"/{PLANNER_NODE}")
 NAMESPACE_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}(/[A-Za-z][A-Za-z0-9_]{0,63}){0,7}$"
+_PLANNER_FQN = re.compile(rf"^/({NAMESPACE_PATTERN[1:-1]})/{PLANNER_NODE}$")
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,16 @@ class ConfigError(ValueError):
     """A configuration file or parameter set is invalid; the message names what."""
 
 
+def check_robot_id(robot_id: str) -> str:
+    """`robot_id` if it is one the planner serves (ROBOT_ID_PATTERN: it names the
+    robot's topics and parameters), else ValueError saying what an id is."""
+    if not re.match(ROBOT_ID_PATTERN, robot_id):
+        raise ValueError(
+            f"robot id {robot_id!r}: use a letter, then letters, digits or '_' (at most 64)"
+        )
+    return robot_id
+
+
 # Why the engines that serve no fleet variants refuse them (at configuration, never
 # ignored).
 _NO_VARIANTS = {
@@ -99,7 +115,10 @@ _NO_VARIANTS = {
 class _TypedValues(BaseModel):
     """A config model that takes numbers and flags as their own types only: pydantic's
     lax mode would read `max_queue: true` as a queue of 1 and `dispatch: "no"` as
-    false, where the node's own parameter path refuses them."""
+    false, where the node's own parameter path refuses them. No field takes nan or
+    inf: each is a bounded quantity, and nan fails every bound with a wrong message."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -295,7 +314,10 @@ class PlannerParams(_TypedValues):
         default=0.5, gt=0, le=1.0, description="period of the status and /diagnostics topics"
     )
     result_timeout_s: float = Field(
-        default=120.0, gt=0, description="a goal that runs longer is stopped and aborted"
+        default=120.0,
+        gt=0,
+        le=MAX_RESULT_TIMEOUT_S,  # a timer beyond the platform's time_t would never fire
+        description="a goal that runs longer is stopped and aborted (at most a week)",
     )
     robot_answer_timeout_s: float = Field(
         default=10.0,
@@ -565,6 +587,21 @@ def _default(name: str) -> Any:
 
 
 Backend = Literal["sim-drone", "sim-arm", "tello"]
+_HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
+
+def check_host(host: str) -> str:
+    """`host` if it is an IPv4 address or a host name (djitellopy's sockets are
+    IPv4), else ValueError: `999.1.1.1` would only fail at the first command."""
+    if re.fullmatch(r"[0-9.]+", host):  # digits and dots: an address, or nothing
+        try:
+            return str(ipaddress.IPv4Address(host))
+        except ValueError:
+            raise ValueError(f"{host!r} is not an IPv4 address") from None
+    labels = host.removesuffix(".").split(".")
+    if len(host) > 253 or not all(_HOST_LABEL.match(label) for label in labels):
+        raise ValueError(f"{host!r} is neither an IPv4 address nor a host name")
+    return host
 
 
 class ExecutorParams(_TypedValues):
@@ -596,7 +633,9 @@ class ExecutorParams(_TypedValues):
     fail_times: int = Field(
         default=1, ge=0, le=1000, description="calls of each of `fail_skills` that fail"
     )
-    tello_host: str = Field(default="192.168.10.1", description="the Tello's SDK address")
+    tello_host: str = Field(
+        default="192.168.10.1", description="the Tello's SDK address: IPv4 or a host name"
+    )
     tello_port: int = Field(default=8889, ge=1, le=65535, description="the Tello's SDK port")
     tello_timeout_s: int = Field(
         default=7, ge=1, le=120, description="per Tello command (whole seconds, as djitellopy)"
@@ -620,6 +659,11 @@ class ExecutorParams(_TypedValues):
         pattern=NAMESPACE_PATTERN,
         description="the namespace of the planner whose heartbeat the robot follows",
     )
+
+    @field_validator("tello_host")
+    @classmethod
+    def _host(cls, host: str) -> str:
+        return check_host(host)
 
     @property
     def robot_type(self) -> str:
@@ -683,9 +727,19 @@ def planner_params(raw: dict[str, Any]) -> PlannerParams:
         raise ConfigError(f"{PLANNER_NODE}: robot ids must be unique; repeated: {', '.join(dupes)}")
     robots = []
     for rid in ids:
+        if rid in PlannerParams.model_fields:  # its settings would be that parameter
+            raise ConfigError(
+                f"{PLANNER_NODE}: robot id {rid!r} is the name of a planner parameter; "
+                "give the robot another id"
+            )
         spec = raw.pop(rid, None)
-        if not isinstance(spec, dict):
+        if spec is None:
             raise ConfigError(f"{PLANNER_NODE}: robot {rid!r} is listed but has no settings")
+        if not isinstance(spec, dict):
+            raise ConfigError(
+                f"{PLANNER_NODE}: robot {rid!r}: its settings must be a mapping "
+                f"({{type: drone|arm, ...}}), got {spec!r}"
+            )
         robots.append({"id": rid, **spec})
     try:
         return PlannerParams.model_validate({**raw, "robots": robots})
@@ -706,6 +760,7 @@ def parse_bringup(doc: Any, source: str = "config") -> BringupConfig:
         raise ConfigError(f"{source}: expected a mapping of node names to ros__parameters")
     planner: PlannerParams | None = None
     executors: list[ExecutorParams] = []
+    sections: dict[str, str] = {}  # node -> the section that configures it
     for key, body in doc.items():
         if not isinstance(body, dict) or set(body) != {"ros__parameters"}:
             raise ConfigError(f"{source}: node {key!r} must hold exactly 'ros__parameters'")
@@ -715,21 +770,20 @@ def parse_bringup(doc: Any, source: str = "config") -> BringupConfig:
                 f"{source}: node {key!r}: ros__parameters must be a mapping of parameter "
                 f"names to values, got a {type(params).__name__}"
             )
-        if str(key) in PLANNER_KEYS:
-            planner = planner_params(params)
-            continue
-        match = _EXECUTOR_KEY.match(str(key))
-        if match is None:
+        node = _section_node(str(key), source)
+        if node in sections:  # ROS 2 would merge both, `timely up` keep one: refused
             raise ConfigError(
-                f"{source}: unknown node {key!r}; expected '/**/{PLANNER_NODE}' "
-                f"or '/<robot_id>/{EXECUTOR_NODE}'"
+                f"{source}: sections {sections[node]!r} and {key!r} both configure "
+                f"{'the planner' if node == PLANNER_NODE else node}; give its parameters in one"
             )
-        executors.append(executor_params(match.group(1), params))
+        sections[node] = str(key)
+        if node == PLANNER_NODE:
+            planner = planner_params(params)
+            _check_planner_section(str(key), planner, source)
+        else:
+            executors.append(executor_params(node.split("/")[1], params))
     if planner is None and not executors:
         raise ConfigError(f"{source}: configures no node")
-    ids = [e.robot_id for e in executors]
-    if len(set(ids)) != len(ids):
-        raise ConfigError(f"{source}: a robot has two skill executors")
     for executor in executors:  # a drone planned for an arm fails every goal at run time
         robot = planner.robot(executor.robot_id) if planner is not None else None
         if robot is not None and robot.type != executor.robot_type:
@@ -740,11 +794,44 @@ def parse_bringup(doc: Any, source: str = "config") -> BringupConfig:
     return BringupConfig(planner=planner, executors=executors)
 
 
+def _section_node(key: str, source: str) -> str:
+    """The node a parameter-file section configures: PLANNER_NODE, or
+    `/<robot_id>/timely_skill_executor`; ConfigError for any other."""
+    if key in PLANNER_KEYS or _PLANNER_FQN.match(key):
+        return PLANNER_NODE
+    match = _EXECUTOR_KEY.match(key)
+    if match is None:
+        raise ConfigError(
+            f"{source}: unknown node {key!r}; expected '/**/{PLANNER_NODE}', "
+            f"'/<namespace>/{PLANNER_NODE}' or '/<robot_id>/{EXECUTOR_NODE}'"
+        )
+    return f"/{match.group(1)}/{EXECUTOR_NODE}"
+
+
+def _check_planner_section(key: str, planner: PlannerParams, source: str) -> None:
+    """A section naming the planner's fully qualified name names the namespace it
+    runs in: ROS 2 applies `/site_b/timely_planner` to no planner in `timely`."""
+    match = _PLANNER_FQN.match(key)
+    if match is not None and match.group(1) != planner.namespace:
+        raise ConfigError(
+            f"{source}: section {key!r} names the planner in namespace "
+            f"'{match.group(1)}', but its namespace parameter is {planner.namespace!r}; "
+            f"set namespace: {match.group(1)} or name the section "
+            f"'/{planner.namespace}/{PLANNER_NODE}' (or '/**/{PLANNER_NODE}')"
+        )
+
+
 def load_bringup(path: str | Path) -> BringupConfig:
-    """Read and validate a bring-up YAML file."""
+    """Read and validate a bring-up YAML file (its values typed as rcl types them)."""
+    return parse_bringup(read_params_file(path), str(path))
+
+
+def read_params_file(path: str | Path) -> Any:
+    """A ROS 2 parameter file's document, typed as rcl types it; ConfigError naming a
+    file that cannot be read, is not UTF-8 or not YAML, or gives a key twice."""
     path = Path(path)
     try:
-        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+        return load_rcl_yaml(path.read_text(encoding="utf-8"))
     except OSError as err:
         raise ConfigError(f"cannot read config {path}: {err.strerror}") from None
     except UnicodeDecodeError as err:
@@ -752,24 +839,16 @@ def load_bringup(path: str | Path) -> BringupConfig:
             f"{path} is not UTF-8 text (byte {err.start}): save it as UTF-8"
         ) from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path} is not valid YAML: {err}") from None
-    return parse_bringup(doc, str(path))
+        raise ConfigError(f"{path} is not valid YAML: {_yaml_problem(err)}") from None
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key given twice in one mapping: its last value
-    would win silently (a robot's settings, a second executor for one robot)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is given twice", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """PyYAML's error on one line: where, then what (its own text quotes the line)."""
+    if not isinstance(err, yaml.MarkedYAMLError) or err.problem_mark is None:
+        return " ".join(str(err).split())
+    mark = err.problem_mark
+    what = "; ".join(str(part) for part in (err.context, err.problem) if part)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {what}"
 
 
 def planner_to_parameters(params: PlannerParams) -> dict[str, Any]:

@@ -31,6 +31,7 @@ def run_scene(robot: str, scene: str, topic: str, wait_s: float) -> int:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
         print(f"timely scene: {problems}", file=sys.stderr)
         return 2
+    what = f"--topic {topic!r}" if topic else f"robot {robot!r}'s scene topic"
     topic = topic or f"/{robot}/scene"
     rclpy.init()
     node = Node("timely_scene_cli")
@@ -38,10 +39,7 @@ def run_scene(robot: str, scene: str, topic: str, wait_s: float) -> int:
         try:
             publisher = node.create_publisher(String, topic, LATEST)
         except InvalidTopicNameException as err:
-            print(
-                f"timely scene: --topic {topic!r} is not a valid topic name ({err})",
-                file=sys.stderr,
-            )
+            print(f"timely scene: {what} is not a valid topic name ({err})", file=sys.stderr)
             return 2
         deadline = time.monotonic() + wait_s
         while publisher.get_subscription_count() == 0:  # volatile: nobody would hear it

@@ -3,6 +3,7 @@ registered robots)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,11 @@ def build_engine(
         from timely_core.engine.torch.config import EngineConfig
         from timely_core.engine.torch.engine import TorchEngine
 
-        engine = TorchEngine(path, EngineConfig(device_kv_bytes=kv_bytes, host_kv_bytes=kv_bytes))
+        try:
+            kv = EngineConfig(device_kv_bytes=kv_bytes, host_kv_bytes=kv_bytes)
+            engine = TorchEngine(path, kv)
+        except ValueError as err:
+            raise _below_one_block(params, err) from None
         load_adapters(engine, params, path)  # fleet variants, served beside the base
         return engine
     if params.engine in ("vllm", "vllm-server"):
@@ -84,6 +89,19 @@ def build_engine(
         eos_token_id=0 if eos is None else int(eos), device_blocks=blocks, host_blocks=blocks
     )
     return PacedSimulatedEngine(PAPER_LLAMA3_8B_RTX4090, KnownPlans(tokenizer, languages), config)
+
+
+def _below_one_block(params: PlannerParams, err: ValueError) -> Exception:
+    """The engine's "device_kv_bytes=N is less than one KV block" in the planner's
+    own words (kv_budget_mb); any other ValueError as it is."""
+    block = re.search(r"less than one KV block \((\d+) bytes", str(err))
+    if block is None:
+        return err
+    block_mb = int(block.group(1)) / 2**20
+    return ConfigError(
+        f"kv_budget_mb={params.kv_budget_mb:g} is less than one KV block of this model "
+        f"({block_mb:.4g} MiB); raise kv_budget_mb (a plan needs many blocks)"
+    )
 
 
 def build_vllm_engine(params: PlannerParams, path: Path) -> Any:

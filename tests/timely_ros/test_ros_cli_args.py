@@ -1,0 +1,66 @@
+"""`timely`'s own checks of its arguments: each refused with exit status 2, naming the
+argument, before any planner is contacted (no DDS here)."""
+
+from __future__ import annotations
+
+import pytest
+from timely_ros.cli import main
+
+ROBOT_ID_RULE = "use a letter, then letters, digits or '_' (at most 64)"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # one robot id check (the planner's pattern) for every command that names one
+        (["plan", "--robot", "drone 1", "go"],
+         f"argument --robot: robot id 'drone 1': {ROBOT_ID_RULE}"),
+        (["plan", "--robot", "", "go"], "argument --robot: robot id ''"),
+        (["scene", "--robot", "1drone", "a sofa"], "argument --robot: robot id '1drone'"),
+        (["scene", "--robot", "drone-1", "a sofa"], "argument --robot: robot id 'drone-1'"),
+        (["cancel", "--robot", "drone 1"], "argument --robot: robot id 'drone 1'"),
+        (["approve", "--robot", "arm/1"], "argument --robot: robot id 'arm/1'"),
+        (["plan", "--robot", "drone1", ""], "argument instruction: the instruction is empty"),
+        (["plan", "--robot", "drone1", "  "], "argument instruction: the instruction is empty"),
+        (["plan", "--robot", "drone1", "--resubmit", "-2", "go"],
+         "argument --resubmit: expected a whole number >= 0, got '-2'"),
+        (["plan", "--robot", "drone1", "--resubmit", "x", "go"], "expected a whole number >= 0"),
+        (["plan", "--robot", "drone1", "--respond-within", "-1", "go"],
+         "argument --respond-within: expected a finite number of seconds > 0, got '-1'"),
+        (["plan", "--robot", "drone1", "--respond-within", "0", "go"],
+         "expected a finite number of seconds > 0, got '0'"),
+        (["plan", "--robot", "drone1", "--respond-within", "x", "go"],
+         "expected a finite number of seconds > 0, got 'x'"),
+        # a result wait no thread can wait (Event.wait: OverflowError)
+        (["plan", "--robot", "drone1", "--timeout", "1e12", "go"],
+         "argument --timeout: expected seconds <= 9.22e+09, got '1e12'"),
+    ],
+)  # fmt: skip
+def test_arguments_are_refused_before_any_planner_is_contacted(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert "topic name" not in err  # (scene: no --topic was given to complain about)
+
+
+@pytest.mark.parametrize("goal_id", ["0" * 32, "00000000-0000-0000-0000-000000000000"])
+def test_cancel_refuses_the_all_zero_goal_id(
+    goal_id: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """To the action's cancel service the zero id means every goal: `--all` says so."""
+    assert main(["cancel", goal_id]) == 2
+    err = capsys.readouterr().err
+    assert "all zeros, which ROS reads as every goal" in err and "--all" in err, err
+
+
+def test_a_good_robot_id_and_resubmit_count_pass() -> None:
+    from timely_ros.cli import _parser
+
+    args = _parser().parse_args(["plan", "--robot", "Drone_1", "--resubmit", "0", "go"])
+    assert (args.robot, args.resubmit, args.instruction) == ("Drone_1", 0, "go")
+    args = _parser().parse_args(["cancel", "--all"])
+    assert args.robot is None  # not given: no robot check
