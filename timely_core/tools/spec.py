@@ -36,8 +36,8 @@ class ToolSpec(BaseModel):
     # there before the statement goes out) and an engine that can rewrite
     # (`RewritableEngine`); the planner must have been trained on them.
     append_observations: bool = False
-    cpu_s: float = Field(default=DEFAULT_CPU_S, gt=0, le=3600)
-    wall_s: float = Field(default=DEFAULT_WALL_S, gt=0, le=3600)
+    cpu_s: float = Field(default=DEFAULT_CPU_S, gt=0, le=3600, allow_inf_nan=False)
+    wall_s: float = Field(default=DEFAULT_WALL_S, gt=0, le=3600, allow_inf_nan=False)
     memory_mb: int = Field(default=DEFAULT_MEMORY_MB, ge=64, le=1 << 20)
     # Seconds a call usually takes to answer: the prior of the tool's answer-time
     # statistics (answer_times.py) until its first reply is measured. None: no

@@ -5,7 +5,10 @@ that never returns). It then waits for the "start" message, limits itself
 (`sandbox.py`), imports and starts the plugin, says "ready" with what the plugin
 consumes, then answers each call with one reply until "stop" or the end of the
 channel (the service is gone). A plugin that raises answers with an error naming
-the exception and where it was raised; a reply over the channel's limit
+the exception and where it was raised (one that exits ends the process: a crash);
+a reply with fields of the wrong type is answered with an error naming the field;
+a plugin that raises or exits in `__init__` is reported as a failed start naming
+the exception; a reply over the channel's limit
 (`MAX_MESSAGE_BYTES`), or one msgpack cannot carry, is answered with an error
 instead, and the process goes on. One that runs out of memory ends the process
 ("fatal"), which the host restarts, and so does a call past its CPU budget."""
@@ -46,9 +49,23 @@ def load_plugin(path: str, options: dict[str, Any]) -> ToolPlugin:
     if not (isinstance(cls, type) and issubclass(cls, ToolPlugin)):
         raise TypeError(f"{path} is not a ToolPlugin subclass")
     plugin = cls(options)
-    if not plugin.skills:
-        raise ValueError(f"{path} consumes no skills (set its `skills`)")
+    check_skills(path, plugin.skills)
     return plugin
+
+
+def check_skills(path: str, skills: object) -> None:
+    """`skills` must be a collection of names: a bare "pick" would otherwise be
+    read as the skills "p", "i", "c", "k", and a number would be made a name."""
+    if isinstance(skills, str | bytes) or not isinstance(skills, set | frozenset | list | tuple):
+        raise TypeError(
+            f"{path}.skills must be a set of skill names, e.g. frozenset({{'pick'}}), "
+            f"not {type(skills).__name__} {skills!r}"
+        )
+    wrong = [s for s in skills if not isinstance(s, str) or not s]
+    if wrong:
+        raise TypeError(f"{path}.skills holds {wrong!r}: each skill name must be a non-empty str")
+    if not skills:
+        raise ValueError(f"{path} consumes no skills (set its `skills`)")
 
 
 def start(channel: Channel) -> tuple[ToolPlugin, float]:
@@ -57,7 +74,7 @@ def start(channel: Channel) -> tuple[ToolPlugin, float]:
     try:
         limit_memory(int(message["memory_mb"]))
         plugin = load_plugin(str(message["plugin"]), dict(message.get("options") or {}))
-    except Exception as exc:  # reported to the host, which names the plugin
+    except (Exception, SystemExit) as exc:  # reported to the host, which names the plugin
         channel.send({"op": "failed", "message": f"{type(exc).__name__}: {exc}"})
         sys.exit(1)
     channel.send(
@@ -105,7 +122,22 @@ def answer(plugin: ToolPlugin, message: dict[str, Any]) -> ToolReply:
         return ToolReply.error(raised(exc, plugin))
     if not isinstance(reply, ToolReply):
         return ToolReply.error(f"the tool returned {type(reply).__name__}, not a ToolReply")
-    return reply
+    return malformed(reply) or reply
+
+
+def malformed(reply: ToolReply) -> ToolReply | None:
+    """An error naming what is wrong in a reply the host could not read (a non-str
+    `message`, an `argument` that is no index), or None when it is well formed."""
+    if not isinstance(reply.message, str):
+        kind = type(reply.message).__name__
+        return ToolReply.error(f"the tool's reply has a message of type {kind}, not str")
+    argument = reply.argument
+    if argument is not None and (isinstance(argument, bool) or not isinstance(argument, int)):
+        return ToolReply.error(
+            f"the tool's reply names argument={argument!r}: it must be an index into "
+            "call.args (an int from 0) or None"
+        )
+    return None
 
 
 def raised(exc: BaseException, plugin: ToolPlugin) -> str:
