@@ -1,22 +1,26 @@
-"""`python -m robot_models.blocks --zoo DIR {add,list,report,export}`: the block zoo.
+"""`python -m robot_models.blocks --zoo DIR {add,list,report,export,share}`: the block zoo.
 
 add NAME FOLDER [--base VARIANT]   a checkpoint (model.safetensors) or a peft LoRA
                                    adapter (needs --base: the variant it adapts)
 list                               variants, their kind, base and blocks
 report [--json]                    bytes stored vs the sum of the checkpoints
-export NAME OUT                    reassemble the variant's folder
+export NAME OUT                    reassemble the variant's folder (a new or empty
+                                   folder outside the zoo)
+share NAME --base B --fleet-variant V   logit-lens test and lazy sharing
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
 from robot_models.blocks.report import zoo_report
 from robot_models.blocks.zoo import BlockZoo, BlockZooError
+from robot_models.training.options import OptionError, at_least, check_output_file
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,10 +52,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_share_options(args: argparse.Namespace) -> None:
+    """Refuse what would only fail (or try every block, with nan) after the minutes of
+    scoring that sharing takes."""
+    if not math.isfinite(args.threshold):
+        raise OptionError("threshold", f"must be a finite number, got {args.threshold}")
+    at_least("tolerance", args.tolerance, 0)
+    at_least("calibration", args.calibration, 1)
+    if args.json is not None:
+        check_output_file(args.json, "json")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "share":
+        try:
+            check_share_options(args)
+        except OptionError as error:
+            parser.error(error.cli_message())
     zoo = BlockZoo(args.zoo)
     try:
+        zoo.check_root()
         if args.command == "add":
             result = zoo.add(args.name, args.folder, args.base)
             print(

@@ -11,6 +11,7 @@ unshared figures (not of the previous try, so small losses cannot add up).
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -71,7 +72,9 @@ def lazy_share(
         folder = Path(work)
 
         def exported(name: str) -> Path:
-            return zoo.export(name, folder / name)
+            out = folder / name
+            shutil.rmtree(out, ignore_errors=True)  # export refuses a non-empty folder
+            return zoo.export(name, out)
 
         similarity = block_similarities(
             load_checkpoint(exported(variant)),

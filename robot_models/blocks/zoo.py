@@ -37,6 +37,7 @@ from robot_models.blocks.tensor_file import (
     read_raw,
     save_tensors,
 )
+from robot_models.training.options import OptionError, check_output_dir
 
 CHECKPOINT_WEIGHTS = "model.safetensors"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -84,6 +85,12 @@ class BlockZoo:
         self.variants_dir = root / "variants"
 
     # -- reading -----------------------------------------------------------------
+    def check_root(self) -> None:
+        """Refuse a zoo path that is a file, which would otherwise list as an empty zoo
+        and fail adds with a traceback."""
+        if self.root.exists() and not self.root.is_dir():
+            raise BlockZooError(f"zoo {self.root} is a file, not a folder")
+
     def variants(self) -> list[str]:
         if not self.variants_dir.is_dir():
             return []
@@ -95,9 +102,12 @@ class BlockZoo:
             known = ", ".join(self.variants()) or "none"
             raise UnknownVariant(f"unknown variant {name!r} in zoo {self.root} (variants: {known})")
         try:
-            return VariantManifest.model_validate_json(path.read_text())
+            return VariantManifest.model_validate_json(path.read_bytes())
         except ValidationError as error:
-            raise BlockZooError(f"manifest {path} is damaged: {error}") from error
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            reason = f"{where}: {first['msg']}" if where else first["msg"]
+            raise BlockZooError(f"manifest {path} is damaged ({reason})") from error
 
     def block_tensors(self, digest: str) -> dict[str, RawTensor]:
         path = self.blocks_dir / f"{digest}.safetensors"
@@ -140,7 +150,10 @@ class BlockZoo:
             sharded = sorted(p.name for p in folder.glob("*.safetensors.index.json"))
             hint = f" (sharded checkpoints, {sharded[0]}, are not supported)" if sharded else ""
             raise BlockZooError(f"{path} is missing{hint}")
-        raw = read_raw(path)
+        try:
+            raw = read_raw(path)
+        except ValueError as error:  # not safetensors: named by tensor_file
+            raise BlockZooError(str(error)) from error
         base_manifest = self.manifest(base) if base is not None else None
         try:
             if kind == "lora":
@@ -274,6 +287,10 @@ class BlockZoo:
         """Write the variant's folder; without shared blocks its weights file is
         bit-identical to the one added (checked)."""
         manifest = self.manifest(name)
+        self._check_export_target(out)
+        missing = [f for f, d in manifest.files.items() if not (self.files_dir / d).is_file()]
+        if missing:
+            raise BlockZooError(f"file {missing[0]} of {name!r} is missing from the zoo")
         content = assemble(bytes.fromhex(manifest.header), self.variant_tensors(name))
         if (
             not manifest.shared_blocks
@@ -285,10 +302,19 @@ class BlockZoo:
         out.mkdir(parents=True, exist_ok=True)
         _write_atomic(out / manifest.weights_file, content)
         for file_name, digest in manifest.files.items():
-            source = self.files_dir / digest
-            if not source.is_file():
-                raise BlockZooError(
-                    f"file {file_name} ({digest}) of {name!r} is missing from the zoo"
-                )
-            _write_atomic(out / file_name, source.read_bytes())
+            _write_atomic(out / file_name, (self.files_dir / digest).read_bytes())
         return out
+
+    def _check_export_target(self, out: Path) -> None:
+        """An export writes a new folder: never into the zoo (its files would mix with
+        the blocks), over a file, or over a folder's files (a half-mixed checkpoint)."""
+        root = self.root.resolve()
+        target = out.resolve()
+        if target == root or root in target.parents:
+            raise BlockZooError(f"export folder {out} is inside zoo {self.root}")
+        try:
+            check_output_dir(out, "out")
+        except OptionError as error:
+            raise BlockZooError(f"export folder {error.reason}") from error
+        if out.is_dir() and any(out.iterdir()):
+            raise BlockZooError(f"export folder {out} exists and is not empty")

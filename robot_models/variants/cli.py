@@ -5,15 +5,30 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
 
 from robot_models.dataset import Example
+from robot_models.training.options import OptionError, at_least, check_output_dir, read_checkpoint
 from robot_models.variants.score import score
+from robot_models.variants.spec import VariantSpec, variant_spec
+
+# Config fields that count something a run needs at least one of, or may have none of.
+AT_LEAST_ONE = (
+    "steps",
+    "batch_size",
+    "prefix_every",
+    "train_examples",
+    "heldout_examples",
+    "threads",
+)
+AT_LEAST_ZERO = ("warmup_steps",)
 
 Config = TypeVar("Config")
+Checked = TypeVar("Checked")
 
 
 def add_config_flags(parser: argparse.ArgumentParser, config_type: type[Any]) -> None:
@@ -30,6 +45,59 @@ def add_config_flags(parser: argparse.ArgumentParser, config_type: type[Any]) ->
 
 def config_from(args: argparse.Namespace, config_type: type[Config]) -> Config:
     return config_type(**{f.name: getattr(args, f.name) for f in fields(config_type)})  # type: ignore[arg-type]
+
+
+def check_config(config: object) -> None:
+    """OptionError for a count or rate the training loop would crash on (batch size 0,
+    lr nan) or silently do nothing with (0 steps), before minutes of data building."""
+    for name in AT_LEAST_ONE:
+        if hasattr(config, name):
+            at_least(name, getattr(config, name), 1)
+    for name in AT_LEAST_ZERO:
+        if hasattr(config, name):
+            at_least(name, getattr(config, name), 0)
+    lr = getattr(config, "lr", 1.0)
+    if not (math.isfinite(lr) and lr > 0):
+        raise OptionError("lr", f"must be a finite number above 0, got {lr}")
+
+
+def checked_run(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    config: object,
+    names: Sequence[str],
+    outs: Sequence[Path],
+) -> tuple[list[VariantSpec], int]:
+    """The named variants' specs and the base's layer count, after refusing (one
+    argparse error line, status 2) an unknown variant, a base that is not a checkpoint,
+    an output folder that cannot be made, or a bad count: all found before any data is
+    built or step run."""
+    try:
+        specs = [variant_spec(name) for name in names]
+    except KeyError as error:
+        parser.error(str(error.args[0]))
+    layers = refused_by(parser, lambda: _check_run(args.base, config, outs))
+    return specs, layers
+
+
+def _check_run(base: Path, config: object, outs: Sequence[Path]) -> int:
+    """The base's layer count, after the checks of `checked_run`."""
+    check_config(config)
+    base_config, _ = read_checkpoint(base, "base")
+    layers = base_config.get("num_hidden_layers")
+    if not isinstance(layers, int):
+        raise OptionError("base", f"{base / 'config.json'} has no num_hidden_layers")
+    for out in outs:
+        check_output_dir(out, "out")
+    return layers
+
+
+def refused_by(parser: argparse.ArgumentParser, check: Callable[[], Checked]) -> Checked:
+    """`check()`'s result; an OptionError it raises exits as argparse's error line."""
+    try:
+        return check()
+    except OptionError as error:
+        parser.error(error.cli_message())
 
 
 def compare_with_base(

@@ -48,16 +48,28 @@ class FullTuneConfig:
     threads: int = 2
 
 
-def trainable_parameters(model: TinyLlama, config: FullTuneConfig) -> list[torch.nn.Parameter]:
-    """Freeze everything but `config.units` of the last `config.layers` layers (and
-    lm_head if asked)."""
-    count = len(model.model.layers)
+def check_layers(config: FullTuneConfig, count: int) -> None:
+    """ValueError unless `config.layers` fits a base of `count` layers (the commands
+    check it before data building, the trainer again on the model)."""
     if not 0 <= config.layers <= count or (config.layers == 0 and not config.lm_head):
         raise ValueError(f"layers must be 1 to {count} (or 0 with lm_head), not {config.layers}")
+
+
+def check_units(config: FullTuneConfig) -> list[str]:
+    """The layer units `config.units` names; ValueError for an unknown one or none."""
     units = [u.strip() for u in config.units.split(",") if u.strip()]
     unknown = [u for u in units if u not in LAYER_UNITS]
     if unknown or (config.layers and not units):
         raise ValueError(f"units {config.units!r}: give one or more of {', '.join(LAYER_UNITS)}")
+    return units
+
+
+def trainable_parameters(model: TinyLlama, config: FullTuneConfig) -> list[torch.nn.Parameter]:
+    """Freeze everything but `config.units` of the last `config.layers` layers (and
+    lm_head if asked)."""
+    count = len(model.model.layers)
+    check_layers(config, count)
+    units = check_units(config)
     for parameter in model.parameters():
         parameter.requires_grad_(False)
     modules: list[torch.nn.Module] = [

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig, get_peft_model
+from pydantic import ValidationError
 
+from robot_models.training.options import OptionError
 from robot_models.training.threads import torch_threads
 from robot_models.variants.adapter_shape import TARGET_MODULES, AdapterShape
 from robot_models.variants.data import VariantData
@@ -43,6 +45,23 @@ class LoraTrainConfig:
     train_examples: int = 1200
     heldout_examples: int = 60
     threads: int = 2
+
+
+def check_shape(config: LoraTrainConfig, layer_count: int) -> None:
+    """OptionError naming the flag of an adapter shape the base cannot take (rank 0, a
+    target that is no projection, a layer it lacks), before any data is built."""
+    try:
+        shape = AdapterShape.from_flags(config.rank, config.alpha, config.targets, config.layers)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "layers"
+        raise OptionError(field, first["msg"].removeprefix("Value error, ")) from None
+    except ValueError:  # a layer index that is not an integer
+        raise OptionError("layers", f"not comma-separated integers: {config.layers!r}") from None
+    try:
+        shape.check_layers(layer_count)
+    except ValueError as error:
+        raise OptionError("layers", str(error)) from None
 
 
 def _name_base(config_path: Path) -> None:

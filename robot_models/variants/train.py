@@ -14,19 +14,25 @@ is given), with train_stats.json and eval.json beside them.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
 from robot_models.checkpoints import default_planner_path
-from robot_models.variants.cli import add_config_flags, compare_with_base, config_from
+from robot_models.variants.cli import (
+    add_config_flags,
+    checked_run,
+    compare_with_base,
+    config_from,
+    refused_by,
+)
 from robot_models.variants.data import variant_data
-from robot_models.variants.lora import LoraTrainConfig, train_adapter
+from robot_models.variants.lora import LoraTrainConfig, check_shape, train_adapter
 from robot_models.variants.spec import (
     VARIANTS_DIR,
     TrainingOverrides,
     VariantSpec,
     load_fleet,
-    variant_spec,
 )
 
 
@@ -47,10 +53,14 @@ def main(argv: list[str] | None = None) -> int:
         for f in ("rank", "alpha", "targets", "layers", *TrainingOverrides.model_fields)
         if getattr(args, f) != getattr(defaults, f)
     }
-    specs = [variant_spec(n) for n in args.names] or list(load_fleet().values())
+    names = args.names or list(load_fleet())
+    outs = [args.out_root / n for n in names]
+    specs, base_layers = checked_run(parser, args, config, names, outs)
+    run_configs = {s.name: variant_config(s, config, flagged) for s in specs}
+    refused_by(parser, lambda: check_shapes(run_configs.values(), base_layers))
     for spec in specs:
         out = args.out_root / spec.name
-        run_config = variant_config(spec, config, flagged)
+        run_config = run_configs[spec.name]
         print(f"== {spec.name} ({spec.robot_type}) -> {out}", flush=True)
         data = variant_data(spec, config.train_examples, config.heldout_examples, config.seed)
         stats = train_adapter(
@@ -61,6 +71,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         compare_with_base(spec.name, args.base, data.heldout, out, out, "adapter", "adapter")
     return 0
+
+
+def check_shapes(configs: Iterable[LoraTrainConfig], base_layers: int) -> None:
+    """Every variant's adapter shape (fleet.yaml's, or the flags') checked against the
+    base before the first variant's data is built, so a bad one cannot wait behind
+    minutes of another variant's training."""
+    for config in configs:
+        check_shape(config, base_layers)
 
 
 def variant_config(

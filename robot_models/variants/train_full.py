@@ -13,10 +13,17 @@ import argparse
 from pathlib import Path
 
 from robot_models.checkpoints import default_planner_path
-from robot_models.variants.cli import add_config_flags, compare_with_base, config_from
+from robot_models.training.options import OptionError
+from robot_models.variants.cli import (
+    add_config_flags,
+    checked_run,
+    compare_with_base,
+    config_from,
+    refused_by,
+)
 from robot_models.variants.data import variant_data
-from robot_models.variants.full_tune import FullTuneConfig, full_tune
-from robot_models.variants.spec import VARIANTS_DIR, variant_spec
+from robot_models.variants.full_tune import FullTuneConfig, check_layers, check_units, full_tune
+from robot_models.variants.spec import VARIANTS_DIR
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,8 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     add_config_flags(parser, FullTuneConfig)
     args = parser.parse_args(argv)
     config = config_from(args, FullTuneConfig)
-    spec = variant_spec(args.name)
-    out: Path = args.out or VARIANTS_DIR / f"{spec.name}-full"
+    out: Path = args.out or VARIANTS_DIR / f"{args.name}-full"
+    (spec,), base_layers = checked_run(parser, args, config, [args.name], [out])
+    refused_by(parser, lambda: check_tuned_blocks(config, base_layers))
     print(f"== {spec.name} ({spec.robot_type}), last {config.layers} layers -> {out}", flush=True)
     data = variant_data(spec, config.train_examples, config.heldout_examples, config.seed)
     stats = full_tune(args.base, spec.robot_type, data, out, config, lambda s: print(s, flush=True))
@@ -40,6 +48,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     compare_with_base(spec.name, args.base, data.heldout, out, None, "full_tune", "fine-tune")
     return 0
+
+
+def check_tuned_blocks(config: FullTuneConfig, base_layers: int) -> None:
+    """OptionError for `--layers` or `--units` the base cannot train, before data."""
+    try:
+        check_layers(config, base_layers)
+    except ValueError as error:
+        raise OptionError("layers", str(error)) from None
+    try:
+        check_units(config)
+    except ValueError as error:
+        raise OptionError("units", str(error)) from None
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from robot_models.blocks.report import zoo_report
 from robot_models.blocks.zoo import BlockZoo, BlockZooError, UnknownVariant
 from robot_models.checkpoints import CHECKPOINT_DIR, default_planner_path
 from tests.robot_models.blocks_support import planner_copy, tiny_llama
+from tests.robot_models.cli_support import refusal
 
 PLANNER = default_planner_path()
 ADAPTER = CHECKPOINT_DIR / "variants" / "warehouse-drone"
@@ -209,3 +210,82 @@ def test_cli_share_names_an_unknown_fleet_variant_or_zoo_variant(
     assert "error: unknown variant 'tractor'; known: heavy-drone" in capsys.readouterr().err
     assert main([*z, *share, "warehouse-drone"]) == 2
     assert "error: unknown variant 'tuned' in zoo" in capsys.readouterr().err
+
+
+def test_a_zoo_path_that_is_a_file_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "zoo").write_text("x")
+    z = ["--zoo", str(tmp_path / "zoo")]
+    for argv in (["list"], ["report"], ["add", "base", str(PLANNER)]):
+        assert main([*z, *argv]) == 2
+        assert f"error: zoo {tmp_path / 'zoo'} is a file, not a folder" in capsys.readouterr().err
+
+
+def test_garbage_weights_and_damaged_zoo_are_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    z = ["--zoo", str(tmp_path / "zoo")]
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    (garbage / "model.safetensors").write_text("junk")
+    assert main([*z, "add", "g", str(garbage)]) == 2
+    assert "model.safetensors is not a safetensors file" in capsys.readouterr().err
+    assert main([*z, "add", "base", str(PLANNER)]) == 0
+    capsys.readouterr()
+    manifest = tmp_path / "zoo" / "variants" / "base.json"
+    intact = manifest.read_text()
+    manifest.write_text("{bad")
+    assert main([*z, "list"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: manifest {manifest} is damaged (Invalid JSON" in err
+    assert len(err.strip().splitlines()) == 1
+    manifest.write_text(intact)
+    for file in (tmp_path / "zoo" / "files").iterdir():
+        file.unlink()
+    assert main([*z, "export", "base", str(tmp_path / "out")]) == 2
+    assert "of 'base' is missing from the zoo" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # nothing half-exported
+
+
+def test_export_refuses_the_zoo_a_file_and_a_folder_in_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    zoo_dir = tmp_path / "zoo"
+    z = ["--zoo", str(zoo_dir)]
+    assert main([*z, "add", "base", str(PLANNER)]) == 0
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "keep.txt").write_text("mine")
+    refused = {
+        zoo_dir: "is inside zoo",
+        zoo_dir / "sub": "is inside zoo",
+        tmp_path / "afile": "exists and is not a folder",
+        tmp_path / "afile" / "sub": "is a file",
+        tmp_path / "used": "exists and is not empty",
+    }
+    for out, reason in refused.items():
+        assert main([*z, "export", "base", str(out)]) == 2
+        assert reason in capsys.readouterr().err
+    assert not (zoo_dir / "model.safetensors").exists()
+    assert sorted(p.name for p in (tmp_path / "used").iterdir()) == ["keep.txt"]
+    (tmp_path / "empty").mkdir()
+    assert main([*z, "export", "base", str(tmp_path / "empty")]) == 0
+    assert main([*z, "export", "base", str(tmp_path / "new" / "deep")]) == 0
+
+
+@pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        (["--threshold", "nan"], "argument --threshold: must be a finite number, got nan"),
+        (["--tolerance=-1"], "argument --tolerance: must be at least 0, got -1"),
+        (["--calibration", "0"], "argument --calibration: must be at least 1, got 0"),
+        (["--json", "/nonexistent-dir/x.json"], "argument --json: cannot write"),
+    ],
+)
+def test_share_refuses_bad_options_before_scoring(
+    flags: list[str], line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--zoo", str(tmp_path / "zoo"), "share", "tuned", "--base", "base"]
+    argv += ["--fleet-variant", "warehouse-drone", *flags]
+    assert line in refusal(main, argv, capsys)
