@@ -12,6 +12,8 @@ import pytest
 
 from tests.timely_ros.ros_support import NodeProcess, RosClient, claim_domain
 
+TAIL_CHARS = 6000
+
 
 @pytest.fixture(autouse=True)
 def ros_domain() -> Iterator[int]:
@@ -32,6 +34,11 @@ def node_processes(tmp_path: Path) -> Iterator[Callable[[dict[str, Any], str, st
     yield start
     for proc in reversed(started):
         proc.stop()
+    # pytest shows a test's teardown output only when it failed: each process's
+    # last words, whichever the assertion named
+    for proc in started:
+        print(f"==> {proc.log_path.name} (its last {TAIL_CHARS} characters)")
+        print(proc.output()[-TAIL_CHARS:])
 
 
 @pytest.fixture

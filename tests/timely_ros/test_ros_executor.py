@@ -1,11 +1,14 @@
 """`TimelyExecutor` shuts down without a callback handler failing after it: a handler
-queued behind a busy pool thread used to run once the guard condition was gone."""
+queued behind a busy pool thread used to run once the guard condition was gone, and
+one the spinning thread took just as another thread shut the executor down failed
+`spin` with "cannot schedule new futures after shutdown"."""
 
 from __future__ import annotations
 
 import gc
 import threading
 import warnings
+from typing import Any
 
 import pytest
 import rclpy
@@ -75,3 +78,39 @@ def test_ros_plain_executor_fails_a_handler_queued_at_shutdown() -> None:
 
 def test_ros_timely_executor_cancels_queued_handlers_at_shutdown() -> None:
     assert _errors_after_shutdown(TimelyExecutor) == []
+
+
+def _spin_once_shut_down_mid_way(kind: type[MultiThreadedExecutor]) -> None:
+    """One `spin_once` whose ready handler is taken, then the executor shut down
+    (as by another thread) before the handler reaches the pool."""
+    context = Context()
+    rclpy.init(context=context, domain_id=ros_support.DOMAIN_ID)
+    executor = kind(num_threads=2, context=context)
+    try:
+        node = Node("executor_taken_at_shutdown", context=context)
+        node.create_timer(0.001, lambda: None)
+        executor.add_node(node)
+        take = executor.wait_for_ready_callbacks
+
+        def take_then_shut_down(*args: Any, **kwargs: Any) -> Any:
+            ready = take(*args, **kwargs)
+            executor.shutdown(timeout_sec=0, wait_for_threads=False)
+            return ready
+
+        executor.wait_for_ready_callbacks = take_then_shut_down  # type: ignore[method-assign]
+        executor.spin_once(timeout_sec=2)
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+
+
+def test_ros_plain_executor_fails_spin_on_a_handler_taken_at_shutdown() -> None:
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        _spin_once_shut_down_mid_way(MultiThreadedExecutor)
+
+
+def test_ros_timely_executor_drops_a_handler_taken_at_shutdown() -> None:
+    with warnings.catch_warnings():  # the dropped handler's coroutine, never started
+        warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+        _spin_once_shut_down_mid_way(TimelyExecutor)
+        gc.collect()
