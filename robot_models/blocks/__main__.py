@@ -3,7 +3,8 @@
 add NAME FOLDER [--base VARIANT]   a checkpoint (model.safetensors) or a peft LoRA
                                    adapter (needs --base: the variant it adapts)
 list                               variants, their kind, base and blocks
-report [--json]                    bytes stored vs the sum of the checkpoints
+report [--json]                    bytes stored vs the sum of the checkpoints; exits 2
+                                   naming any variant whose blocks or files are gone
 export NAME OUT                    reassemble the variant's folder (a new or empty
                                    folder outside the zoo)
 share NAME --base B --fleet-variant V   logit-lens test and lazy sharing
@@ -101,6 +102,16 @@ def main(argv: list[str] | None = None) -> int:
                     f"{report.stored_bytes:,} ({report.ratio:.3f}x); distinct blocks in use "
                     f"{report.resident_bytes:,} tensor bytes"
                 )
+            for v in report.incomplete:
+                more = f" and {len(v.missing) - 1} more" if len(v.missing) > 1 else ""
+                print(
+                    f"error: variant {v.name!r} lacks {v.missing[0]}{more} in zoo {zoo.root} "
+                    "(it cannot be exported or served; adding the checkpoints it was made from "
+                    "again, under any name, stores their blocks and files again)",
+                    file=sys.stderr,
+                )
+            if report.incomplete:
+                return 2
         elif args.command == "share":
             from robot_models.blocks.share_fleet import (
                 result_record,

@@ -1,4 +1,5 @@
-"""What the zoo saves: bytes stored against the sum of the checkpoints added."""
+"""What the zoo saves: bytes stored against the sum of the checkpoints added, and
+which of a variant's blocks or files are gone from the zoo (an export would fail)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ class VariantReport:
     shared_blocks: int  # pointed at the base's block by the logit-lens test
     checkpoint_bytes: int  # its weights file and other files, as added
     own_bytes: int  # tensor bytes of chain blocks no other variant's chain holds
+    missing: tuple[str, ...] = ()  # its blocks ("block HASH") and files absent from the zoo
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,10 @@ class ZooReport:
     @property
     def ratio(self) -> float:
         return self.stored_bytes / max(1, self.checkpoints_bytes)
+
+    @property
+    def incomplete(self) -> list[VariantReport]:
+        return [v for v in self.variants if v.missing]
 
 
 def _folder_bytes(zoo: BlockZoo) -> int:
@@ -47,8 +53,15 @@ def zoo_report(zoo: BlockZoo) -> ZooReport:
             sizes[ref.hash] = ref.nbytes
     rows = []
     for m in manifests:
-        file_bytes = sum((zoo.files_dir / d).stat().st_size for d in m.files.values())
+        files = {name: zoo.files_dir / digest for name, digest in m.files.items()}
+        file_bytes = sum(path.stat().st_size for path in files.values() if path.is_file())
         own = sum(r.nbytes for r in {r.hash: r for r in m.blocks}.values() if users[r.hash] == 1)
+        missing = [
+            f"block {digest}"
+            for digest in sorted({r.hash for r in m.blocks})
+            if not (zoo.blocks_dir / f"{digest}.safetensors").is_file()
+        ]
+        missing += [f"file {name}" for name, path in sorted(files.items()) if not path.is_file()]
         rows.append(
             VariantReport(
                 m.name,
@@ -58,6 +71,7 @@ def zoo_report(zoo: BlockZoo) -> ZooReport:
                 len(m.shared_blocks),
                 m.weights_bytes + file_bytes,
                 own,
+                tuple(missing),
             )
         )
     return ZooReport(

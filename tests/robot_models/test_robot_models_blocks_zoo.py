@@ -289,3 +289,32 @@ def test_share_refuses_bad_options_before_scoring(
     argv = ["--zoo", str(tmp_path / "zoo"), "share", "tuned", "--base", "base"]
     argv += ["--fleet-variant", "warehouse-drone", *flags]
     assert line in refusal(main, argv, capsys)
+
+
+def test_report_names_a_variant_whose_block_or_file_is_gone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A block or file deleted from the zoo: the report still prints, then names the
+    variants that lack it and exits 2; adding the checkpoint again restores it."""
+    z = ["--zoo", str(tmp_path / "zoo")]
+    assert main([*z, "add", "base", str(PLANNER)]) == 0
+    assert main([*z, "add", "wd", str(ADAPTER), "--base", "base"]) == 0
+    assert main([*z, "report"]) == 0
+    capsys.readouterr()
+    zoo = BlockZoo(tmp_path / "zoo")
+    block = zoo.manifest("base").blocks[0].hash
+    (zoo.blocks_dir / f"{block}.safetensors").unlink()
+    file = next(iter(zoo.manifest("wd").files))
+    (zoo.files_dir / zoo.manifest("wd").files[file]).unlink()
+    assert main([*z, "report"]) == 2
+    out, err = capsys.readouterr()
+    assert "checkpoints " in out  # the table still printed
+    lines = err.strip().splitlines()
+    assert len(lines) == 2, err
+    assert lines[0].startswith(f"error: variant 'base' lacks block {block} in zoo")
+    assert lines[1].startswith(f"error: variant 'wd' lacks file {file} in zoo")
+    report = {v.name: v for v in zoo_report(zoo).variants}
+    assert report["base"].missing == (f"block {block}",)
+    assert main([*z, "add", "again", str(PLANNER)]) == 0
+    assert main([*z, "add", "wd-again", str(ADAPTER), "--base", "base"]) == 0
+    assert main([*z, "report"]) == 0
