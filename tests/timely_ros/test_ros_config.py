@@ -241,12 +241,18 @@ def test_goal_checks_name_the_field() -> None:
     assert urgent.request.tuf.initial_utility == 2.0
     custom = Tuf(expected_response_time_s=0.5, slope=-1.0, initial_utility=3.0)
     assert check_goal(goal(urgency="", tuf=custom), params).request.tuf.initial_utility == 3.0
+    # a goal as a client that fills only robot and instruction sends it: 'normal'
+    bare = check_goal(PlanTask.Goal(robot_id="drone1", instruction="find the cat"), params)
+    assert bare.request.tuf == ok.request.tuf and not bare.dispatch
     cases = [
         (goal(robot_id="drone9"), "robot_id 'drone9'"),
         (goal(robot_type="arm"), "robot_type 'arm'"),
         (goal(robot_id="arm1", dispatch=True), "without dispatch"),
         (goal(urgency="asap"), "urgency 'asap'"),
-        (goal(urgency=""), "expected_response_time_s"),
+        (
+            goal(urgency="", tuf=Tuf(slope=-1.0, initial_utility=1.0)),
+            "expected_response_time_s must be > 0",
+        ),
         (
             goal(urgency="", tuf=Tuf(expected_response_time_s=1.0, slope=1.0, initial_utility=1.0)),
             "slope",

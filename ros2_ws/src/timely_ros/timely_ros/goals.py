@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Final
 
 from pydantic import ValidationError
 from timely_interfaces.action import PlanTask
@@ -24,10 +25,17 @@ class CheckedGoal:
     dispatch: bool
 
 
+DEFAULT_URGENCY: Final = "normal"
+
+
 def goal_tuf(goal: PlanTask.Goal) -> Tuf:
-    """The goal's TUF: a preset by name, or the explicit `tuf` field; never both."""
+    """The goal's TUF: a preset by name, or the explicit `tuf` field; never both.
+    Neither (urgency empty, every tuf field zero, as a client that fills only the
+    robot and the instruction sends it): the 'normal' preset."""
     t = goal.tuf
     values = (t.expected_response_time_s, t.slope, t.initial_utility)
+    if not goal.urgency and all(v == 0 for v in values):
+        return Tuf.preset(DEFAULT_URGENCY)
     if goal.urgency:
         if goal.urgency not in ("normal", "urgent"):
             raise GoalError(f"urgency {goal.urgency!r} is not 'normal', 'urgent' or empty")
