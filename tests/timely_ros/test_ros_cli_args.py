@@ -31,6 +31,9 @@ ROBOT_ID_RULE = "use a letter, then letters, digits or '_' (at most 64)"
          "expected a finite number of seconds > 0, got '0'"),
         (["plan", "--robot", "drone1", "--respond-within", "x", "go"],
          "expected a finite number of seconds > 0, got 'x'"),
+        # finding a planner takes time: a wait of 0 could only fail
+        (["status", "--wait", "0"], "argument --wait: expected seconds > 0 (inf: for ever)"),
+        (["plan", "--robot", "drone1", "--wait", "0", "go"], "expected seconds > 0"),
         # a result wait no thread can wait (Event.wait: OverflowError)
         (["plan", "--robot", "drone1", "--timeout", "1e12", "go"],
          "argument --timeout: expected seconds <= 9.22e+09, got '1e12'"),

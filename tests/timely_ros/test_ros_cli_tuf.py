@@ -38,6 +38,8 @@ def test_no_option_is_a_preset() -> None:
         ((1e9, None, None), "--respond-within: Input should be less than or equal to 86400"),
         ((2.0, None, 1e7), "--utility: Input should be less than or equal to 1000000"),
         ((1.0, 1.000001, 10.0), r"--zero-after \(the utility it loses per second\): Input"),
+        # no --zero-after given: the slope is --respond-within's, at the default
+        ((1e-300, None, None), r"--respond-within \(with --zero-after at its default, 1.5 x"),
     ],
 )
 def test_a_wrong_combination_names_the_option(

@@ -1,4 +1,4 @@
-"""`StopSignals`: SIGINT and SIGTERM become a stop request the spin loop polls."""
+"""`StopSignals`: SIGINT, SIGTERM and SIGHUP become a stop request the spin loop polls."""
 
 from __future__ import annotations
 
@@ -17,16 +17,17 @@ def _deliver(sig: signal.Signals, stop: StopSignals) -> None:
         time.sleep(0.01)  # Python runs the handler between bytecodes of this thread
 
 
-def test_a_signal_requests_a_stop_and_later_ones_stay_absorbed() -> None:
+@pytest.mark.parametrize("first", [signal.SIGTERM, signal.SIGHUP], ids=["term", "hangup"])
+def test_a_signal_requests_a_stop_and_later_ones_stay_absorbed(first: signal.Signals) -> None:
     before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     try:
         with StopSignals() as stop:
             assert not stop.requested
-            _deliver(signal.SIGTERM, stop)
-            assert stop.requested and stop.received == ["SIGTERM"]
+            _deliver(first, stop)
+            assert stop.requested and stop.received == [first.name]
         os.kill(os.getpid(), signal.SIGINT)  # after the block: no KeyboardInterrupt
         time.sleep(0.05)
-        assert stop.received == ["SIGTERM", "SIGINT"]
+        assert stop.received == [first.name, "SIGINT"]
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)

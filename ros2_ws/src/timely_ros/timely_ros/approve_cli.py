@@ -16,6 +16,7 @@ from typing import Any
 
 import rclpy
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import String
 
 from timely_ros.approval_desk import ApprovalAnswer
@@ -62,7 +63,7 @@ def run_approve(
         print("timely approve: give a REQUEST_ID, --robot ROBOT or --list", file=sys.stderr)
         return 2
     names = planner_names(namespace)
-    rclpy.init()
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # client_signals.py
     node = Node("timely_approve_cli")
     try:
         pending = _Pending(node, names.absolute(names.approvals))

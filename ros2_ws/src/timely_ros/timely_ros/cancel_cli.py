@@ -13,6 +13,7 @@ from typing import Any
 import rclpy
 from action_msgs.srv import CancelGoal
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 from timely_interfaces.msg import ServiceStatus
 
 from timely_ros.config import PlannerNames, planner_names
@@ -92,7 +93,7 @@ def run_cancel(
         print("timely cancel: give goal ids, --robot ROBOT or --all", file=sys.stderr)
         return 2
     names = planner_names(namespace)
-    rclpy.init()
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # client_signals.py
     node = Node("timely_cancel_cli")
     try:
         client: Any = node.create_client(

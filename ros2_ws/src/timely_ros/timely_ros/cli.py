@@ -23,24 +23,35 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from timely_core.scheduling.tuf import Tuf
+from timely_ros.client_signals import stop_signals_as_ctrl_c
 from timely_ros.config import ConfigError, check_robot_id
 
 LIFECYCLE_COMMANDS = ("get", "configure", "activate", "deactivate", "cleanup", "shutdown")
+WAIT_HELP = "seconds to wait for the planner (default 5; inf: for ever)"
+# commands that talk to a running planner: SIGTERM and SIGHUP stop them as Ctrl-C does
+CLIENT_COMMANDS = ("plan", "scene", "status", "cancel", "approve", "lifecycle")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="timely", description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--namespace", default="timely", help="the planner's namespace (plan, status, cancel)"
+        "--namespace",
+        default="timely",
+        help="the planner's namespace, for the commands that talk to it (default timely)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
     up = sub.add_parser("up", help="start the planner and robot executors of a config")
     up.add_argument("config", help="bring-up YAML (ROS 2 parameter-file format)")
-    up.add_argument("--only", choices=("all", "planner", "executors"), default="all")
+    up.add_argument(
+        "--only",
+        choices=("all", "planner", "executors"),
+        default="all",
+        help="start only the planner or only the robot executors (default all)",
+    )
 
     plan = sub.add_parser("plan", help="send one PlanTask goal and print what streams back")
-    plan.add_argument("instruction", type=_instruction)
+    plan.add_argument("instruction", type=_instruction, help="what the robot should do")
     plan.add_argument("--robot", required=True, type=_robot_id, help="robot id, e.g. drone1")
     urgency = plan.add_mutually_exclusive_group()
     urgency.add_argument("--urgent", action="store_true", help="urgent TUF preset")
@@ -69,15 +80,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--scene", default="", help="what the robot perceives")
     plan.add_argument("--no-dispatch", action="store_true", help="plan only, do not execute")
-    plan.add_argument("--wait", type=_seconds, default=5.0, help="seconds to wait for the planner")
+    plan.add_argument("--wait", type=_seconds, default=5.0, help=WAIT_HELP)
     plan.add_argument(
-        "--timeout", type=_positive_seconds, default=300.0, help="seconds to wait for the result"
+        "--timeout",
+        type=_positive_seconds,
+        default=300.0,
+        help="seconds to wait for the result; then the goal is cancelled (default 300)",
     )
     plan.add_argument(
         "--resubmit",
         type=_count,
         default=0,
-        help="times to resend a goal lost because the planner stopped responding or restarted",
+        help="times to resend a goal lost because the planner stopped responding, restarted "
+        "or shut down (default 0)",
     )
     plan.add_argument(
         "--detach",
@@ -89,21 +104,17 @@ def _parser() -> argparse.ArgumentParser:
     scene.add_argument("scene", help="the scene text; empty withdraws the robot's scene")
     scene.add_argument("--robot", required=True, type=_robot_id, help="robot id, e.g. drone1")
     scene.add_argument("--topic", default="", help="scene topic (default /<robot>/scene)")
-    scene.add_argument("--wait", type=_seconds, default=5.0, help="seconds to wait for the planner")
+    scene.add_argument("--wait", type=_seconds, default=5.0, help=WAIT_HELP)
 
     status = sub.add_parser("status", help="the planner's queue, memory and robots")
     status.add_argument("--watch", action="store_true", help="keep the table live (Ctrl-C ends)")
-    status.add_argument(
-        "--wait", type=_seconds, default=5.0, help="seconds to wait for the planner"
-    )
+    status.add_argument("--wait", type=_seconds, default=5.0, help=WAIT_HELP)
 
     cancel = sub.add_parser("cancel", help="cancel PlanTask goals")
     cancel.add_argument("goal_ids", nargs="*", help="goal ids (hex, as timely plan/status print)")
     cancel.add_argument("--robot", type=_robot_id, help="cancel every goal of this robot")
     cancel.add_argument("--all", action="store_true", help="cancel every goal")
-    cancel.add_argument(
-        "--wait", type=_seconds, default=5.0, help="seconds to wait for the planner"
-    )
+    cancel.add_argument("--wait", type=_seconds, default=5.0, help=WAIT_HELP)
 
     approve = sub.add_parser(
         "approve", help="approve or deny a segment waiting for an operator; --list them"
@@ -113,15 +124,13 @@ def _parser() -> argparse.ArgumentParser:
     approve.add_argument("--deny", action="store_true", help="deny: the goal ends, nothing sent")
     approve.add_argument("--reason", default="", help="why (shown in the goal's error)")
     approve.add_argument("--list", action="store_true", help="list the waiting segments")
-    approve.add_argument(
-        "--wait", type=_seconds, default=5.0, help="seconds to wait for the planner"
-    )
+    approve.add_argument("--wait", type=_seconds, default=5.0, help=WAIT_HELP)
 
     lifecycle = sub.add_parser(
         "lifecycle", help="the planner's lifecycle state (get), or a transition to take"
     )
     lifecycle.add_argument("transition", choices=LIFECYCLE_COMMANDS)
-    lifecycle.add_argument("--wait", type=_seconds, default=5.0, help="seconds to wait for it")
+    lifecycle.add_argument("--wait", type=_seconds, default=5.0, help=WAIT_HELP)
 
     demo = sub.add_parser("demo", help="planner + simulated fleet + a short WID 1-style replay")
     demo.add_argument("--config", default=None, help="bring-up YAML (default: config/demo.yaml)")
@@ -153,10 +162,13 @@ def plan_tuf(
             f"({respond_within_s:g} s)"
         )
     beta = 1.0 if utility is None else utility
+    loss = "the utility it loses per second"
     names = {
         "expected_response_time_s": "--respond-within",
         "initial_utility": "--utility",
-        "slope": "--zero-after (the utility it loses per second)",
+        "slope": f"--zero-after ({loss})"
+        if zero_after_s is not None
+        else f"--respond-within (with --zero-after at its default, 1.5 x it: {loss})",
     }
     try:  # flat first: a slope out of range is --zero-after's only when the rest is valid
         flat = Tuf(expected_response_time_s=respond_within_s, slope=0.0, initial_utility=beta)
@@ -168,13 +180,14 @@ def plan_tuf(
 
 
 def _seconds(text: str) -> float:
-    """A time to wait: a number >= 0 (inf: for ever)."""
+    """A time to wait for the planner: a number > 0 (inf: for ever). Finding it over
+    DDS always takes some time, so 0 could only ever fail."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if math.isnan(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    if math.isnan(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0 (inf: for ever), got {text!r}")
     return value
 
 
@@ -223,6 +236,17 @@ def _instruction(text: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command not in CLIENT_COMMANDS:
+        return _run(args)
+    try:
+        with stop_signals_as_ctrl_c() as stop:
+            status = _run(args)
+    except KeyboardInterrupt:  # a signal as the command returned
+        status = 130
+    return stop.exit_status(status)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         if args.command == "up":
             from timely_ros.bringup import up

@@ -15,6 +15,8 @@ from timely_ros.config import PlannerParams
 
 KV_WARN_FRACTION = 0.9  # device KV this full: tasks start to wait for memory
 QUEUE_WARN_FRACTION = 0.8  # of max_queue: QueueFull is near
+# what a robot's state adds while the planner has not heard its executor
+NOT_HEARD_YET = "no heartbeat from its executor yet"
 
 
 def _status(
@@ -78,7 +80,7 @@ def diagnostics(
             _status(
                 DiagnosticStatus.ERROR if gone else level,
                 f"{node_name}: robot {robot_id}",
-                f"{state}; no heartbeat from its executor yet" if unheard else state,
+                f"{state}; {NOT_HEARD_YET}" if unheard and NOT_HEARD_YET not in state else state,
                 robot_id,
                 goal_id=goal or "-",
             )

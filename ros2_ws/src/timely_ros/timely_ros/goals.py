@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -26,6 +27,18 @@ class CheckedGoal:
 
 
 DEFAULT_URGENCY: Final = "normal"
+_SHUTTING_DOWN = re.compile(r"planner \S+ is shutting down")
+
+
+def shutting_down(planner: str) -> str:
+    """The error of a goal its planner aborted because the planner is going down."""
+    return f"planner {planner} is shutting down"
+
+
+def ended_by_shutdown(error: str) -> bool:
+    """The goal was aborted by its planner's shutdown (`shutting_down`), not by its
+    own plan: a client may send it again to the next planner."""
+    return _SHUTTING_DOWN.fullmatch(error) is not None
 
 
 def goal_tuf(goal: PlanTask.Goal) -> Tuf:

@@ -14,6 +14,7 @@ from timely_interfaces.msg import Segment as SegmentMsg
 from timely_interfaces.msg import Tuf as TufMsg
 
 from timely_core.scheduling.tuf import Tuf
+from timely_ros.goals import ended_by_shutdown
 from timely_ros.plan_client import CANCEL_WAIT_S, PlanCall, PlanClient, make_goal
 
 
@@ -68,8 +69,9 @@ def run_plan(
 ) -> int:
     """Exit status 0 on success, 1 on failure or a lost planner, 2 on rejection, 130
     on Ctrl-C. `tuf`: the goal's own time-utility function instead of a preset.
-    `resubmit`: how many times a goal lost with its planner (it stopped responding or
-    restarted) is sent again once a planner is up. Ctrl-C cancels the goal (as `ros2
+    `resubmit`: how many times a goal lost with its planner (it stopped responding,
+    restarted, or aborted the goal as it shut down) is sent again once a planner is
+    up. Ctrl-C cancels the goal (as `ros2
     action send_goal` does) unless `detach`: then it keeps running."""
     # rclpy's own SIGINT handler would shut the context down before the cancel is sent
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
@@ -105,12 +107,16 @@ def run_plan(
                 print(f"timely plan: no result after {timeout_s:g} s; cancelling", file=sys.stderr)
                 _cancel_and_wait(client, call)
                 return 1
-            if not call.client_error:
+            if call.client_error:
+                print(f"timely plan: {call.client_error}", file=sys.stderr)
+                restarted = call.planner_restarted
+                report = client.interrupted_reason(call, wait_s=2.0) if restarted else None
+                if report:
+                    print(f"timely plan: the restarted planner reports: {report}", file=sys.stderr)
+            elif resubmit > 0 and call.result is not None and ended_by_shutdown(call.result.error):
+                print(f"timely plan: {call.result.error}; the goal ended with it", file=sys.stderr)
+            else:
                 break
-            print(f"timely plan: {call.client_error}", file=sys.stderr)
-            report = client.interrupted_reason(call, wait_s=2.0) if call.planner_restarted else None
-            if report:
-                print(f"timely plan: the restarted planner reports: {report}", file=sys.stderr)
             if resubmit <= 0:
                 return 1
             resubmit -= 1

@@ -53,9 +53,9 @@ from timely_ros.config import (
     PlannerParams,
     planner_params,
 )
-from timely_ros.diagnostics import diagnostics, unconfigured_diagnostics
+from timely_ros.diagnostics import NOT_HEARD_YET, diagnostics, unconfigured_diagnostics
 from timely_ros.goal_journal import GoalJournal, JournalInUse
-from timely_ros.goals import CheckedGoal, GoalError, check_goal
+from timely_ros.goals import CheckedGoal, GoalError, check_goal, shutting_down
 from timely_ros.identified_action_server import IdentifiedActionServer
 from timely_ros.liveness import Beat, new_incarnation, publish_heartbeats, watch_heartbeats
 from timely_ros.node_main import run_node
@@ -528,11 +528,7 @@ class PlannerNode(LifecycleNode):
                 status.stamp,
                 state,
                 twin=self._twins.why(),
-                never_heard=[
-                    r.id
-                    for r in self.params.robots
-                    if r.dispatch and self._watch.liveness.silent_s(r.id) is None
-                ],
+                never_heard=[r.id for r in self.params.robots if self._unseen(r.id)],
             )
         )
 
@@ -556,8 +552,21 @@ class PlannerNode(LifecycleNode):
                     state += f" (+{len(jobs[robot.id]) - 1} more goals)"
             if robot.id in gone:
                 state = "not responding" + (f" ({state})" if goal_id else "")
+            elif self._unseen(robot.id):
+                state += f"; {NOT_HEARD_YET}"  # its goals wait executor_wait_s, then fail
             states.append(RobotState(robot.id, state, goal_id))
         return states
+
+    def _unseen(self, robot_id: str) -> bool:
+        """A robot the planner dispatches to of which nothing is seen: no heartbeat
+        ever, and no executor action server (another vendor's executor may send no
+        heartbeat, and is judged by its server)."""
+        link = self._links.get(robot_id)
+        return (
+            link is not None
+            and self._watch.liveness.silent_s(robot_id) is None
+            and not link.server_seen()
+        )
 
     def stop_serving(self) -> None:
         """Cancel every goal, stop the service and its tool processes: the process is
@@ -570,7 +579,7 @@ class PlannerNode(LifecycleNode):
             jobs = list(self._jobs.values())
             service = self.service
         for job in jobs:  # aborted, saying why: no client cancelled them
-            job.stop(f"planner {self.get_fully_qualified_name()} is shutting down")
+            job.stop(shutting_down(self.get_fully_qualified_name()))
         if service is not None:
             service.stop()
         # the node is done: no tool process outlives it (a given service's included)

@@ -148,6 +148,10 @@ class RobotLink:
             handle.cancel_goal_async()
         return len(abandoned)
 
+    def server_seen(self) -> bool:
+        """The robot's executor action server is discovered (without waiting)."""
+        return bool(self._client.server_is_ready())
+
     def wait_ready(self, timeout_s: float) -> bool:
         return bool(self._client.wait_for_server(timeout_sec=timeout_s))
 

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from rclpy.duration import Duration
 from rclpy.exceptions import InvalidTopicNameException
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import String
 
 from timely_ros.qos import LATEST
@@ -33,7 +34,7 @@ def run_scene(robot: str, scene: str, topic: str, wait_s: float) -> int:
         return 2
     what = f"--topic {topic!r}" if topic else f"robot {robot!r}'s scene topic"
     topic = topic or f"/{robot}/scene"
-    rclpy.init()
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # client_signals.py
     node = Node("timely_scene_cli")
     try:
         try:

@@ -8,6 +8,7 @@ import time
 
 import rclpy
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
@@ -100,7 +101,7 @@ def _weights(msg: ServiceStatus) -> Table:
 def run_status(watch: bool, wait_s: float, namespace: str) -> int:
     names = planner_names(namespace)
     topic = names.absolute(names.status)
-    rclpy.init()
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # client_signals.py
     node = Node("timely_status_cli")
     latest: list[ServiceStatus] = []
     arrived = threading.Event()

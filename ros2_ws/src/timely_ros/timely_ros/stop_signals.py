@@ -1,5 +1,6 @@
-"""Ctrl-C and SIGTERM as a request to stop that the spin loop polls, for the node
-processes (`timely up`, `timely demo`, the nodes' own entry points).
+"""Ctrl-C, SIGTERM and SIGHUP (a closed terminal) as a request to stop that the
+spin loop polls, for the node processes (`timely up`, `timely demo`, the nodes' own
+entry points).
 
 rclpy's own handlers shut the context down and then chain to Python's, so a
 KeyboardInterrupt still lands in the main thread at an arbitrary later bytecode:
@@ -16,11 +17,11 @@ import signal
 import threading
 from types import FrameType, TracebackType
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class StopSignals:
-    """Within `with StopSignals() as stop:`, SIGINT/SIGTERM set `stop.requested`
+    """Within `with StopSignals() as stop:`, SIGINT/SIGTERM/SIGHUP set `stop.requested`
     instead of raising. The previous handlers come back on exit unless a stop was
     requested: then the process is ending, and a late signal must not interrupt
     its last clean-up either."""
