@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,9 +67,26 @@ def _strings(value: object) -> set[str]:
 
 
 def _blank(words: object) -> re.Pattern[str]:
-    """Any of `words` as a whole word, longest first ("teddy bear" before "bear")."""
-    ordered = sorted(set(words), key=len, reverse=True)  # type: ignore[call-overload]
-    return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in ordered) + r")\b")
+    """Any of `words` as a whole word, longest first ("teddy bear" before "teddy").
+    The words as a trie: a flat alternation of the lexicon's thousands of words is
+    tried word by word at every position, which made this test slow."""
+    trie: dict[str, Any] = {}
+    for word in set(words):  # type: ignore[call-overload]
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a word ends here
+    return re.compile(r"\b(?:" + _trie_pattern(trie) + r")\b")
+
+
+def _trie_pattern(node: dict[str, Any]) -> str:
+    """The pattern of a trie node: each branch, the words that end here optional
+    after them (greedy, so a longer word is tried before a shorter)."""
+    branches = [re.escape(char) + _trie_pattern(child) for char, child in node.items() if char]
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    return f"(?:{body})?" if "" in node else body
 
 
 def _shape(text: str, *blanks: re.Pattern[str]) -> str:

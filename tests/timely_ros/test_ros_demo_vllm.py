@@ -20,8 +20,7 @@ CONFIG = REPO / "ros2_ws" / "src" / "timely_ros" / "config" / "sim_fleet_vllm.ya
 
 
 def test_demo_completes_on_engine_vllm(tmp_path: Path) -> None:
-    env = ros_env(tmp_path / "ros_log")
-    env["VLLM_CACHE_ROOT"] = str(tmp_path / "vllm-cache")
+    env = ros_env(tmp_path / "ros_log")  # vLLM's cache: the run's (tests/conftest.py)
     done = subprocess.run(
         [
             PYTHON,

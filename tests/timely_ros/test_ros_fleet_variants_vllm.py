@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from timely_ros.config import parse_bringup
 from timely_ros.service_factory import build_service
 
@@ -17,10 +16,7 @@ HEAVY = "robot_models/checkpoints/variants/heavy-drone"  # relative: from the re
 WAREHOUSE = "robot_models/checkpoints/variants/warehouse-drone"
 
 
-def test_engine_vllm_serves_the_configured_variants(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path / "vllm-cache"))
+def test_engine_vllm_serves_the_configured_variants(tmp_path: Path) -> None:
     body: dict[str, object] = {
         "engine": "vllm",
         "grammar": False,

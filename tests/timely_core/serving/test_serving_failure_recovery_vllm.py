@@ -10,7 +10,6 @@ The model is random, so the robot speaks test_core_torch_service's word language
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,7 +33,6 @@ from timely_core.tools.router import OBSERVATION_FORMAT
 def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmEngine]:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    os.environ.setdefault("VLLM_CACHE_ROOT", str(tmp_path_factory.mktemp("vllm-cache")))
     path = tmp_path_factory.mktemp("tiny_llama_vllm")
     tokenizer = make_tokenizer()
     torch.manual_seed(0)

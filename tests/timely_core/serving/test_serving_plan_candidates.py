@@ -1,9 +1,9 @@
 """Plan candidates through the PlanningService (`ServiceConfig.plan_candidates`).
 
-On the shipped planner, over the generated held-out set whose objects come from the
-lexicon's held-out split (never trained on, in no evaluation set): with candidates,
-more plans name every object their request's reference plan names than without,
-and every plan is still valid. On a tiny random model with the word language: a
+On the shipped planner, over every other example of the generated held-out set (its
+objects from the lexicon's held-out split, never trained on, in no evaluation set):
+with candidates, more plans name every object their request's reference plan names
+than without, and every plan is still valid. On a tiny random model with the word language: a
 plan chosen among candidates whose segment fails is rolled back and admitted
 again from its kept ids (greedily: candidates choose how a plan starts), and the
 task ends with the recovery's plan."""
@@ -90,14 +90,15 @@ def _names_all(example: Example, plan: str) -> bool:
 
 @pytest.mark.slow
 def test_candidates_name_the_requested_objects_more_often() -> None:
-    examples = list(build_dataset(generator="frames").heldout)
+    # half the held-out set, for half the run time; the margin is halved with it
+    examples = list(build_dataset(generator="frames").heldout)[::2]
     default, chosen = _plans(examples, 0), _plans(examples, 8)
     assert all(
         check_plan(e.robot_type, p, True).valid for e, p in zip(examples, chosen, strict=True)
     )
     named_default = sum(_names_all(e, p) for e, p in zip(examples, default, strict=True))
     named_chosen = sum(_names_all(e, p) for e, p in zip(examples, chosen, strict=True))
-    assert named_chosen >= named_default + 10, (named_default, named_chosen)
+    assert named_chosen >= named_default + 5, (named_default, named_chosen)
 
 
 def test_a_chosen_plan_whose_segment_fails_is_admitted_again_and_recovers(

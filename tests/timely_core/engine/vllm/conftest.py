@@ -1,9 +1,8 @@
-"""Fixtures of the vLLM engine tests: vLLM's caches in a temp dir, the planner
-checkpoint, its robots' prompts, and one in-process vLLM engine per test module."""
+"""Fixtures of the vLLM engine tests: the planner checkpoint, its robots' prompts,
+and one in-process vLLM engine per test module (vLLM's caches: tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,14 +13,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from vllm_fake_server_testkit import FakeVllmServer
 from vllm_testkit import PLANNER
-
-
-@pytest.fixture(scope="session", autouse=True)
-def vllm_cache_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """vLLM writes its caches under the home dir unless told otherwise."""
-    root = tmp_path_factory.mktemp("vllm-cache")
-    os.environ["VLLM_CACHE_ROOT"] = str(root)
-    return root
 
 
 @pytest.fixture(scope="session")

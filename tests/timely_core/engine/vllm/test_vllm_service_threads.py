@@ -28,8 +28,8 @@ print("RESULT " + json.dumps({{"failures": failures, "succeeded": stats.succeede
 
 
 @pytest.mark.parametrize("inherited", ["", "2"])
-def test_a_service_steps_an_engine_built_with_one_thread(inherited: str, tmp_path: Path) -> None:
-    env = {**os.environ, "VLLM_CACHE_ROOT": str(tmp_path)}
+def test_a_service_steps_an_engine_built_with_one_thread(inherited: str) -> None:
+    env = dict(os.environ)  # the session's vLLM cache (conftest)
     env.pop("OMP_NUM_THREADS", None)
     if inherited:  # the operator's environment says otherwise before torch starts
         env["OMP_NUM_THREADS"] = inherited
