@@ -194,6 +194,23 @@ class RosClient:
         rclpy.try_shutdown(context=self.context)
         self._thread.join(timeout=5)
 
+    def serve_plan_task(self, namespace: str, execute: Callable[[Any], Any]) -> Any:
+        """A stand-in planner: a PlanTask action server on this node at
+        /<namespace>/plan_task, with the planner's QoS, whose goals `execute` runs."""
+        from rclpy.action import ActionServer
+        from rclpy.callback_groups import ReentrantCallbackGroup
+        from timely_interfaces.action import PlanTask
+        from timely_ros.qos import action_server_qos
+
+        return ActionServer(
+            self.node,
+            PlanTask,
+            f"/{namespace}/plan_task",
+            execute,
+            callback_group=ReentrantCallbackGroup(),
+            **action_server_qos(),
+        )
+
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s

@@ -27,21 +27,9 @@ class FakePlanner:
     feedback, then returns a result that carries all three."""
 
     def __init__(self, client: RosClient, streamed: int) -> None:
-        from rclpy.action import ActionServer
-        from rclpy.callback_groups import ReentrantCallbackGroup
-        from timely_interfaces.action import PlanTask
-        from timely_ros.qos import action_server_qos
-
         self.streamed = streamed
         self.sent_feedback = threading.Event()
-        self.server = ActionServer(
-            client.node,
-            PlanTask,
-            f"/{NAMESPACE}/plan_task",
-            self._execute,
-            callback_group=ReentrantCallbackGroup(),
-            **action_server_qos(),
-        )
+        self.server = client.serve_plan_task(NAMESPACE, self._execute)
 
     def _execute(self, goal_handle: Any) -> Any:
         from timely_interfaces.action import PlanTask

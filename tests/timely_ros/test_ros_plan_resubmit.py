@@ -22,22 +22,10 @@ class AbortingPlanner:
     """Aborts its first goal with `first_error`, then plans every later one."""
 
     def __init__(self, client: RosClient, first_error: str) -> None:
-        from rclpy.action import ActionServer
-        from rclpy.callback_groups import ReentrantCallbackGroup
-        from timely_interfaces.action import PlanTask
-        from timely_ros.qos import action_server_qos
-
         self.first_error = first_error
         self.goals = 0
         self._lock = threading.Lock()
-        self.server = ActionServer(
-            client.node,
-            PlanTask,
-            f"/{NAMESPACE}/plan_task",
-            self._execute,
-            callback_group=ReentrantCallbackGroup(),
-            **action_server_qos(),
-        )
+        self.server = client.serve_plan_task(NAMESPACE, self._execute)
 
     def _execute(self, goal_handle: Any) -> Any:
         from timely_interfaces.action import PlanTask
