@@ -22,6 +22,11 @@ ROBOT_ID_RULE = "use a letter, then letters, digits or '_' (at most 64)"
         (["approve", "--robot", "arm/1"], "argument --robot: robot id 'arm/1'"),
         (["plan", "--robot", "drone1", ""], "argument instruction: the instruction is empty"),
         (["plan", "--robot", "drone1", "  "], "argument instruction: the instruction is empty"),
+        # the planner's lengths, checked before it is contacted
+        (["plan", "--robot", "drone1", "x" * 2001],
+         "argument instruction: the instruction has 2001 characters; the planner takes at most"),
+        (["plan", "--robot", "drone1", "--scene", "x" * 8001, "go"],
+         "argument --scene: the scene has 8001 characters; the planner takes at most 8000"),
         (["plan", "--robot", "drone1", "--resubmit", "-2", "go"],
          "argument --resubmit: expected a whole number >= 0, got '-2'"),
         (["plan", "--robot", "drone1", "--resubmit", "x", "go"], "expected a whole number >= 0"),

@@ -121,6 +121,8 @@ def test_planner_parameters_round_trip_through_ros_names() -> None:
          r"handling_strategy swap: policy 'lamps' handles waiting generations' KV itself"),
         (_planner(policy="vllm-like", handling_strategy="preserve"), r"itself \(discard\)"),
         # tools: JSON objects of ToolSpecs (ROS 2 parameters hold no list of mappings)
+        # a robot's settings named by its id, as the file spells them
+        (_planner(drone1={"type": "dron"}), r"parameters: drone1\.type: Input should be 'drone'"),
         (_planner(drone1={"type": "drone", "tools": ["look"]}),
          r"tools\[0\]: not a JSON object: Expecting value"),
         (_planner(drone1={"type": "drone", "tools": ['["look"]']}),

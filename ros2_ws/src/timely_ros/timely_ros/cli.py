@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from timely_core.request import MAX_INSTRUCTION_CHARS, MAX_SCENE_CHARS
 from timely_core.scheduling.tuf import Tuf
 from timely_ros.client_signals import stop_signals_as_ctrl_c
 from timely_ros.config import ConfigError, check_robot_id
@@ -78,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
         help="with --respond-within: the task's utility, its weight against other "
         "robots' tasks (default 1; the urgent preset's is 2)",
     )
-    plan.add_argument("--scene", default="", help="what the robot perceives")
+    plan.add_argument("--scene", type=_plan_scene, default="", help="what the robot perceives")
     plan.add_argument("--no-dispatch", action="store_true", help="plan only, do not execute")
     plan.add_argument("--wait", type=_seconds, default=5.0, help=WAIT_HELP)
     plan.add_argument(
@@ -228,9 +229,23 @@ def _robot_id(text: str) -> str:
 
 
 def _instruction(text: str) -> str:
-    """What to plan: not blank (the planner would reject it)."""
+    """What to plan: not blank, not over the planner's length (it would reject it)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("the instruction is empty: say what the robot should do")
+    if len(text) > MAX_INSTRUCTION_CHARS:
+        raise argparse.ArgumentTypeError(
+            f"the instruction has {len(text)} characters; the planner takes at most "
+            f"{MAX_INSTRUCTION_CHARS}"
+        )
+    return text
+
+
+def _plan_scene(text: str) -> str:
+    """A goal's scene: not over the planner's length (it would reject the goal)."""
+    if len(text) > MAX_SCENE_CHARS:
+        raise argparse.ArgumentTypeError(
+            f"the scene has {len(text)} characters; the planner takes at most {MAX_SCENE_CHARS}"
+        )
     return text
 
 

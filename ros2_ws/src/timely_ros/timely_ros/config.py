@@ -22,6 +22,7 @@ import json
 import re
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -705,11 +706,21 @@ def unflatten(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _describe(err: ValidationError, what: str) -> ConfigError:
+def _describe(err: ValidationError, what: str, robot_ids: Sequence[str] = ()) -> ConfigError:
+    """One line naming each field as the config file spells it: a robot's settings
+    by the robot's id (`drone1.type`), not by its place in the list (`robots.0.type`)."""
     problems = "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in err.errors()
+        f"{'.'.join(str(p) for p in _as_written(e['loc'], robot_ids)) or '(top level)'}: {e['msg']}"
+        for e in err.errors()
     )
     return ConfigError(f"invalid {what}: {problems}")
+
+
+def _as_written(loc: tuple[int | str, ...], robot_ids: Sequence[str]) -> tuple[int | str, ...]:
+    index = loc[1] if len(loc) >= 2 and loc[0] == "robots" else None
+    if isinstance(index, int) and index < len(robot_ids):
+        return (robot_ids[index], *loc[2:])
+    return loc
 
 
 def planner_params(raw: dict[str, Any]) -> PlannerParams:
@@ -744,7 +755,7 @@ def planner_params(raw: dict[str, Any]) -> PlannerParams:
     try:
         return PlannerParams.model_validate({**raw, "robots": robots})
     except ValidationError as err:
-        raise _describe(err, f"{PLANNER_NODE} parameters") from None
+        raise _describe(err, f"{PLANNER_NODE} parameters", ids) from None
 
 
 def executor_params(robot_id: str, raw: dict[str, Any]) -> ExecutorParams:
