@@ -8,17 +8,22 @@ start."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.timely_ros.ros_support import (
+    CLI_WAIT_S,
+    PYTHON,
+    REPO,
     TEST_PLANNER_TIMEOUT_S,
     NodeProcess,
     RosClient,
     StartNodes,
     lrtrace_goal_fields,
+    ros_env,
     start_drone_and_planner,
     timely_cli,
     wait_until,
@@ -95,20 +100,36 @@ def test_an_operator_approves_one_segment_and_denies_another(
     assert approved.status == GoalStatus.STATUS_SUCCEEDED, approved.final_result().error
     wait_until(lambda: _executed(robot, task_id) == [0, 1, 2], 10, "all three segments run")
 
-    denied = client.send(make_goal("drone1", task["instruction"], scene=task["scene"]))
-    wait_until(
-        lambda: planner.output().count("event=approval_requested") == 2, 60, "a second request"
+    # the second goal from `timely plan`, which says what it waits for
+    plan = subprocess.Popen(
+        [PYTHON, "-m", "timely_ros.cli", "plan", "--robot", "drone1", "--wait", CLI_WAIT_S,
+         "--scene", task["scene"], task["instruction"]],
+        cwd=REPO, env=ros_env(tmp_path / "ros_log"), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_until(
+            lambda: planner.output().count("event=approval_requested") == 2, 60, "a second request"
+        )
+        answer = timely_cli(
+            tmp_path, "approve", "--deny", "--reason", "dog is friendly", "--robot", "drone1"
+        )
+        assert answer.returncode == 0, answer.stdout + answer.stderr
+        out, err = plan.communicate(timeout=60)
+    finally:
+        if plan.poll() is None:
+            plan.kill()
+    assert plan.returncode == 1, out + err
+    notice = re.search(
+        r"timely plan: segment 1 \('tc\(180\);'\) waits for an operator's approval: "
+        r"timely approve (\w+) \(or --deny\)",
+        err,
     )
-    answer = timely_cli(
-        tmp_path, "approve", "--deny", "--reason", "dog is friendly", "--robot", "drone1"
-    )
-    assert answer.returncode == 0, answer.stdout + answer.stderr
-    assert denied.done.wait(60), planner.output()[-3000:]
-    result = denied.final_result()
-    assert denied.status == GoalStatus.STATUS_ABORTED, result.error
-    assert "denied by the operator (dog is friendly)" in result.error, result.error
-    assert "tc(180);" in result.error
-    second = denied.segments[0].task_id
+    assert notice is not None, err
+    assert f"event=approval_denied request={notice.group(1)} " in planner.output()
+    assert "failed: " in err and "denied by the operator (dog is friendly)" in err, err
+    assert "tc(180);" in err.splitlines()[-1]
+    second = re.findall(r"event=segment_executed robot=drone1 task=(\S+) ", robot.output())[-1]
     wait_until(lambda: _executed(robot, second) == [0], 10, "the first segment")
     assert _executed(robot, second) == [0]  # never got the denied segment
     assert f"task={second} segment=1" not in robot.output()

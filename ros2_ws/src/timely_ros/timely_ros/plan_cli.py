@@ -14,8 +14,10 @@ from timely_interfaces.msg import Segment as SegmentMsg
 from timely_interfaces.msg import Tuf as TufMsg
 
 from timely_core.scheduling.tuf import Tuf
+from timely_ros.config import planner_names
 from timely_ros.goals import ended_by_shutdown
 from timely_ros.plan_client import CANCEL_WAIT_S, PlanCall, PlanClient, make_goal
+from timely_ros.plan_wait_notices import PlanWaitNotices
 
 
 def _print_segment(call: PlanCall, segment: SegmentMsg) -> None:
@@ -86,6 +88,7 @@ def run_plan(
     spinner = threading.Thread(target=spin, daemon=True)
     client: PlanClient | None = None
     call: PlanCall | None = None
+    notices = PlanWaitNotices(node, planner_names(namespace), robot, turns=dispatch)
     try:
         client = PlanClient(node, namespace)
         spinner.start()
@@ -101,6 +104,7 @@ def run_plan(
             tuf=None if tuf is None else TufMsg(**tuf.model_dump()),
         )
         call = client.send(goal, on_segment=_print_segment)
+        notices.goal_id = call.goal_id
         print(f"goal {call.goal_id} sent (timely cancel {call.goal_id})", file=sys.stderr)
         while True:
             if not call.done.wait(timeout_s):
@@ -125,6 +129,8 @@ def run_plan(
                 return 1
             print("timely plan: resubmitting the goal", file=sys.stderr)
             call = client.send(goal, on_segment=_print_segment)
+            notices.goal_id = call.goal_id
+        notices.ended.set()
         if not call.accepted:
             print(f"timely plan: rejected: {client.rejection_reason(call)}", file=sys.stderr)
             return 2
