@@ -72,3 +72,22 @@ def test_a_good_robot_id_and_resubmit_count_pass() -> None:
     assert (args.robot, args.resubmit, args.instruction) == ("Drone_1", 0, "go")
     args = _parser().parse_args(["cancel", "--all"])
     assert args.robot is None  # not given: no robot check
+
+
+@pytest.mark.parametrize(
+    "extra", [["--deny"], ["--reason", "why"], ["--robot", "drone1"], ["ab12"]]
+)
+def test_approve_list_takes_no_answer(extra: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """`--list` beside an answer's options would drop them without a word."""
+    assert main(["approve", "--list", *extra]) == 2
+    assert "--list only lists" in capsys.readouterr().err
+
+
+def test_a_request_id_is_matched_by_enough_of_it_in_any_case() -> None:
+    from timely_ros.approve_cli import _by_id
+
+    pending = [{"request_id": "ab12cd"}, {"request_id": "ab34ef"}, {"request_id": "ab"}]
+    assert _by_id(pending, "AB12") == [pending[0]]
+    assert _by_id(pending, "ab") == [pending[2]]  # a whole id before the prefixes it starts
+    assert _by_id(pending, "ab3") == [pending[1]]
+    assert len(_by_id(pending, "a")) == 3 and _by_id(pending, "zz") == []

@@ -93,9 +93,10 @@ def test_an_operator_approves_one_segment_and_denies_another(
     assert "drone1" in listing.stdout and "tc(180);" in listing.stdout, listing.stdout
     task_id = approved.segments[0].task_id
     wait_until(lambda: _executed(robot, task_id) == [0], 10, "the first segment")
-    answer = timely_cli(tmp_path, "approve", "--robot", "drone1")
+    request_id = listing.stdout.split()[0]  # approved by enough of its id, any case
+    answer = timely_cli(tmp_path, "approve", request_id[:6].upper())
     assert answer.returncode == 0, answer.stdout + answer.stderr
-    assert answer.stdout.startswith("approved"), answer.stdout
+    assert answer.stdout.startswith(f"approved {request_id} "), answer.stdout
     assert approved.done.wait(60), planner.output()[-3000:]
     assert approved.status == GoalStatus.STATUS_SUCCEEDED, approved.final_result().error
     wait_until(lambda: _executed(robot, task_id) == [0, 1, 2], 10, "all three segments run")
@@ -135,3 +136,6 @@ def test_an_operator_approves_one_segment_and_denies_another(
     assert f"task={second} segment=1" not in robot.output()
     nothing = timely_cli(tmp_path, "approve", "--robot", "drone1")
     assert nothing.returncode == 1 and "nothing waits" in nothing.stderr
+    stranger = timely_cli(tmp_path, "approve", "--robot", "drone9")
+    assert stranger.returncode == 2, stranger.stdout + stranger.stderr
+    assert "robot 'drone9' is not served by this planner (robots: drone1)" in stranger.stderr

@@ -22,6 +22,7 @@ from std_msgs.msg import String
 from timely_ros.approval_desk import ApprovalAnswer
 from timely_ros.config import planner_names
 from timely_ros.qos import LATCHED, TOPIC
+from timely_ros.robot_goals import UnknownRobotId, robot_goals
 
 
 class _Pending:
@@ -38,6 +39,14 @@ def _spin_until(node: Node, done: Any, wait_s: float) -> bool:
     while not done() and time.monotonic() < deadline:
         rclpy.spin_once(node, timeout_sec=0.05)
     return bool(done())
+
+
+def _by_id(pending: list[dict[str, Any]], given: str) -> list[dict[str, Any]]:
+    """The requests whose id is `given`, or starts with it (any case): as with a git
+    hash, enough of an id to tell it from the others will do."""
+    given = given.strip().lower()
+    exact = [r for r in pending if str(r["request_id"]).lower() == given]
+    return exact or [r for r in pending if str(r["request_id"]).lower().startswith(given)]
 
 
 def _describe(request: dict[str, Any]) -> str:
@@ -62,6 +71,13 @@ def run_approve(
     if not listing and not (request_id or robot):
         print("timely approve: give a REQUEST_ID, --robot ROBOT or --list", file=sys.stderr)
         return 2
+    if listing and (request_id or robot or deny or reason):
+        print(
+            "timely approve: --list only lists; give it no REQUEST_ID, --robot, --deny or "
+            "--reason (answer in a second command)",
+            file=sys.stderr,
+        )
+        return 2
     names = planner_names(namespace)
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # client_signals.py
     node = Node("timely_approve_cli")
@@ -77,18 +93,29 @@ def run_approve(
             if not pending.latest:
                 print("no segment waits for approval")
             return 0
-        target = next(
-            (
-                r
-                for r in pending.latest
-                if (r["request_id"] == request_id if request_id else r["robot_id"] == robot)
-            ),
-            None,
-        )
-        if target is None:
+        if request_id:
+            matches = _by_id(pending.latest, request_id)
+            if len(matches) > 1:
+                ids = ", ".join(str(r["request_id"]) for r in matches)
+                print(
+                    f"timely approve: {request_id!r} starts several request ids ({ids}); "
+                    "give more of it",
+                    file=sys.stderr,
+                )
+                return 2
+        else:
+            matches = [r for r in pending.latest if r["robot_id"] == robot]
+        if not matches:
+            if robot:
+                try:
+                    robot_goals(node, names, robot, wait_s)
+                except UnknownRobotId as err:
+                    print(f"timely approve: {err}", file=sys.stderr)
+                    return 2
             what = request_id or f"robot {robot}"
             print(f"timely approve: nothing waits for approval for {what}", file=sys.stderr)
             return 1
+        target = matches[0]  # by robot: its oldest request, listed first
         answer = ApprovalAnswer(
             request_id=str(target["request_id"]),
             approve=not deny,

@@ -14,10 +14,10 @@ import rclpy
 from action_msgs.srv import CancelGoal
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
-from timely_interfaces.msg import ServiceStatus
 
-from timely_ros.config import PlannerNames, planner_names
-from timely_ros.qos import DEEP, TOPIC
+from timely_ros.config import planner_names
+from timely_ros.qos import DEEP
+from timely_ros.robot_goals import UnknownRobotId, robot_goals
 
 CANCEL_ALL = bytes(16)  # the cancel request's goal id for every goal (with a zero stamp)
 _RETURN = {
@@ -59,28 +59,6 @@ def _cancel(node: Node, client: Any, goal_id: bytes, wait_s: float) -> tuple[boo
     return bool(cancelling), ", ".join(cancelling) or "nothing to cancel"
 
 
-def _robot_goals(node: Node, names: PlannerNames, robot: str, wait_s: float) -> list[str] | None:
-    """The goal the planner's status says `robot` serves now (None: no status)."""
-    latest: list[ServiceStatus] = []
-    topic = names.absolute(names.status)
-    node.create_subscription(ServiceStatus, topic, lambda m: latest.append(m), TOPIC)
-    deadline = time.monotonic() + wait_s
-    while not latest and time.monotonic() < deadline:
-        rclpy.spin_once(node, timeout_sec=0.1)
-    if not latest:
-        return None
-    msg = latest[-1]
-    if robot not in msg.robot_ids:
-        raise UnknownRobotId(
-            f"robot {robot!r} is not served by this planner (robots: {', '.join(msg.robot_ids)})"
-        )
-    return [g for r, g in zip(msg.robot_ids, msg.robot_goal_ids, strict=False) if r == robot and g]
-
-
-class UnknownRobotId(ValueError):
-    """`--robot` names a robot the planner does not serve."""
-
-
 def run_cancel(
     goal_ids: list[str], robot: str, everything: bool, wait_s: float, namespace: str
 ) -> int:
@@ -110,7 +88,7 @@ def run_cancel(
         if robot:  # one goal at a time: the status names each robot's oldest
             for attempt in range(1000):
                 try:
-                    goals = _robot_goals(node, names, robot, wait_s)
+                    goals = robot_goals(node, names, robot, wait_s)
                 except UnknownRobotId as err:
                     print(f"timely cancel: {err}", file=sys.stderr)
                     return 2

@@ -120,7 +120,9 @@ def _parser() -> argparse.ArgumentParser:
     approve = sub.add_parser(
         "approve", help="approve or deny a segment waiting for an operator; --list them"
     )
-    approve.add_argument("request_id", nargs="?", default="", help="as --list prints it")
+    approve.add_argument(
+        "request_id", nargs="?", default="", help="as --list prints it, or enough of it"
+    )
     approve.add_argument("--robot", type=_robot_id, help="the robot's oldest waiting segment")
     approve.add_argument("--deny", action="store_true", help="deny: the goal ends, nothing sent")
     approve.add_argument("--reason", default="", help="why (shown in the goal's error)")

@@ -33,6 +33,7 @@ def run_scene(robot: str, scene: str, topic: str, wait_s: float) -> int:
         print(f"timely scene: {problems}", file=sys.stderr)
         return 2
     what = f"--topic {topic!r}" if topic else f"robot {robot!r}'s scene topic"
+    hint = "" if topic else f" (is {robot} one of its robots? timely status lists them)"
     topic = topic or f"/{robot}/scene"
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # client_signals.py
     node = Node("timely_scene_cli")
@@ -46,7 +47,7 @@ def run_scene(robot: str, scene: str, topic: str, wait_s: float) -> int:
         while publisher.get_subscription_count() == 0:  # volatile: nobody would hear it
             if time.monotonic() > deadline:
                 print(
-                    f"timely scene: no planner listens on {topic} after {wait_s:g} s",
+                    f"timely scene: no planner listens on {topic} after {wait_s:g} s{hint}",
                     file=sys.stderr,
                 )
                 return 1
