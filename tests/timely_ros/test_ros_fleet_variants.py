@@ -116,7 +116,7 @@ def test_the_shipped_fleet_variants_config_serves_its_variants_on_one_base() -> 
         ({"adapters": {"heavy-drone": " "}}, r"adapters\.heavy-drone: give the adapter's folder"),
         (
             {"drone2": {"type": "drone", "variant": "a b"}},
-            r"robots\.1\.variant: String should match pattern",
+            r"drone2\.variant: String should match pattern",
         ),
     ],
 )
