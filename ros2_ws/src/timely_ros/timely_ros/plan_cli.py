@@ -73,8 +73,8 @@ def run_plan(
     on Ctrl-C. `tuf`: the goal's own time-utility function instead of a preset.
     `resubmit`: how many times a goal lost with its planner (it stopped responding,
     restarted, or aborted the goal as it shut down) is sent again once a planner is
-    up. Ctrl-C cancels the goal (as `ros2
-    action send_goal` does) unless `detach`: then it keeps running."""
+    up. Ctrl-C (and SIGTERM or SIGHUP: client_signals.py) cancels the goal, as `ros2
+    action send_goal` does, unless `detach`: then it keeps running."""
     # rclpy's own SIGINT handler would shut the context down before the cancel is sent
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     node = Node("timely_plan_cli")
