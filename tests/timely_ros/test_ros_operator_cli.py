@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -210,10 +209,19 @@ def test_ctrl_c_on_plan_cancels_its_goal_and_waits_for_the_robot_to_stop(
             text=True,
         )
         try:
-            time.sleep(3)  # the table shown, or still waiting for it: either way
+            wait_until(lambda: _catches(watch.pid, signal.SIGTERM), 60, "status to take SIGTERM")
             watch.send_signal(signal.SIGTERM)
             _, err = watch.communicate(timeout=30)
         finally:
             if watch.poll() is None:
                 watch.kill()
         assert watch.returncode in (0, 128 + signal.SIGTERM) and "Traceback" not in err, err
+
+
+def _catches(pid: int, sig: signal.Signals) -> bool:
+    """The process has a handler of its own for `sig` (Linux: SigCgt in its status),
+    so a signal sent now meets the command's handling, not the default action."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (int(sig) - 1) & 1)
+    return False
