@@ -53,15 +53,11 @@ def zoo_report(zoo: BlockZoo) -> ZooReport:
             sizes[ref.hash] = ref.nbytes
     rows = []
     for m in manifests:
-        files = {name: zoo.files_dir / digest for name, digest in m.files.items()}
-        file_bytes = sum(path.stat().st_size for path in files.values() if path.is_file())
+        files = [zoo.files_dir / digest for digest in m.files.values()]
+        file_bytes = sum(path.stat().st_size for path in files if path.is_file())
         own = sum(r.nbytes for r in {r.hash: r for r in m.blocks}.values() if users[r.hash] == 1)
-        missing = [
-            f"block {digest}"
-            for digest in sorted({r.hash for r in m.blocks})
-            if not (zoo.blocks_dir / f"{digest}.safetensors").is_file()
-        ]
-        missing += [f"file {name}" for name, path in sorted(files.items()) if not path.is_file()]
+        missing = [f"block {digest}" for digest in zoo.missing_blocks(m)]
+        missing += [f"file {name}" for name in zoo.missing_files(m)]
         rows.append(
             VariantReport(
                 m.name,

@@ -109,8 +109,21 @@ class BlockZoo:
             reason = f"{where}: {first['msg']}" if where else first["msg"]
             raise BlockZooError(f"manifest {path} is damaged ({reason})") from error
 
+    def block_path(self, digest: str) -> Path:
+        return self.blocks_dir / f"{digest}.safetensors"
+
+    def missing_blocks(self, manifest: VariantManifest) -> list[str]:
+        """The digests of the variant's chain blocks whose files are gone, sorted."""
+        return sorted(
+            d for d in {r.hash for r in manifest.blocks} if not self.block_path(d).is_file()
+        )
+
+    def missing_files(self, manifest: VariantManifest) -> list[str]:
+        """The names of the variant's other files whose stored copy is gone, sorted."""
+        return sorted(f for f, d in manifest.files.items() if not (self.files_dir / d).is_file())
+
     def block_tensors(self, digest: str) -> dict[str, RawTensor]:
-        path = self.blocks_dir / f"{digest}.safetensors"
+        path = self.block_path(digest)
         if not path.is_file():
             raise BlockZooError(f"block {digest} is missing from zoo {self.root}")
         tensors = load_tensors(path.read_bytes())
@@ -173,7 +186,7 @@ class BlockZoo:
         for block in sorted(grouped, key=block_order):
             tensors = grouped[block]
             digest = block_hash(tensors)
-            target = self.blocks_dir / f"{digest}.safetensors"
+            target = self.block_path(digest)
             if not target.exists():
                 content = save_tensors(tensors, {"block": block})
                 _write_atomic(target, content)
@@ -288,7 +301,7 @@ class BlockZoo:
         bit-identical to the one added (checked)."""
         manifest = self.manifest(name)
         self._check_export_target(out)
-        missing = [f for f, d in manifest.files.items() if not (self.files_dir / d).is_file()]
+        missing = self.missing_files(manifest)
         if missing:
             raise BlockZooError(f"file {missing[0]} of {name!r} is missing from the zoo")
         content = assemble(bytes.fromhex(manifest.header), self.variant_tensors(name))

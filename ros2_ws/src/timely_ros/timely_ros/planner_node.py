@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import asdict
 from functools import partial
 from typing import Any
@@ -486,6 +487,7 @@ class PlannerNode(LifecycleNode):
         self._progress_pub.publish(String(data=json.dumps(payload)))
 
     def _publish_status(self) -> None:
+        unseen = {r.id for r in self.params.robots if self._unseen(r.id)}  # once per status
         with self._lock:
             goals = GoalCounts(
                 rejected=self._rejected,
@@ -494,7 +496,7 @@ class PlannerNode(LifecycleNode):
                 aborted=self._ended["aborted"],
                 cancelled=self._ended["cancelled"],
             )
-            robots = self._robot_states()
+            robots = self._robot_states(unseen)
             service, state = self.service, self._state
         if service is None:  # unconfigured: no model, nothing to report but that
             stamp = self._stamp()
@@ -528,13 +530,13 @@ class PlannerNode(LifecycleNode):
                 status.stamp,
                 state,
                 twin=self._twins.why(),
-                never_heard=[r.id for r in self.params.robots if self._unseen(r.id)],
+                never_heard=unseen,
             )
         )
 
-    def _robot_states(self) -> list[RobotState]:
-        """Per robot: what the goal it runs does, else its oldest active goal (call
-        holding `_lock`)."""
+    def _robot_states(self, unseen: Collection[str]) -> list[RobotState]:
+        """Per robot: what the goal it runs does, else its oldest active goal, and
+        whether nothing is seen of it (`unseen`, see `_unseen`; call holding `_lock`)."""
         gone = set(self._watch.liveness.not_responding())
         turns = self._hooks.turns
         jobs: dict[str, list[tuple[str, PlanJob]]] = {}
@@ -552,7 +554,7 @@ class PlannerNode(LifecycleNode):
                     state += f" (+{len(jobs[robot.id]) - 1} more goals)"
             if robot.id in gone:
                 state = "not responding" + (f" ({state})" if goal_id else "")
-            elif self._unseen(robot.id):
+            elif robot.id in unseen:
                 state += f"; {NOT_HEARD_YET}"  # its goals wait executor_wait_s, then fail
             states.append(RobotState(robot.id, state, goal_id))
         return states
