@@ -36,6 +36,10 @@ ROBOT_ID_RULE = "use a letter, then letters, digits or '_' (at most 64)"
          "expected a finite number of seconds > 0, got '0'"),
         (["plan", "--robot", "drone1", "--respond-within", "x", "go"],
          "expected a finite number of seconds > 0, got 'x'"),
+        # an empty topic is a slip, not a request for the default
+        (["scene", "--robot", "drone1", "--topic", "", "a sofa"],
+         "argument --topic: the topic is empty; leave --topic out"),
+        (["scene", "--robot", "drone1", "--topic", " ", "a sofa"], "the topic is empty"),
         # finding a planner takes time: a wait of 0 could only fail
         (["status", "--wait", "0"], "argument --wait: expected seconds > 0 (inf: for ever)"),
         (["plan", "--robot", "drone1", "--wait", "0", "go"], "expected seconds > 0"),

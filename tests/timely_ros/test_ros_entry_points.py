@@ -185,6 +185,29 @@ def test_timely_up_stops_cleanly_on_ctrl_c_while_starting(node_processes: StartN
     assert "timely up: 2 node(s) running" in proc.output()  # the start-up was not torn
 
 
+def test_ctrl_c_while_the_timely_command_starts_ends_it_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """The installed `timely` command, interrupted while it still imports (its first
+    half second) or just after: status 130 (or killed by SIGINT before Python takes
+    the signal), never a KeyboardInterrupt traceback."""
+    timely = Path(PYTHON).parent / "timely"
+    for delay_s in (0.1, 0.2, 0.35, 0.6):
+        proc = subprocess.Popen(
+            [str(timely), "status", "--wait", "30"],
+            cwd=REPO,
+            env=ros_env(tmp_path / "ros_log"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(delay_s)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode in (130, -signal.SIGINT), (delay_s, proc.returncode, err)
+        assert "Traceback" not in err, (delay_s, err)
+
+
 def test_timely_up_reports_a_bad_config(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"timely_planner": {"ros__parameters": {"robots": ["x"]}}}))

@@ -149,6 +149,20 @@ def test_status_and_cancel_from_the_command_line(
     assert stranger.returncode == 2 and "robot 'drone9' is not served" in stranger.stderr
 
 
+def _plan_on_arm1(tmp_path: Path, options: list[str] | None = None) -> subprocess.Popen[str]:
+    """`timely plan` of LRTrace task 10 for arm1, running (its output piped)."""
+    task = lrtrace_goal_fields(10)
+    args = ["plan", "--robot", "arm1", "--wait", CLI_WAIT_S, "--scene", task["scene"]]
+    return subprocess.Popen(
+        [PYTHON, "-m", "timely_ros.cli", *args, *(options or []), task["instruction"]],
+        cwd=REPO,
+        env=ros_env(tmp_path / "ros_log"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 @pytest.mark.parametrize(
     ("stop", "detach"),
     [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False)],
@@ -165,17 +179,7 @@ def test_ctrl_c_on_plan_cancels_its_goal_and_waits_for_the_robot_to_stop(
         tmp_path,
         time_scale=10.0,  # slow: the arm is mid-segment at Ctrl-C
     )
-    task = lrtrace_goal_fields(10)
-    args = ["plan", "--robot", "arm1", "--wait", CLI_WAIT_S, "--scene", task["scene"]]
-    plan = subprocess.Popen(
-        [PYTHON, "-m", "timely_ros.cli", *args, *(["--detach"] if detach else []),
-         task["instruction"]],
-        cwd=REPO,
-        env=ros_env(tmp_path / "ros_log"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
+    plan = _plan_on_arm1(tmp_path, ["--detach"] if detach else [])
     try:
         running = robot.wait_for_output(r"event=segment_started robot=arm1 task=(\S+) ", 90)
         plan.send_signal(stop)
@@ -193,6 +197,7 @@ def test_ctrl_c_on_plan_cancels_its_goal_and_waits_for_the_robot_to_stop(
         assert cancelled not in robot.output()
         return
     assert "interrupted; cancelling goal" in err and "cancelled" in err.splitlines()[-1], err
+    assert "accepted (timely cancel" in err, err
     # the robot stopped before the command returned, and the planner holds no goal for it
     assert cancelled in robot.output()
     status = timely_cli(tmp_path, "status")
@@ -216,6 +221,33 @@ def test_ctrl_c_on_plan_cancels_its_goal_and_waits_for_the_robot_to_stop(
             if watch.poll() is None:
                 watch.kill()
         assert watch.returncode in (0, 128 + signal.SIGTERM) and "Traceback" not in err, err
+
+
+@pytest.mark.ros
+def test_plan_says_whether_its_goal_was_accepted_and_who_cancelled_it(
+    node_processes: StartNodes, tmp_path: Path
+) -> None:
+    """`timely plan` says its goal was accepted only once the planner accepted it (a
+    rejected goal never reads as accepted), and a goal cancelled by another client
+    is reported as that, not as this command's own cancel."""
+    robot, _ = start_arm_and_planner(node_processes, tmp_path, time_scale=10.0)
+    rejected = timely_cli(tmp_path, "plan", "--robot", "drone9", "fly up one meter")
+    assert rejected.returncode == 2 and "rejected" in rejected.stderr, rejected.stderr
+    assert "accepted" not in rejected.stderr, rejected.stderr
+    plan = _plan_on_arm1(tmp_path)
+    try:
+        running = robot.wait_for_output(r"event=segment_started robot=arm1 task=(\S+) ", 90)
+        cancel = timely_cli(tmp_path, "cancel", "--robot", "arm1")
+        assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+        out, err = plan.communicate(timeout=60)
+    finally:
+        if plan.poll() is None:
+            plan.kill()
+    assert plan.returncode == 1, out + err
+    goal_id = re.search(r"goal ([0-9a-f]{32}) accepted \(timely cancel \1\)", err)
+    assert goal_id is not None and goal_id.group(1) in cancel.stdout, err
+    assert "cancelled by another client" in err.splitlines()[-1], err
+    robot.wait_for_output(rf"event=segment_cancelled robot=arm1 task={running.group(1)}", 20)
 
 
 def _catches(pid: int, sig: signal.Signals) -> bool:

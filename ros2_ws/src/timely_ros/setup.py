@@ -26,7 +26,7 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            "timely = timely_ros.cli:main",
+            "timely = timely_ros.cli_entry:main",
             "timely_planner = timely_ros.planner_node:main",
             "timely_skill_executor = timely_ros.skill_executor_node:main",
         ],

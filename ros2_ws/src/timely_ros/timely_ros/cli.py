@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     scene = sub.add_parser("scene", help="publish what a robot perceives (its scene topic)")
     scene.add_argument("scene", help="the scene text; empty withdraws the robot's scene")
     scene.add_argument("--robot", required=True, type=_robot_id, help="robot id, e.g. drone1")
-    scene.add_argument("--topic", default="", help="scene topic (default /<robot>/scene)")
+    scene.add_argument("--topic", type=_topic, help="scene topic (default /<robot>/scene)")
     scene.add_argument("--wait", type=_seconds, default=5.0, help=WAIT_HELP)
 
     status = sub.add_parser("status", help="the planner's queue, memory and robots")
@@ -230,6 +230,15 @@ def _robot_id(text: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _topic(text: str) -> str:
+    """A scene topic given on purpose: an empty one is a mistake, not the default."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "the topic is empty; leave --topic out for the robot's own (/<robot>/scene)"
+        )
+    return text
+
+
 def _instruction(text: str) -> str:
     """What to plan: not blank, not over the planner's length (it would reject it)."""
     if not text.strip():
@@ -289,7 +298,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "scene":
             from timely_ros.scene_cli import run_scene
 
-            return run_scene(args.robot, args.scene, args.topic, args.wait)
+            return run_scene(args.robot, args.scene, args.topic or "", args.wait)
         if args.command == "status":
             from timely_ros.status_cli import run_status
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import time
 
 import rclpy
+from action_msgs.msg import GoalStatus
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
@@ -24,6 +26,13 @@ def _print_segment(call: PlanCall, segment: SegmentMsg) -> None:
     skills = ", ".join(s.raw_text for s in segment.skills) or segment.text
     tail = " (final)" if segment.final else ""
     print(f"segment {segment.index}{tail}: {skills}", flush=True)
+
+
+def _announce(call: PlanCall, timeout_s: float) -> None:
+    """Say the goal was accepted, once the planner has said so: a rejected or
+    unanswered goal gets its own message when the call ends."""
+    if call.wait_answered(timeout_s) and call.accepted:
+        print(f"goal {call.goal_id} accepted (timely cancel {call.goal_id})", file=sys.stderr)
 
 
 def _cancel_and_wait(client: PlanClient, call: PlanCall) -> None:
@@ -105,9 +114,10 @@ def run_plan(
         )
         call = client.send(goal, on_segment=_print_segment)
         notices.goal_id = call.goal_id
-        print(f"goal {call.goal_id} sent (timely cancel {call.goal_id})", file=sys.stderr)
         while True:
-            if not call.done.wait(timeout_s):
+            deadline = time.monotonic() + timeout_s
+            _announce(call, timeout_s)
+            if not call.done.wait(max(0.0, deadline - time.monotonic())):
                 print(f"timely plan: no result after {timeout_s:g} s; cancelling", file=sys.stderr)
                 _cancel_and_wait(client, call)
                 return 1
@@ -137,7 +147,14 @@ def run_plan(
         result = call.result
         assert result is not None
         if not result.success:
-            print(f"timely plan: failed: {result.error}", file=sys.stderr)
+            if call.status == GoalStatus.STATUS_CANCELED and not call.cancel_requested:
+                print(
+                    f"timely plan: goal {call.goal_id} was cancelled by another client "
+                    f"(timely cancel, or another operator): {result.error}",
+                    file=sys.stderr,
+                )
+            else:
+                print(f"timely plan: failed: {result.error}", file=sys.stderr)
             return 1
         for failure in result.recovered_failures:  # the plan went on from each
             print(f"recovered from a robot failure: {failure}", flush=True)

@@ -90,6 +90,18 @@ class PlanCall:
     client_error: str = ""  # set when the planner went away or restarted
     planner_restarted: bool = False  # the goal was lost to a restart (see interrupted_reason)
     cancel_requested: bool = False
+    answered: threading.Event = field(default_factory=threading.Event)  # accepted or not
+
+    def wait_answered(self, timeout_s: float) -> bool:
+        """Wait until the planner accepted or rejected the goal, or the call ended
+        without an answer; False if neither happened within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while not (self.answered.is_set() or self.done.is_set()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.answered.wait(min(left, 0.05))
+        return True
 
     def final_result(self) -> PlanTask.Result:
         """The result; AssertionError naming the robot if the goal has none (yet)."""
@@ -338,6 +350,7 @@ class PlanClient:
                 call.goal_handle = handle
                 cancel_now = call.cancel_requested
             call.accepted = bool(handle.accepted)
+            call.answered.set()
             if not handle.accepted:
                 call.finished_at = time.monotonic()
                 call.done.set()
