@@ -30,7 +30,7 @@ def test_demo_completes_on_engine_vllm(tmp_path: Path) -> None:
             "--config",
             str(CONFIG),
             "--duration",
-            "20",
+            "10",  # four tasks, drones and the arm (seed 7)
             "--seed",
             "7",
         ],
