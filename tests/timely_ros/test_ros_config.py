@@ -165,6 +165,13 @@ def test_planner_parameters_round_trip_through_ros_names() -> None:
         ({"/d1/timely_skill_executor": {"ros__parameters": {"backend": "sim-drone",
                                                            "time_scale": float("nan")}}},
          "time_scale: Input should be a finite number"),
+        # the scene a robot reports: text the planner takes, no longer than it takes
+        ({"/d1/timely_skill_executor": {"ros__parameters": {"backend": "sim-drone",
+                                                           "scene": "a sofa \u202e"}}},
+         "scene: Value error, invisible format character U\\+202E"),
+        ({"/d1/timely_skill_executor": {"ros__parameters": {"backend": "sim-drone",
+                                                           "scene": "x" * 8001}}},
+         "scene: String should have at most 8000 characters"),
         # the Tello's address: IPv4 (djitellopy's sockets) or a host name
         ({"/t1/timely_skill_executor": {"ros__parameters": {"backend": "tello",
                                                            "tello_host": "999.1.1.1"}}},

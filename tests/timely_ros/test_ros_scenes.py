@@ -18,9 +18,11 @@ from tests.timely_ros.ros_support import (
     TEST_PLANNER_TIMEOUT_S,
     RosClient,
     StartNodes,
+    executor_entry,
     lrtrace_goal_fields,
     planner_checkpoint,
     ros_env,
+    sim_planner_entry,
     wait_until,
 )
 
@@ -125,3 +127,40 @@ def test_a_goal_without_a_scene_plans_in_the_published_one(
     reason = next(r for r in rejections if r.get("scene_update"))
     assert reason["robot_id"] == "drone1" and "U+202E" in str(reason["reason"])
     planner_proc.wait_for_output(r"ignored scene of robot 'drone1'", 10)
+
+
+def test_a_robot_that_reports_its_scene_has_its_goals_planned_in_it(
+    node_processes: StartNodes, ros_client: RosClient, tmp_path: Path
+) -> None:
+    """A simulated robot with a `scene` publishes it on /<id>/scene every
+    `scene_period_s`, so a planner started after it still gets it, and a goal sent
+    without a scene is planned in it (the simulated planner knows the plan only in
+    that scene: without it the goal is rejected)."""
+    from timely_ros.plan_client import PlanClient, make_goal
+
+    task = lrtrace_goal_fields(3)
+    robot = executor_entry(
+        "drone1", "sim-drone", time_scale=0.05, scene=task["scene"], scene_period_s=0.2
+    )
+    robot_proc = node_processes(robot, "executors", "drone")
+    robot_proc.wait_for_output("robot drone1: sim-drone executor ready", 60)
+    planner_proc = node_processes(
+        sim_planner_entry(tmp_path, {"drone1": "drone"}, scene_debounce_s=0.0),
+        "planner",
+        "planner",
+    )
+    client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
+    assert client.wait_for_server(60), planner_proc.output()
+    goal = make_goal("drone1", task["instruction"], urgency=task["urgency"])
+    calls = []
+
+    def accepted() -> bool:
+        calls.append(client.send(goal))
+        assert calls[-1].done.wait(30) or calls[-1].accepted, "no answer to the goal"
+        return bool(calls[-1].accepted)
+
+    wait_until(accepted, 30, "a goal planned in the robot's own scene")
+    assert calls[-1].done.wait(60), planner_proc.output()[-3000:]
+    result = calls[-1].final_result()
+    assert result.success and result.plan == task["plan"], result.error
+    robot_proc.wait_for_output(r"event=segment_executed robot=drone1 task=", 30)

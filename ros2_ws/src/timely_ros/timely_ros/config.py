@@ -39,6 +39,7 @@ from pydantic import (
 
 from robot_models.safety_limits import SafetyLimits
 from robot_models.skills import SkillSet
+from timely_core.request import MAX_SCENE_CHARS, check_printable
 from timely_core.tools.spec import ToolSpec
 from timely_ros.param_yaml import load_rcl_yaml
 
@@ -660,6 +661,28 @@ class ExecutorParams(_TypedValues):
         pattern=NAMESPACE_PATTERN,
         description="the namespace of the planner whose heartbeat the robot follows",
     )
+    scene: str = Field(
+        default="",
+        max_length=MAX_SCENE_CHARS,
+        description="what the robot perceives, published on `scene_topic` every "
+        "`scene_period_s` for the goals that carry no scene: a simulated robot's world, "
+        "or a fixed site without a perception pipeline; empty: nothing published",
+    )
+    scene_topic: str = Field(
+        default="", description="where `scene` is published; empty: /<id>/scene"
+    )
+    scene_period_s: float = Field(
+        default=1.0, gt=0, le=60, description="how often `scene` is published again"
+    )
+
+    @field_validator("scene")
+    @classmethod
+    def _scene(cls, text: str) -> str:
+        return check_printable(text.strip())
+
+    @property
+    def scene_topic_name(self) -> str:
+        return self.scene_topic or f"/{self.robot_id}/scene"
 
     @field_validator("tello_host")
     @classmethod

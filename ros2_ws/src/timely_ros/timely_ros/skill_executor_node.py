@@ -22,7 +22,9 @@ from typing import Any
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.exceptions import InvalidTopicNameException
 from rclpy.node import Node
+from std_msgs.msg import String
 from timely_interfaces.action import ExecuteSkill
 
 from robot_models.errors import SkillValidationError
@@ -30,6 +32,7 @@ from robot_models.skills import Skill, SkillValue
 from timely_ros.backends import Backend, SkillFailed, make_backend
 from timely_ros.config import (
     EXECUTOR_NODE,
+    ConfigError,
     ExecutorParams,
     executor_params,
     planner_names,
@@ -45,7 +48,7 @@ from timely_ros.liveness import (
 from timely_ros.node_main import run_node
 from timely_ros.node_params import node_parameters
 from timely_ros.param_descriptors import declare_executor_parameters
-from timely_ros.qos import action_server_qos
+from timely_ros.qos import LATEST, action_server_qos
 from timely_ros.segment_runner import CallProgress, SegmentRunner, SegmentStopped
 from timely_ros.skill_text import ArgumentError, parse_arg
 
@@ -82,10 +85,26 @@ class SkillExecutorNode(Node):
             callback_group=ReentrantCallbackGroup(),
             **action_server_qos(),
         )
+        if self.params.scene:
+            self._publish_scene()
         self.get_logger().info(
             f"robot {self.params.robot_id}: {self.params.backend} executor ready "
             f"on {self.get_namespace().rstrip('/')}/execute_skill"
         )
+
+    def _publish_scene(self) -> None:
+        """Publish the configured scene now and every `scene_period_s`, as a perception
+        pipeline would: a planner that starts later (the topic keeps no history) has it
+        within a period, and one that has it already ignores a scene that did not change."""
+        scene = String(data=self.params.scene)
+        try:
+            publisher = self.create_publisher(String, self.params.scene_topic_name, LATEST)
+        except InvalidTopicNameException as err:
+            raise ConfigError(
+                f"scene_topic {self.params.scene_topic_name!r} is not a valid topic name ({err})"
+            ) from None
+        publisher.publish(scene)
+        self.create_timer(self.params.scene_period_s, lambda: publisher.publish(scene))
 
     def _on_planner_beat(self, beat: Beat) -> None:
         _back, restarted = self._planner.beat(beat)
