@@ -84,11 +84,19 @@ def test_status_renders_every_robot() -> None:
         policy="timely", engine="torch", incarnation="abc123", queue_length=3,
         robot_ids=["drone1", "arm1"], robot_states=["executing segment 2", "idle"],
         robot_goal_ids=["ab" * 16, ""],
+        robot_scenes=["visible: sofa,\n table", "on table: " + "cup, " * 20],
     )  # fmt: skip
     console = Console(record=True, width=200)
     console.print(render(msg))
     text = console.export_text()
     assert "planner abc123 (torch, timely)" in text
+    # a robot's scene on one line, a long one cut
+    assert "visible: sofa, table" in text and "on table: cup, cup," in text, text
+    assert "cup, " * 20 not in text and "…" in text
+    msg.robot_scenes = []  # a planner from before the field
+    console = Console(record=True, width=200)
+    console.print(render(msg))
+    assert "none" in console.export_text()
     assert "executing segment 2" in text and "ab" * 16 in text and "idle" in text
     assert "plan candidates" not in text  # none configured
     msg.plan_candidates, msg.candidate_plans, msg.candidate_alternatives_kept = 8, 5, 2

@@ -136,7 +136,9 @@ def test_a_robot_that_reports_its_scene_has_its_goals_planned_in_it(
     `scene_period_s`, so a planner started after it still gets it, and a goal sent
     without a scene is planned in it (the simulated planner knows the plan only in
     that scene: without it the goal is rejected)."""
+    from timely_interfaces.msg import ServiceStatus
     from timely_ros.plan_client import PlanClient, make_goal
+    from timely_ros.qos import TOPIC
 
     task = lrtrace_goal_fields(3)
     robot = executor_entry(
@@ -151,6 +153,8 @@ def test_a_robot_that_reports_its_scene_has_its_goals_planned_in_it(
     )
     client = PlanClient(ros_client.node, planner_timeout_s=TEST_PLANNER_TIMEOUT_S)
     assert client.wait_for_server(60), planner_proc.output()
+    statuses: list[ServiceStatus] = []
+    ros_client.node.create_subscription(ServiceStatus, "/timely/status", statuses.append, TOPIC)
     goal = make_goal("drone1", task["instruction"], urgency=task["urgency"])
     calls = []
 
@@ -164,3 +168,7 @@ def test_a_robot_that_reports_its_scene_has_its_goals_planned_in_it(
     result = calls[-1].final_result()
     assert result.success and result.plan == task["plan"], result.error
     robot_proc.wait_for_output(r"event=segment_executed robot=drone1 task=", 30)
+    # the planner's status says what the robot's goals are planned in
+    wait_until(lambda: bool(statuses), 10, "a status")
+    assert list(statuses[-1].robot_ids) == ["drone1"]
+    assert list(statuses[-1].robot_scenes) == [task["scene"]]

@@ -26,7 +26,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Collection
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from typing import Any
 
@@ -498,6 +498,12 @@ class PlannerNode(LifecycleNode):
             )
             robots = self._robot_states(unseen)
             service, state = self.service, self._state
+            pending = dict(self._pending_scenes)
+        # the service's own lock, not taken while holding this node's
+        scenes = (
+            pending if service is None else {r.id: service.scene(r.id) for r in self.params.robots}
+        )
+        robots = [replace(r, scene=scenes.get(r.robot_id, "")) for r in robots]
         if service is None:  # unconfigured: no model, nothing to report but that
             stamp = self._stamp()
             self._status_pub.publish(

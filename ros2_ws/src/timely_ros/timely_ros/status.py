@@ -118,6 +118,7 @@ def _planner_fields(
         "robot_states": [r.state for r in robots],
         "robot_goal_ids": [r.goal_id for r in robots],
         "robot_variants": [_variant(params, r.robot_id) for r in robots],
+        "robot_scenes": [r.scene for r in robots],
         "plan_candidates": params.plan_candidates,
         "lifecycle_state": lifecycle_state,
     }
@@ -133,3 +134,4 @@ class RobotState:
     robot_id: str
     state: str  # idle, planning, executing segment k, not responding, ...
     goal_id: str = ""  # the goal it serves now (hex); with several, the oldest
+    scene: str = ""  # what it perceives, as last published ("": none)

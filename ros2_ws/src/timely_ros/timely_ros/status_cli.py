@@ -17,6 +17,8 @@ from timely_interfaces.msg import ServiceStatus
 from timely_ros.config import planner_names
 from timely_ros.qos import TOPIC
 
+SCENE_WIDTH = 48  # characters of a robot's scene shown in its row
+
 # what a planner not serving goals needs, by lifecycle state
 _STATE_HINTS = {
     "unconfigured": "no model loaded, goals are rejected: timely lifecycle configure",
@@ -54,19 +56,29 @@ def render(msg: ServiceStatus) -> Group:
         str(msg.rollbacks),
     )
     robots = Table(title="robots")
-    for column in ("robot", "state", "goal", "variant"):
+    for column in ("robot", "state", "goal", "variant", "scene"):
         robots.add_column(column)
     variants = list(msg.robot_variants) or [""] * len(msg.robot_ids)
-    for robot_id, state, goal, variant in zip(
-        msg.robot_ids, msg.robot_states, msg.robot_goal_ids, variants, strict=False
+    scenes = list(msg.robot_scenes) or [""] * len(msg.robot_ids)
+    for robot_id, state, goal, variant, scene in zip(
+        msg.robot_ids, msg.robot_states, msg.robot_goal_ids, variants, scenes, strict=False
     ):
-        robots.add_row(robot_id, state, goal or "-", variant or "base")
+        robots.add_row(robot_id, state, goal or "-", variant or "base", _scene(scene))
     parts = [planner, robots]
     if msg.plan_candidates:
         parts.append(_candidates(msg))
     if msg.weight_bytes_total:  # the engine reports its weights
         parts.append(_weights(msg))
     return Group(*parts)
+
+
+def _scene(scene: str, width: int = SCENE_WIDTH) -> str:
+    """A robot's scene on one line, cut to `width`; "none" says its goals without a
+    scene of their own are planned with none."""
+    line = " ".join(scene.split())
+    if not line:
+        return "none"
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def _candidates(msg: ServiceStatus) -> Table:
