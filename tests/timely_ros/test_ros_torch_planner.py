@@ -18,6 +18,7 @@ from tests.timely_ros.ros_support import (
     executor_entry,
     lrtrace_goal_fields,
     planner_entry,
+    timely_cli,
     wait_until,
 )
 
@@ -26,7 +27,9 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 GOALS = {"drone1": 7, "drone2": 1, "arm1": 9}  # urgent drone, normal drone, arm
 
 
-def test_torch_planner_end_to_end(node_processes: StartNodes, ros_client: RosClient) -> None:
+def test_torch_planner_end_to_end(
+    node_processes: StartNodes, ros_client: RosClient, tmp_path: Path
+) -> None:
     from action_msgs.msg import GoalStatus
     from timely_ros.plan_client import PlanClient, make_goal
 
@@ -76,3 +79,12 @@ def test_torch_planner_end_to_end(node_processes: StartNodes, ros_client: RosCli
         executed.setdefault(m.group(1), []).append(json.loads(m.group(3)))
     for robot, call in calls.items():
         assert executed[robot] == [[k.raw_text for k in s.skills] for s in call.segments]
+
+    # `timely plan` without --scene says when its robot had none to plan in
+    bare = timely_cli(tmp_path, "plan", "--robot", "drone2", "--no-dispatch", "fly up 1 meter")
+    assert bare.returncode in (0, 1) and "plan" in bare.stdout + bare.stderr, bare.stderr
+    assert "drone2 has no scene (none given with --scene" in bare.stderr, bare.stderr
+    published = timely_cli(tmp_path, "scene", "--robot", "drone1", "visible: sofa, table")
+    assert published.returncode == 0, published.stderr
+    seen = timely_cli(tmp_path, "plan", "--robot", "drone1", "--no-dispatch", "fly up 1 meter")
+    assert seen.returncode in (0, 1) and "has no scene" not in seen.stderr, seen.stderr

@@ -20,6 +20,11 @@ from timely_ros.config import planner_names
 from timely_ros.goals import ended_by_shutdown
 from timely_ros.plan_client import CANCEL_WAIT_S, PlanCall, PlanClient, make_goal
 from timely_ros.plan_wait_notices import PlanWaitNotices
+from timely_ros.robot_scene_watch import RobotSceneWatch, no_scene_note
+
+# how long an ended goal's command waits for a planner status saying whether its robot
+# had a scene (a status comes every status_period_s, at most 1 s)
+SCENE_STATUS_WAIT_S = 1.2
 
 
 def _print_segment(call: PlanCall, segment: SegmentMsg) -> None:
@@ -98,6 +103,7 @@ def run_plan(
     client: PlanClient | None = None
     call: PlanCall | None = None
     notices = PlanWaitNotices(node, planner_names(namespace), robot, turns=dispatch)
+    scene_watch = None if scene else RobotSceneWatch(node, planner_names(namespace), robot)
     try:
         client = PlanClient(node, namespace)
         spinner.start()
@@ -146,6 +152,8 @@ def run_plan(
             return 2
         result = call.result
         assert result is not None
+        if scene_watch is not None and scene_watch.scene(SCENE_STATUS_WAIT_S) == "":
+            print(f"timely plan: {no_scene_note(robot)}", file=sys.stderr)
         if not result.success:
             if call.status == GoalStatus.STATUS_CANCELED and not call.cancel_requested:
                 print(
