@@ -19,9 +19,10 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from robot_models.blocks.export import export_variant
 from robot_models.blocks.report import zoo_report
-from robot_models.blocks.zoo import BlockZoo, BlockZooError
 from robot_models.training.options import OptionError, at_least, check_output_file
+from timely_core.blocks.zoo import BlockZoo, BlockZooError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:
                 args.json.write_text(json.dumps(result_record(decided), indent=2) + "\n")
         else:
-            print(zoo.export(args.name, args.out))
+            print(export_variant(zoo, args.name, args.out))
     except BlockZooError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

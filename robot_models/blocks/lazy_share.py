@@ -17,11 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from robot_models.blocks.export import export_variant
 from robot_models.blocks.logit_lens import CalibrationSequence, block_similarities
-from robot_models.blocks.partition import block_order
-from robot_models.blocks.zoo import BlockZoo, BlockZooError
 from robot_models.training.hf_format import load_checkpoint
 from robot_models.variants.score import VariantScore
+from timely_core.blocks.partition import block_order
+from timely_core.blocks.zoo import BlockZoo, BlockZooError
 
 Evaluate = Callable[[Path], VariantScore]  # a checkpoint folder -> its score
 
@@ -74,7 +75,7 @@ def lazy_share(
         def exported(name: str) -> Path:
             out = folder / name
             shutil.rmtree(out, ignore_errors=True)  # export refuses a non-empty folder
-            return zoo.export(name, out)
+            return export_variant(zoo, name, out)
 
         similarity = block_similarities(
             load_checkpoint(exported(variant)),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from robot_models.blocks.zoo import BlockZoo
+from timely_core.blocks.zoo import BlockZoo
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from tokenizers import Tokenizer
 
 from robot_models.blocks.lazy_share import LazyShareResult, lazy_share
 from robot_models.blocks.logit_lens import calibration_set
-from robot_models.blocks.zoo import BlockZoo, BlockZooError
 from robot_models.variants.data import variant_data
 from robot_models.variants.full_tune import FullTuneConfig
 from robot_models.variants.score import VariantScore, score
 from robot_models.variants.spec import variant_spec
+from timely_core.blocks.zoo import BlockZoo, BlockZooError
 
 
 def share_fleet_variant(

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from robot_models.blocks.lazy_share import differing_blocks
-from robot_models.blocks.zoo import BlockZoo
 from robot_models.checkpoints import default_planner_path
 from robot_models.reference_planner import ReferencePlanner
 from robot_models.training.hf_format import load_checkpoint
@@ -18,6 +17,7 @@ from robot_models.variants.data import variant_data
 from robot_models.variants.full_tune import FullTuneConfig, full_tune, trainable_parameters
 from robot_models.variants.score import score
 from robot_models.variants.spec import VARIANTS_DIR, variant_spec
+from timely_core.blocks.zoo import BlockZoo
 
 PLANNER = default_planner_path()
 SHIPPED = VARIANTS_DIR / "warehouse-drone-full"

@@ -14,7 +14,6 @@ from tokenizers import Tokenizer
 
 from robot_models.blocks.lazy_share import differing_blocks, lazy_share
 from robot_models.blocks.logit_lens import CalibrationSequence, block_similarities, calibration_set
-from robot_models.blocks.zoo import BlockZoo, BlockZooError
 from robot_models.checkpoints import CHECKPOINT_DIR, default_planner_path
 from robot_models.dataset import Example, generate
 from robot_models.plan_check import check_plan
@@ -22,6 +21,7 @@ from robot_models.reference_planner import ReferencePlanner
 from robot_models.training.hf_format import load_checkpoint
 from robot_models.variants.score import VariantScore
 from tests.robot_models.blocks_support import planner_copy
+from timely_core.blocks.zoo import BlockZoo, BlockZooError
 
 PLANNER = default_planner_path()
 

@@ -12,12 +12,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from robot_models.blocks.__main__ import main
-from robot_models.blocks.partition import PartitionError, checkpoint_place, lora_place
+from robot_models.blocks.export import export_variant
 from robot_models.blocks.report import zoo_report
-from robot_models.blocks.zoo import BlockZoo, BlockZooError, UnknownVariant
 from robot_models.checkpoints import CHECKPOINT_DIR, default_planner_path
 from tests.robot_models.blocks_support import planner_copy, tiny_llama
 from tests.robot_models.cli_support import refusal
+from timely_core.blocks.zoo import BlockZoo, BlockZooError, UnknownVariant
 
 PLANNER = default_planner_path()
 ADAPTER = CHECKPOINT_DIR / "variants" / "warehouse-drone"
@@ -27,21 +27,6 @@ ADAPTED = sum("lora_A" in key for key in load_file(str(ADAPTER / "adapter_model.
 
 def _block_files(zoo: BlockZoo) -> set[str]:
     return {p.name for p in zoo.blocks_dir.glob("*.safetensors")}
-
-
-def test_partition_names_each_tensor_block() -> None:
-    assert checkpoint_place("model.layers.3.mlp.up_proj.weight").block == "layers.3.ffn"
-    assert checkpoint_place("model.layers.0.self_attn.k_proj.weight").role == "k_proj.weight"
-    assert checkpoint_place("model.layers.1.input_layernorm.weight").block == "layers.1.input_norm"
-    assert checkpoint_place("model.embed_tokens.weight").block == "embedding"
-    assert checkpoint_place("lm_head.weight").block == "lm_head"
-    target = lora_place("base_model.model.model.layers.2.mlp.down_proj.lora_B.weight")
-    assert (target.place.block, target.base_tensor) == (
-        "layers.2.ffn.down_proj.lora",
-        "model.layers.2.mlp.down_proj.weight",
-    )
-    with pytest.raises(PartitionError, match=r"'model\.vision_tower\.weight' is not part"):
-        checkpoint_place("model.vision_tower.weight")
 
 
 def test_planner_partitions_and_reassembles_bit_identically(tmp_path: Path) -> None:
@@ -57,7 +42,7 @@ def test_planner_partitions_and_reassembles_bit_identically(tmp_path: Path) -> N
         "layers.0.ffn",
     ]
     assert result.blocks == result.new_blocks == 4 * 4 + 3 == len(_block_files(zoo))
-    out = zoo.export("base", tmp_path / "out")
+    out = export_variant(zoo, "base", tmp_path / "out")
     for name in ("model.safetensors", "config.json", "tokenizer.json"):
         assert (out / name).read_bytes() == (PLANNER / name).read_bytes()
 
@@ -90,7 +75,7 @@ def test_changed_layers_store_only_their_blocks(tmp_path: Path) -> None:
     changed = [b.name for b in zoo.manifest("tuned").blocks if b.hash != base_hashes[b.name]]
     assert changed == ["layers.3.attention", "layers.3.ffn"]
     assert (
-        zoo.export("tuned", tmp_path / "out").joinpath("model.safetensors").read_bytes()
+        export_variant(zoo, "tuned", tmp_path / "out").joinpath("model.safetensors").read_bytes()
         == (variant / "model.safetensors").read_bytes()
     )
     report = {v.name: v for v in zoo_report(zoo).variants}
@@ -108,7 +93,7 @@ def test_tied_embeddings_are_one_block_or_none(tmp_path: Path) -> None:
     zoo.add("absent", tiny_llama(tmp_path / "absent", tied="absent"))
     assert "lm_head" not in [b.name for b in zoo.manifest("absent").blocks]
     for name in ("copy", "absent"):
-        out = zoo.export(name, tmp_path / f"out-{name}")
+        out = export_variant(zoo, name, tmp_path / f"out-{name}")
         assert (out / "model.safetensors").read_bytes() == (
             tmp_path / name / "model.safetensors"
         ).read_bytes()
@@ -128,7 +113,7 @@ def test_lora_adapter_deltas_are_per_projection_blocks(tmp_path: Path) -> None:
         "lora_B.weight",
     }
     assert len(_block_files(zoo) - before) == ADAPTED
-    out = zoo.export("warehouse-drone", tmp_path / "out")
+    out = export_variant(zoo, "warehouse-drone", tmp_path / "out")
     for name in ("adapter_model.safetensors", "adapter_config.json"):
         assert (out / name).read_bytes() == (ADAPTER / name).read_bytes()
     own = {v.name: v.own_bytes for v in zoo_report(zoo).variants}["warehouse-drone"]
@@ -145,7 +130,7 @@ def test_bad_input_is_named(tmp_path: Path) -> None:
     with pytest.raises(BlockZooError, match=r"model\.safetensors is missing"):
         zoo.add("x", tmp_path / "empty")
     with pytest.raises(UnknownVariant, match=r"unknown variant 'ghost' .*\(variants: none\)"):
-        zoo.export("ghost", tmp_path / "out")
+        export_variant(zoo, "ghost", tmp_path / "out")
     zoo.add("base", PLANNER)
     with pytest.raises(BlockZooError, match="already in zoo"):
         zoo.add("base", PLANNER)

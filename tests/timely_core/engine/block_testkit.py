@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from robot_models.blocks.partition import checkpoint_place
+from timely_core.blocks.partition import checkpoint_place
 
 
 def full_finetune(base: Path, out: Path, seed: int, blocks: set[str]) -> Path:

@@ -22,22 +22,20 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from robot_models.blocks.manifest import NAME_PATTERN, BlockRef, TensorRef, VariantManifest
-from robot_models.blocks.partition import (
+from timely_core.blocks.manifest import NAME_PATTERN, BlockRef, TensorRef, VariantManifest
+from timely_core.blocks.partition import (
     PartitionError,
     Place,
     block_order,
     checkpoint_place,
     lora_place,
 )
-from robot_models.blocks.tensor_file import (
+from timely_core.blocks.tensor_file import (
     RawTensor,
-    assemble,
     load_tensors,
     read_raw,
     save_tensors,
 )
-from robot_models.training.options import OptionError, check_output_dir
 
 CHECKPOINT_WEIGHTS = "model.safetensors"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -70,7 +68,8 @@ def block_hash(tensors: dict[str, RawTensor]) -> str:
     return digest.hexdigest()
 
 
-def _write_atomic(path: Path, content: bytes) -> None:
+def write_atomic(path: Path, content: bytes) -> None:
+    """Readers never see a half-written block, file or manifest."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_bytes(content)
@@ -189,7 +188,7 @@ class BlockZoo:
             target = self.block_path(digest)
             if not target.exists():
                 content = save_tensors(tensors, {"block": block})
-                _write_atomic(target, content)
+                write_atomic(target, content)
                 new_blocks, new_bytes = new_blocks + 1, new_bytes + len(content)
             refs.append(
                 BlockRef(name=block, hash=digest, nbytes=sum(len(t.data) for t in tensors.values()))
@@ -199,7 +198,7 @@ class BlockZoo:
             content = other.read_bytes()
             digest = hashlib.sha256(content).hexdigest()
             if not (self.files_dir / digest).exists():
-                _write_atomic(self.files_dir / digest, content)
+                write_atomic(self.files_dir / digest, content)
             files[other.name] = digest
         content = path.read_bytes()
         manifest = VariantManifest(
@@ -267,7 +266,7 @@ class BlockZoo:
                 )
 
     def _save(self, manifest: VariantManifest) -> None:
-        _write_atomic(
+        write_atomic(
             self.variants_dir / f"{manifest.name}.json",
             (manifest.model_dump_json(indent=1) + "\n").encode(),
         )
@@ -294,40 +293,3 @@ class BlockZoo:
         if ref.replaced is not None:
             ref.hash, ref.replaced = ref.replaced, None
             self._save(manifest)
-
-    # -- export ------------------------------------------------------------------
-    def export(self, name: str, out: Path) -> Path:
-        """Write the variant's folder; without shared blocks its weights file is
-        bit-identical to the one added (checked)."""
-        manifest = self.manifest(name)
-        self._check_export_target(out)
-        missing = self.missing_files(manifest)
-        if missing:
-            raise BlockZooError(f"file {missing[0]} of {name!r} is missing from the zoo")
-        content = assemble(bytes.fromhex(manifest.header), self.variant_tensors(name))
-        if (
-            not manifest.shared_blocks
-            and hashlib.sha256(content).hexdigest() != manifest.weights_sha256
-        ):
-            raise BlockZooError(
-                f"variant {name!r} reassembles to other bytes than it was added with"
-            )
-        out.mkdir(parents=True, exist_ok=True)
-        _write_atomic(out / manifest.weights_file, content)
-        for file_name, digest in manifest.files.items():
-            _write_atomic(out / file_name, (self.files_dir / digest).read_bytes())
-        return out
-
-    def _check_export_target(self, out: Path) -> None:
-        """An export writes a new folder: never into the zoo (its files would mix with
-        the blocks), over a file, or over a folder's files (a half-mixed checkpoint)."""
-        root = self.root.resolve()
-        target = out.resolve()
-        if target == root or root in target.parents:
-            raise BlockZooError(f"export folder {out} is inside zoo {self.root}")
-        try:
-            check_output_dir(out, "out")
-        except OptionError as error:
-            raise BlockZooError(f"export folder {error.reason}") from error
-        if out.is_dir() and any(out.iterdir()):
-            raise BlockZooError(f"export folder {out} exists and is not empty")
