@@ -2,12 +2,13 @@
 checkpoint is compared with the base model block by block, and holds only the blocks
 that differ; every other block is the base's own tensors, held once.
 
-Blocks are the architectural units robot_models/blocks/partition.py names (mirrored
-here, since timely_core does not import robot_models): `embedding`, per layer
+Blocks are the architectural units timely_core/blocks/partition.py names (the block
+zoo's): `embedding`, per layer
 `layers.<i>.input_norm`, `layers.<i>.attention` (q/k/v/o), `layers.<i>.post_attention_norm`,
 `layers.<i>.ffn` (gate/up/down), then `norm` and `lm_head`. Blocks are compared in the
 engine's dtype, the precision the engine computes in: a block equal there runs the
-same for the variant as for the base.
+same for the variant as for the base. A variant read from a block zoo is compared by
+content hash instead (zoo_variants.py).
 """
 
 from __future__ import annotations
@@ -53,7 +54,11 @@ class BlockVariant:
     @property
     def nbytes(self) -> int:
         """Bytes of its own blocks only."""
-        return sum(t.nbytes for block in self.owned for t in _block_tensors(self.weights, block))
+        return sum(t.nbytes for block in self.owned for t in self.block_tensors(block))
+
+    def block_tensors(self, block: str) -> list[torch.Tensor]:
+        """The tensors it computes `block` with (the base's where it shares it)."""
+        return _block_tensors(self.weights, block)
 
     def owned_blocks(self) -> list[str]:
         """Its own blocks in the order a token passes them."""
@@ -101,7 +106,7 @@ def checkpoint_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _check_config(cfg: ModelConfig, base: ModelConfig, where: str) -> None:
+def check_config(cfg: ModelConfig, base: ModelConfig, where: str) -> None:
     ours, theirs = cfg.model_dump(exclude=_FREE_CONFIG), base.model_dump(exclude=_FREE_CONFIG)
     for field, value in ours.items():
         if value != theirs[field]:
@@ -123,18 +128,18 @@ def _open(folder: Path, where: str) -> dict[str, Any]:
     return handles
 
 
-def _check_tensors(handles: dict[str, Any], cfg: ModelConfig, where: str) -> None:
+def check_tensor_shapes(held: dict[str, tuple[int, ...]], cfg: ModelConfig, where: str) -> None:
+    """A full fine-tune's tensors (name -> shape) are exactly the base's layout."""
     shapes = checkpoint_shapes(cfg)
-    for name, handle in sorted(handles.items()):
+    for name, shape in sorted(held.items()):
         if name not in shapes:
             raise AdapterError(f"{where}: unexpected tensor {name!r} (not in the base's layout)")
-        shape = tuple(handle.get_slice(name).get_shape())
         if shape != shapes[name]:
             raise AdapterError(
                 f"{where}: tensor {name!r} is {list(shape)}, the base model's is "
                 f"{list(shapes[name])}"
             )
-    missing = sorted(set(shapes) - set(handles) - {"lm_head.weight"})
+    missing = sorted(set(shapes) - set(held) - {"lm_head.weight"})
     if missing:
         raise AdapterError(f"{where}: lacks tensor {missing[0]!r} of the base's layout")
 
@@ -214,8 +219,9 @@ def load_block_variant(
         handles = _open(folder, where)
     except (CheckpointError, ValueError, OSError, SafetensorError) as exc:  # bad JSON too
         raise AdapterError(f"{where}: {exc}") from None
-    _check_config(cfg, base_config, where)
-    _check_tensors(handles, cfg, where)
+    check_config(cfg, base_config, where)
+    shapes = {n: tuple(h.get_slice(n).get_shape()) for n, h in handles.items()}
+    check_tensor_shapes(shapes, cfg, where)
     weights, owned = _stream(handles, cfg, base, dtype, folder)
     if not owned:  # most likely the base checkpoint itself, named by mistake
         raise AdapterError(

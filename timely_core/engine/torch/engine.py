@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,6 +32,12 @@ from timely_core.engine.torch.loader import load_model
 from timely_core.engine.torch.lora import AdapterError, LoraAdapter, load_adapter
 from timely_core.engine.torch.model_runner import ModelRunner
 from timely_core.engine.torch.sampler import make_generator, sample, validate_params
+from timely_core.engine.torch.zoo_model import ZooModel, load_zoo_model
+from timely_core.engine.torch.zoo_variants import (
+    HeldBlocks,
+    load_zoo_block_variant,
+    load_zoo_lora,
+)
 from timely_core.engine.variants import ResidentVariant, ResidentWeights
 
 
@@ -48,10 +54,9 @@ class StepTimings:
         return self.total_s - self.forward_s
 
 
-def _eos_ids(model_path: Path, from_config: tuple[int, ...]) -> tuple[int, ...]:
+def _eos_ids(generation_config: Path | None, from_config: tuple[int, ...]) -> tuple[int, ...]:
     ids = list(from_config)
-    generation_config = model_path / "generation_config.json"
-    if generation_config.is_file():
+    if generation_config is not None and generation_config.is_file():
         eos = json.loads(generation_config.read_text()).get("eos_token_id")
         extra = eos if isinstance(eos, list) else [] if eos is None else [eos]
         ids.extend(i for i in extra if i not in ids)
@@ -60,15 +65,27 @@ def _eos_ids(model_path: Path, from_config: tuple[int, ...]) -> tuple[int, ...]:
 
 class TorchEngine(PagedEngine):
     """Runs a local Hugging Face Llama/Qwen2 checkpoint on CPU (or any torch device's
-    dtype) behind the `Engine` protocol."""
+    dtype) behind the `Engine` protocol: a checkpoint folder, or a block zoo's
+    checkpoint variant (`from_zoo`), whose other variants it then serves beside it."""
 
     reports_logprobs = True  # `SamplingParams.logprobs` (plan candidates need them)
 
-    def __init__(self, model_path: str | Path, config: EngineConfig | None = None) -> None:
+    def __init__(
+        self, model_path: str | Path | ZooModel, config: EngineConfig | None = None
+    ) -> None:
         self.config = config or EngineConfig()
-        path = Path(model_path)
-        self.model_path = path
-        self.model = load_model(path, self.config.torch_dtype)
+        if isinstance(model_path, ZooModel):
+            self.zoo_model: ZooModel | None = model_path
+            self.model_path = model_path.source
+            self.model = load_zoo_model(model_path, self.config.torch_dtype)
+            file: Callable[[str], Path | None] = model_path.file
+        else:
+            self.zoo_model = None
+            self.model_path = Path(model_path)
+            self.model = load_model(self.model_path, self.config.torch_dtype)
+            file = self.model_path.joinpath
+        self._tokenizer_file = file("tokenizer.json")
+        generation_config = file("generation_config.json")
         mc = self.model.config
         size = self.config.block_size
         bytes_per_block = KvCache.bytes_per_block(
@@ -100,12 +117,13 @@ class TorchEngine(PagedEngine):
             max_generations=self.config.max_generations,
             preemption_strategy=self.config.preemption_strategy,
             prefix_caching=self.config.enable_prefix_caching,
-            eos_ids=_eos_ids(path, mc.eos_token_ids),
+            eos_ids=_eos_ids(generation_config, mc.eos_token_ids),
         )
         self.max_model_len = mc.max_position_embeddings
         self.adapters: dict[str, LoraAdapter] = {}  # LoRA variants, batched with the base
         self.block_variants: dict[str, BlockVariant] = {}  # full fine-tunes, as shared blocks
         self._variant_order: list[str] = []  # every variant's name, in load order
+        self._held_blocks: HeldBlocks = {}  # zoo variants' own blocks, each held once
         self.runner = ModelRunner(self.model, self.cache, size, self.adapters, self.block_variants)
         self.timings = StepTimings()
         self._grammars: GrammarCompiler | None = None
@@ -142,9 +160,47 @@ class TorchEngine(PagedEngine):
             "(adapter_config.json) nor a full fine-tune checkpoint (config.json)"
         )
 
+    @classmethod
+    def from_zoo(
+        cls, root: str | Path, variant: str, config: EngineConfig | None = None
+    ) -> TorchEngine:
+        """Serve the block zoo at `root`'s checkpoint variant `variant` as the base
+        (CheckpointError naming a missing zoo, variant, block or file)."""
+        return cls(ZooModel.open(root, variant), config)
+
+    def load_zoo_variant(
+        self, name: str, zoo_variant: str | None = None
+    ) -> LoraAdapter | BlockVariant:
+        """Serve the zoo's variant `zoo_variant` (default `name`) as `name`: a LoRA
+        adapter of the served base as its factors, a full fine-tune as the blocks whose
+        content differs from the base's (one another zoo variant holds alike is held
+        once). AdapterError naming what does not fit; the engine must serve a zoo's
+        checkpoint (`from_zoo`)."""
+        if self.zoo_model is None:
+            raise AdapterError(
+                f"variant {name!r}: this engine serves the checkpoint folder "
+                f"{self.model_path}, not a block zoo's variant; serve one (from_zoo) to load "
+                "the zoo's variants"
+            )
+        self._check_new(name)
+        variant = ZooModel.of(self.zoo_model.zoo, zoo_variant or name, AdapterError)
+        if variant.manifest.kind == "lora":
+            adapter = load_zoo_lora(
+                name, variant, self.zoo_model, self.model.config, self.config.torch_dtype
+            )
+            return self._add_lora(adapter)
+        weights, dtype = self.model.weights, self.config.torch_dtype
+        own = load_zoo_block_variant(
+            name, variant, self.zoo_model, weights, dtype, self._held_blocks
+        )
+        return self._add_block_variant(own)
+
     def _load_lora(self, name: str, path: Path) -> LoraAdapter:
         self._check_new(name)
-        adapter = load_adapter(name, path, self.model.config, self.config.torch_dtype)
+        return self._add_lora(load_adapter(name, path, self.model.config, self.config.torch_dtype))
+
+    def _add_lora(self, adapter: LoraAdapter) -> LoraAdapter:
+        name = adapter.name
         self.adapters[name] = adapter
         self._variant_order.append(name)
         if lora_writes_base_kv(adapter, self.model.config):
@@ -157,7 +213,12 @@ class TorchEngine(PagedEngine):
         (AdapterError naming the config field or tensor that does not fit)."""
         self._check_new(name)
         weights, dtype = self.model.weights, self.config.torch_dtype
-        variant = load_block_variant(name, path, self.model.config, weights, dtype)
+        return self._add_block_variant(
+            load_block_variant(name, path, self.model.config, weights, dtype)
+        )
+
+    def _add_block_variant(self, variant: BlockVariant) -> BlockVariant:
+        name, weights = variant.name, self.model.weights
         self.block_variants[name] = variant
         self._variant_order.append(name)
         if block_variant_writes_base_kv(variant, weights, self.model.config):
@@ -170,8 +231,10 @@ class TorchEngine(PagedEngine):
 
     def resident_weights(self) -> ResidentWeights:
         """`VariantEngine`: the base's weight bytes once, then each variant's own
-        bytes in load order (a LoRA's factors, a full fine-tune's own blocks)."""
+        bytes in load order (a LoRA's factors, a full fine-tune's own blocks less those
+        a variant loaded before it holds alike: what loading it added)."""
         variants = []
+        counted: set[int] = set()  # data pointers of own blocks already reported
         for name in self._variant_order:
             if name in self.adapters:
                 adapter = self.adapters[name]
@@ -179,7 +242,10 @@ class TorchEngine(PagedEngine):
             else:
                 own = self.block_variants[name]
                 blocks = tuple(own.owned_blocks())
-                resident = ResidentVariant(name, "blocks", own.nbytes, str(own.path), blocks)
+                tensors = [t for b in blocks for t in own.block_tensors(b)]
+                added = sum(t.nbytes for t in tensors if t.data_ptr() not in counted)
+                counted.update(t.data_ptr() for t in tensors)
+                resident = ResidentVariant(name, "blocks", added, str(own.path), blocks)
             variants.append(replace(resident, base_kv=self.blocks.kv_key(name) is None))
         return ResidentWeights(self.model.weights_nbytes, tuple(variants))
 
@@ -285,8 +351,12 @@ class TorchEngine(PagedEngine):
     def grammars(self) -> GrammarCompiler:
         """This checkpoint's grammar compiler (its tokenizer, read on first use)."""
         if self._grammars is None:
-            self._grammars = GrammarCompiler.from_checkpoint(
-                self.model_path, self.model.config.vocab_size, self._eos
+            if self._tokenizer_file is None:
+                raise ValueError(
+                    f"grammar masks need the checkpoint's tokenizer.json ({self.model_path})"
+                )
+            self._grammars = GrammarCompiler.from_tokenizer_file(
+                self._tokenizer_file, self.model.config.vocab_size, self._eos
             )
             self.masker.set_vocabulary(self._grammars.vocab)
         return self._grammars

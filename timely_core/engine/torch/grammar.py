@@ -98,7 +98,13 @@ class GrammarCompiler:
     def from_checkpoint(
         model_path: Path, vocab_size: int, eos_ids: Sequence[int]
     ) -> GrammarCompiler:
-        path = model_path / "tokenizer.json"
+        return GrammarCompiler.from_tokenizer_file(
+            model_path / "tokenizer.json", vocab_size, eos_ids
+        )
+
+    @staticmethod
+    def from_tokenizer_file(path: Path, vocab_size: int, eos_ids: Sequence[int]) -> GrammarCompiler:
+        """The compiler of a `tokenizer.json` (a folder's, or a block zoo's copy)."""
         if not path.is_file():
             raise ValueError(f"grammar masks need the checkpoint's tokenizer.json ({path})")
         return GrammarCompiler(Tokenizer.from_file(str(path)), vocab_size, eos_ids)

@@ -22,10 +22,15 @@ def load_model_config(path: str | Path) -> ModelConfig:
     config_path = Path(path) / "config.json"
     if not config_path.is_file():
         raise CheckpointError(f"no config.json in checkpoint folder {path}")
+    return read_model_config(config_path, str(config_path))
+
+
+def read_model_config(config_path: Path, where: str) -> ModelConfig:
+    """An HF config.json file (a folder's, or a block zoo's stored copy)."""
     try:
         return ModelConfig.from_hf(json.loads(config_path.read_text()))
     except ValueError as exc:
-        raise CheckpointError(f"{config_path}: {exc}") from exc
+        raise CheckpointError(f"{where}: {exc}") from exc
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:

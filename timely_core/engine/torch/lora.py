@@ -102,12 +102,11 @@ def _shapes(cfg: ModelConfig) -> dict[str, tuple[int, int, int]]:
     }
 
 
-def _read_config(folder: Path, where: str) -> dict[str, object]:
+def read_adapter_config(config_path: Path, where: str) -> dict[str, object]:
     """adapter_config.json checked field by field: a value that would serve garbage
     (NaN or inf alpha, r=True) or change what the factors mean is refused, named."""
-    config_path = folder / "adapter_config.json"
     if not config_path.is_file():
-        raise AdapterError(f"{where}: no adapter_config.json in {folder}")
+        raise AdapterError(f"{where}: no adapter_config.json in {config_path.parent}")
     try:
         config = json.loads(config_path.read_text())
     except OSError as exc:
@@ -294,21 +293,40 @@ def load_adapter(name: str, path: str | Path, cfg: ModelConfig, dtype: torch.dty
     or factor, or target_modules other than the tensors' projections is refused too,
     one line naming the adapter and folder: such an adapter would plan garbage
     reported as success, or differ from what peft and vLLM serve from the folder."""
-    if not name or name == BASE_VARIANT:
-        raise AdapterError(f"adapter name {name!r}: give a name other than '' and 'base'")
+    check_adapter_name(name)
     folder = Path(path)
     where = f"adapter {name!r} ({folder})"
     if not folder.is_dir():
         raise AdapterError(f"{where}: folder does not exist")
-    config = _read_config(folder, where)
-    rank = int(config["r"])  # type: ignore[call-overload]
-    alpha = float(config["lora_alpha"])  # type: ignore[arg-type]
-    scaling = alpha / (math.sqrt(rank) if config.get("use_rslora") else rank)
+    config = read_adapter_config(folder / "adapter_config.json", where)
     weights = folder / "adapter_model.safetensors"
     if not weights.is_file():
         raise AdapterError(f"{where}: no adapter_model.safetensors")
+    return adapter_from(name, folder, config, _read_tensors(weights, where), cfg, dtype, where)
+
+
+def check_adapter_name(name: str) -> None:
+    if not name or name == BASE_VARIANT:
+        raise AdapterError(f"adapter name {name!r}: give a name other than '' and 'base'")
+
+
+def adapter_from(
+    name: str,
+    source: Path,
+    config: dict[str, object],
+    tensors: dict[str, torch.Tensor],
+    cfg: ModelConfig,
+    dtype: torch.dtype,
+    where: str,
+) -> LoraAdapter:
+    """The adapter of a checked `adapter_config.json` (`read_adapter_config`) and its
+    factors by peft's tensor names, checked against the base model's shapes; `source`
+    is where it was read from (a folder, or a block zoo's manifest)."""
+    rank = int(config["r"])  # type: ignore[call-overload]
+    alpha = float(config["lora_alpha"])  # type: ignore[arg-type]
+    scaling = alpha / (math.sqrt(rank) if config.get("use_rslora") else rank)
     factors: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
-    for key, tensor in _read_tensors(weights, where).items():
+    for key, tensor in tensors.items():
         match = _KEY.match(key)
         if match is None or match.group(3) not in TARGETS:
             raise AdapterError(f"{where}: unexpected tensor {key!r} (LoRA of q/k/v/o/gate/up/down)")
@@ -351,7 +369,7 @@ def load_adapter(name: str, path: str | Path, cfg: ModelConfig, dtype: torch.dty
         _check_finite(a, f"{label}.lora_A", where, f" in {dtype}")
         slot = TARGETS[target][1]
         layers[layer].setdefault(slot, []).append((a, b, slice(first, first + fan_out)))
-    return LoraAdapter(name, folder, rank, scaling, tuple(_slots(layer, dtype) for layer in layers))
+    return LoraAdapter(name, source, rank, scaling, tuple(_slots(layer, dtype) for layer in layers))
 
 
 def _slots(
