@@ -89,6 +89,7 @@ def planner_names(namespace: str = DEFAULT_NAMESPACE) -> PlannerNames:
 
 ROBOT_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
 VARIANT_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"  # a fleet variant's name (adapters key)
+ZOO_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$"  # a block zoo variant's name
 _EXECUTOR_KEY = re.compile(r"^/?([A-Za-z][A-Za-z0-9_]*)/" + EXECUTOR_NODE + r"$")
 
 
@@ -208,8 +209,8 @@ class RobotSpec(_TypedValues):
     variant: str = Field(
         default="",
         pattern=r"^(?:[A-Za-z][A-Za-z0-9_-]{0,63})?$",  # VARIANT_PATTERN or empty
-        description="fleet variant its plans run with: a name in the planner's adapters; "
-        "empty: the base model",
+        description="fleet variant its plans run with: a name in the planner's adapters (with "
+        "zoo: a variant of the zoo); empty: the base model",
     )
     streamed_skills: bool = Field(
         default=False,
@@ -474,6 +475,18 @@ class PlannerParams(_TypedValues):
         "paths from the repository root; vllm-server: each server started with them); "
         "robots name one in their variant",
     )
+    zoo: str = Field(
+        default="",
+        description="engine torch: a block zoo folder (python -m robot_models.blocks) to serve "
+        "from instead of model_path and adapters: its variant zoo_base is the base model, and "
+        "each robot's variant is the zoo's variant of that name, a block the zoo holds once "
+        "held once (relative paths from the repository root)",
+    )
+    zoo_base: str = Field(
+        default="base",
+        pattern=ZOO_NAME_PATTERN,
+        description="with zoo: the zoo's checkpoint variant served as the base model",
+    )
     robots: list[RobotSpec] = Field(
         min_length=1, description="ids of the robots served; each has its settings under its id"
     )
@@ -500,6 +513,19 @@ class PlannerParams(_TypedValues):
                 else f"robot {named[0].id!r} (variant {named[0].variant!r})"
             )
             raise ValueError(f"{what}: {_NO_VARIANTS[self.engine]}")
+        if self.zoo:
+            if self.engine != "torch":
+                raise ValueError(
+                    f"zoo: engine {self.engine!r} reads checkpoint folders, only engine torch "
+                    "serves from a block zoo; export the variants (python -m robot_models.blocks "
+                    "export) and list them under adapters"
+                )
+            if self.adapters:
+                raise ValueError(
+                    "adapters: with zoo every variant comes from the zoo (robots name zoo "
+                    "variants); remove adapters or zoo"
+                )
+            return self  # the robots' variants are checked against the zoo at start-up
         for robot in named:
             if robot.variant not in self.adapters:
                 loaded = ", ".join(sorted(self.adapters)) or "none"

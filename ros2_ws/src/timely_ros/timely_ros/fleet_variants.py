@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from timely_ros.config import ConfigError, PlannerParams
+from timely_ros.config import ConfigError, PlannerParams, RobotSpec
 
 
 def resolve_adapter(name: str, path: str) -> Path:
@@ -41,6 +41,27 @@ def load_adapters(engine: Any, params: PlannerParams, base: Path) -> None:
             raise ConfigError(f"adapters.{name}: {err}{widening_hint(base, folder)}") from None
 
 
+def load_zoo_variants(engine: Any, params: PlannerParams) -> None:
+    """Load every variant the robots name from the engine's block zoo (`zoo`); one the
+    zoo lacks, of another base, or of the wrong robot type is a ConfigError naming the
+    robot and the variant."""
+    from timely_core.engine.protocol import AdapterError
+
+    for robot in params.robots:
+        if not robot.variant or robot.variant in engine.block_variants | engine.adapters:
+            continue
+        try:
+            engine.load_zoo_variant(robot.variant)
+        except AdapterError as err:
+            raise ConfigError(f"robot {robot.id!r}: variant {robot.variant!r}: {err}") from None
+    from timely_core.engine.torch.zoo_model import ZooModel
+
+    for robot in params.robots:
+        if robot.variant:
+            variant = ZooModel.of(engine.zoo_model.zoo, robot.variant, ConfigError)
+            _check_robot_type(robot, variant.file("eval.json"), variant.label)
+
+
 def check_robot_types(params: PlannerParams) -> None:
     """A robot given a variant trained for another robot type (an arm on a drone's
     adapter) would plan in the wrong skills: a ConfigError naming both. Adapters of
@@ -49,22 +70,28 @@ def check_robot_types(params: PlannerParams) -> None:
         if not robot.variant:
             continue
         folder = resolve_adapter(robot.variant, params.adapters[robot.variant])
-        trained_for = variant_robot_type(folder)
-        if trained_for is not None and trained_for != robot.type:
-            raise ConfigError(
-                f"robot {robot.id!r} is a {robot.type}, but its variant {robot.variant!r} "
-                f"({folder}) was trained for the {trained_for}: give it a {robot.type}'s "
-                "variant or none"
-            )
+        _check_robot_type(robot, folder / "eval.json", str(folder))
 
 
-def variant_robot_type(folder: Path) -> str | None:
-    """The robot type a variant folder was trained for: its eval.json names a variant
-    of the fleet (robot_models/variants/fleet.yaml), which says; None if unknown."""
+def _check_robot_type(robot: RobotSpec, eval_file: Path | None, where: str) -> None:
+    trained_for = variant_robot_type(eval_file)
+    if trained_for is not None and trained_for != robot.type:
+        raise ConfigError(
+            f"robot {robot.id!r} is a {robot.type}, but its variant {robot.variant!r} "
+            f"({where}) was trained for the {trained_for}: give it a {robot.type}'s "
+            "variant or none"
+        )
+
+
+def variant_robot_type(eval_file: Path | None) -> str | None:
+    """The robot type a variant was trained for: its eval.json names a variant of the
+    fleet (robot_models/variants/fleet.yaml), which says; None if unknown."""
     from robot_models.variants.spec import variant_spec
 
+    if eval_file is None:
+        return None
     try:
-        name = json.loads((folder / "eval.json").read_text())["variant"]
+        name = json.loads(eval_file.read_text())["variant"]
         return variant_spec(str(name)).robot_type
     except (OSError, ValueError, KeyError, TypeError):
         return None

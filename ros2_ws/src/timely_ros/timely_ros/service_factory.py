@@ -23,7 +23,7 @@ from timely_ros.config import (
     RobotSpec,
     tool_spec,
 )
-from timely_ros.fleet_variants import load_adapters, lora_rank
+from timely_ros.fleet_variants import load_adapters, load_zoo_variants, lora_rank
 
 # The engine thread shares the GIL with the executor threads of every node in the
 # process. A forward pass releases and retakes the GIL at each of its torch ops; with
@@ -52,10 +52,30 @@ def resolve_model_path(model_path: str) -> Path:
     return path
 
 
+def open_zoo(params: PlannerParams) -> Any:
+    """The zoo's base variant (a `ZooModel`), relative paths from the repository root
+    when they do not exist from the working directory; ConfigError naming what is
+    missing."""
+    from timely_core.engine.torch.loader import CheckpointError
+    from timely_core.engine.torch.zoo_model import ZooModel
+
+    root = Path(params.zoo)
+    if not root.is_absolute() and not root.exists():
+        from robot_models.checkpoints import CHECKPOINT_DIR
+
+        root = CHECKPOINT_DIR.parents[1] / root
+    try:
+        base = ZooModel.open(root, params.zoo_base)
+        base.check_servable()
+    except CheckpointError as err:
+        raise ConfigError(f"zoo: {err}") from None
+    return base
+
+
 def load_tokenizer(path: Path) -> Any:
     from tokenizers import Tokenizer
 
-    return Tokenizer.from_file(str(path / "tokenizer.json"))
+    return Tokenizer.from_file(str(path))
 
 
 def build_engine(
@@ -66,12 +86,16 @@ def build_engine(
         from timely_core.engine.torch.config import EngineConfig
         from timely_core.engine.torch.engine import TorchEngine
 
+        model = open_zoo(params) if params.zoo else path
         try:
             kv = EngineConfig(device_kv_bytes=kv_bytes, host_kv_bytes=kv_bytes)
-            engine = TorchEngine(path, kv)
+            engine = TorchEngine(model, kv)
         except ValueError as err:
             raise _below_one_block(params, err) from None
-        load_adapters(engine, params, path)  # fleet variants, served beside the base
+        if params.zoo:
+            load_zoo_variants(engine, params)  # the robots' variants, from the same zoo
+        else:
+            load_adapters(engine, params, path)  # fleet variants, served beside the base
         return engine
     if params.engine in ("vllm", "vllm-server"):
         engine = build_vllm_engine(params, path)
@@ -160,10 +184,22 @@ def register_tools(service: PlanningService, robot: RobotSpec) -> None:
             raise ConfigError(f"{robot.id}.tools[{index}] ({spec.name!r}): {err}") from None
 
 
+def _model_files(params: PlannerParams) -> tuple[Path, Path]:
+    """The checkpoint folder (the zoo's base manifest with zoo) and its tokenizer."""
+    if not params.zoo:
+        path = resolve_model_path(params.model_path)
+        return path, path / "tokenizer.json"
+    base = open_zoo(params)
+    tokenizer_file = base.file("tokenizer.json")
+    if tokenizer_file is None:
+        raise ConfigError(f"zoo: {base.label} has no tokenizer.json")
+    return base.source, tokenizer_file
+
+
 def build_service(params: PlannerParams) -> PlanningService:
     sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL_S))
-    path = resolve_model_path(params.model_path)
-    tokenizer = load_tokenizer(path)
+    path, tokenizer_file = _model_files(params)
+    tokenizer = load_tokenizer(tokenizer_file)
     # Any: RobotPlanLanguage satisfies PlanLanguage at run time (runtime_checkable). The
     # robots' measured segment times (segment_done) refine the execution-time models.
     languages: dict[str, Any] = {
