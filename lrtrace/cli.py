@@ -54,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--agents", type=int, help="agents per robot type")
     c.add_argument("--duration", type=float, help="seconds")
     c.add_argument("--seed", type=int)
+    c.add_argument(
+        "--variants",
+        action="append",
+        metavar="TYPE=NAME[,NAME...]",
+        help="fleet variants a robot type's agents plan with, in turn (base: the base "
+        "model), e.g. drone=heavy-drone,warehouse-drone,base; repeat per type",
+    )
 
     r = sub.add_parser("replay", help="replay a trace against a target")
     r.add_argument("trace", type=Path)
@@ -69,6 +76,19 @@ def _parser() -> argparse.ArgumentParser:
         "--tokenizer", type=Path, help="tokenizer.json for --target sim (default: planner)"
     )
     r.add_argument("--threads", type=int, help="torch threads for --target service")
+    r.add_argument(
+        "--variants-dir",
+        type=Path,
+        help="--target service: a folder of fleet variant folders, one per name the trace's "
+        "agents give (default: the shipped robot_models/checkpoints/variants)",
+    )
+    r.add_argument(
+        "--zoo",
+        type=Path,
+        help="--target service: serve the base model and the trace's variants from this "
+        "block zoo (python -m robot_models.blocks)",
+    )
+    r.add_argument("--zoo-base", help="with --zoo: its variant served as the base (default base)")
     r.add_argument("--network-latency-ms", type=float, default=8.0)
     r.add_argument(
         "--handling-strategy",

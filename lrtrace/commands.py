@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -13,6 +14,9 @@ from lrtrace.errors import LrtraceError
 from lrtrace.interrupts import EXIT_INTERRUPTED
 from lrtrace.outputs import check_distinct, check_file
 from lrtrace.workload import WorkloadSpec, derived, load_yaml, parse_spec, preset
+
+if TYPE_CHECKING:
+    from lrtrace.replay.targets.variant_source import VariantSource
 
 MAX_NETWORK_LATENCY_MS = 60_000.0  # a minute per segment: beyond it no replay means much
 
@@ -55,11 +59,15 @@ def _count(n: int, noun: str) -> str:
 def compose(args: argparse.Namespace, console: Console) -> int:
     from lrtrace.catalog import load_catalog
     from lrtrace.compose import compose as build
+    from lrtrace.variants import parse_variants, variant_counts, with_variants
 
     check_distinct([("-o", args.out)], [("the workload YAML", args.yaml)])
     check_file(args.out, "trace")
     spec = _spec_from_args(args)
+    by_type = parse_variants(args.variants or [])
     trace = build(spec, load_catalog())
+    if by_type:
+        trace = with_variants(trace, by_type)
     trace_format.write(trace, args.out)
     events = len({t.event for t in trace.tasks})
     console.print(
@@ -67,6 +75,8 @@ def compose(args: argparse.Namespace, console: Console) -> int:
         f"{_count(events, 'event')} over {spec.duration_s:g} s on "
         f"{_count(len(trace.agents), 'agent')} (seed {spec.seed})"
     )
+    if by_type:
+        console.print(f"variants: {variant_counts(trace.agents)}")
     return 0
 
 
@@ -104,8 +114,25 @@ def _given_flags(args: argparse.Namespace) -> list[str]:
         "--tokenizer": args.tokenizer,
         "--profile": args.profile,
         "--max-batch": args.max_batch,
+        "--variants-dir": args.variants_dir,
+        "--zoo": args.zoo,
+        "--zoo-base": args.zoo_base,
     }
     return [flag for flag, value in values.items() if value is not None]
+
+
+def _variant_source(args: argparse.Namespace) -> VariantSource:
+    """Where the service target loads the trace's fleet variants (and, from a zoo,
+    the base model)."""
+    from lrtrace.replay.targets.variant_source import VariantSource
+
+    if args.zoo is not None and args.variants_dir is not None:
+        raise LrtraceError("give --variants-dir or --zoo, not both")
+    if args.zoo_base is not None and args.zoo is None:
+        raise LrtraceError("--zoo-base names a variant of --zoo; give --zoo too")
+    if args.zoo is not None:
+        return VariantSource(zoo=args.zoo, zoo_base=args.zoo_base or "base")
+    return VariantSource() if args.variants_dir is None else VariantSource(args.variants_dir)
 
 
 def _replay_inputs(args: argparse.Namespace, profile: str) -> list[tuple[str, Path | None]]:
@@ -154,6 +181,7 @@ def replay(args: argparse.Namespace, console: Console) -> int:
             handling_strategy=args.handling_strategy,
             kv_prefetch=None if args.kv_prefetch is None else args.kv_prefetch == "on",
         ),
+        variants=_variant_source(args),
     )
     results, interrupted = run_replay(
         trace,

@@ -106,7 +106,8 @@ def _group(run: str, group: str, tasks: int, ms: list[TaskMetrics]) -> GroupStat
 
 
 def run_stats(run: RunRecord) -> list[GroupStats]:
-    """Per trace id (the paper's task types), per task class, and overall."""
+    """Per trace id (the paper's task types), per task class, per fleet variant (when
+    the trace's agents name any; `variant base` the others), and overall."""
     pairs = [(t, task_metrics(t)) for t in run.tasks]
     out: list[GroupStats] = []
     for trace_id in sorted({t.trace_id for t in run.tasks}):
@@ -115,6 +116,10 @@ def run_stats(run: RunRecord) -> list[GroupStats]:
     for cls in sorted({f"{t.urgency}-{t.robot_type}" for t in run.tasks}):
         sel = [(t, m) for t, m in pairs if f"{t.urgency}-{t.robot_type}" == cls]
         out.append(_group(run.label, cls, len(sel), _done(sel)))
+    if any(t.variant for t in run.tasks):
+        for variant in sorted({t.variant for t in run.tasks}):
+            sel = [(t, m) for t, m in pairs if t.variant == variant]
+            out.append(_group(run.label, f"variant {variant or 'base'}", len(sel), _done(sel)))
     out.append(_group(run.label, "all", len(pairs), _done(pairs)))
     return out
 

@@ -62,6 +62,7 @@ class TaskRecord(BaseModel):
     trace_id: int
     agent_id: str
     robot_type: str
+    variant: str = ""  # the fleet variant its agent planned with; "": the base model
     urgency: Literal["normal", "urgent"]
     tuf: Tuf
     arrival_s: float

@@ -21,6 +21,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -33,6 +34,8 @@ from timely_core.scheduling.tuf import Tuf, UrgencyPreset
 
 TRACE_FORMAT: Final = "lrtrace-trace"
 TRACE_VERSION: Final = 1
+# a fleet variant's name, as the planner config and the block zoo take it, or "" (none)
+VARIANT_PATTERN: Final = r"^(?:[A-Za-z][A-Za-z0-9_.-]{0,63})?$"
 
 
 class Agent(BaseModel):
@@ -42,6 +45,16 @@ class Agent(BaseModel):
 
     agent_id: str = Field(pattern=r"^[A-Za-z0-9_]{1,64}$")
     robot_type: str = Field(min_length=1, max_length=32)
+    # the fleet variant (fine-tune) it plans with; "": the base model. Written only when
+    # set, so a trace without variants is the same file as before variants existed.
+    variant: str = Field(default="", pattern=VARIANT_PATTERN)
+
+    @field_validator("variant")
+    @classmethod
+    def _not_base(cls, variant: str) -> str:
+        if variant == "base":
+            raise ValueError("'base' names the base model: leave variant empty for it")
+        return variant
 
 
 class TraceTask(BaseModel):
@@ -169,7 +182,11 @@ def one_line(err: ValidationError) -> str:
 
 
 def dumps(trace: TraceFile) -> bytes:
-    return msgpack.packb(trace.model_dump(mode="json"), use_bin_type=True)
+    doc = trace.model_dump(mode="json")
+    for agent in doc["agents"]:
+        if not agent["variant"]:
+            del agent["variant"]
+    return msgpack.packb(doc, use_bin_type=True)
 
 
 def write(trace: TraceFile, path: Path) -> None:

@@ -120,12 +120,13 @@ class _Event:
     index: int = field(compare=False, default=0)
 
 
-def new_record(task: TraceTask) -> TaskRecord:
+def new_record(task: TraceTask, variant: str = "") -> TaskRecord:
     return TaskRecord(
         task_id=task.task_id,
         trace_id=task.trace_id,
         agent_id=task.agent_id,
         robot_type=task.robot_type,
+        variant=variant,
         urgency=task.urgency,
         tuf=task.tuf,
         arrival_s=task.arrival_s,
@@ -165,8 +166,10 @@ class ServiceDriver:
         """Append one record per task (trace order) to `records` and complete them as
         tasks end; unfinished ones keep finished=False."""
         self._t0 = self._pacer.now()
+        variants = {a.agent_id: a.variant for a in trace.agents}
         for task in trace.tasks:
-            opened = _Open(task, new_record(task), SimulatedRobot(task.robot_type, _rng(task)))
+            record = new_record(task, variants.get(task.agent_id, ""))
+            opened = _Open(task, record, SimulatedRobot(task.robot_type, _rng(task)))
             self._open[task.task_id] = opened
             records.append(opened.record)
             if self._presubmit:

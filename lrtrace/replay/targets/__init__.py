@@ -7,6 +7,7 @@ from pathlib import Path
 from lrtrace.errors import LrtraceError
 from lrtrace.replay.target import ReplayTarget
 from lrtrace.replay.targets.common import ReplayServiceOptions
+from lrtrace.replay.targets.variant_source import VariantSource
 
 
 def make_target(
@@ -17,10 +18,12 @@ def make_target(
     network_latency_s: float,
     tokenizer: Path | None = None,
     options: ReplayServiceOptions | None = None,
+    variants: VariantSource | None = None,
 ) -> ReplayTarget:
     """`options`: the replay service's prefix cache, KV handling strategy and KV
     prefetch (default: the service's own; without the prefix cache the `service`
-    target's engine content-hash cache is off too)."""
+    target's engine content-hash cache is off too). `variants`: where the `service`
+    target loads the trace's fleet variants (default: the shipped ones)."""
     options = options or ReplayServiceOptions()
     if kind == "sim":
         from lrtrace.replay.targets.sim import SimTarget
@@ -39,6 +42,7 @@ def make_target(
             threads,
             network_latency_s=network_latency_s,
             options=options,
+            variants=variants,
         )
     if kind == "ros":
         from lrtrace.replay.targets.ros import RosTarget

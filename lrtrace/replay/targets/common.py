@@ -181,7 +181,9 @@ class InProcessTarget:
         update["max_batch_size"] = self.batch_cap(max_batch)
         service = self._new_service(trace, policy, self._config.model_copy(update=update))
         for agent in trace.agents:  # prefixes are prefilled before the replay clock starts
-            service.register_robot(agent.agent_id, robot_type=agent.robot_type)
+            service.register_robot(
+                agent.agent_id, robot_type=agent.robot_type, variant=agent.variant or None
+            )
         pacer: Pacer = RealPacer(service) if self.real_clock else VirtualPacer(service)
         driver = ServiceDriver(
             service,

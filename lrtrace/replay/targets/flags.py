@@ -22,6 +22,9 @@ APPLIES_TO: Final[dict[str, tuple[str, ...]]] = {
     "--tokenizer": ("sim",),  # the service's is the checkpoint's own
     "--profile": ("sim",),  # the latency profile of the simulated engine
     "--max-batch": ("sim", "service"),  # a ROS 2 planner's is its planner config
+    "--variants-dir": ("service",),  # where the trace's fleet variants are loaded from
+    "--zoo": ("service",),  # a block zoo: the base model and the variants
+    "--zoo-base": ("service",),
 }
 """Flag -> the targets it acts on. The KV flags (--no-prefix-cache, --handling-strategy,
 --kv-prefetch) are refused for `ros` by `make_target` itself."""

@@ -21,6 +21,7 @@ from lrtrace.replay.fleet import NETWORK_LATENCY_S
 from lrtrace.replay.task_check import check_robot_types
 from lrtrace.results_format import Target, TaskRecord
 from lrtrace.trace_format import TraceFile
+from lrtrace.variants import trace_variants
 from timely_core.engine.protocol import HandlingStrategy
 
 
@@ -55,8 +56,17 @@ class RosTarget:
 
     def check(self, trace: TraceFile) -> None:
         """The planner answers any request, but not a task on a robot of another type
-        than its catalog task's (`check_robot_types`, as every target)."""
+        than its catalog task's (`check_robot_types`, as every target). Nor a trace
+        whose agents name fleet variants: the planner's config decides each robot's."""
         check_robot_types(trace)
+        named = trace_variants(trace)
+        if named:
+            raise LrtraceError(
+                f"the trace's agents plan with fleet variants ({', '.join(named)}); a ROS 2 "
+                "planner serves each robot the variant its planner config names "
+                "(docs/fleet-variants.md): configure them there and replay a trace composed "
+                "without --variants"
+            )
 
     def run(
         self,

@@ -25,6 +25,7 @@ from lrtrace.replay.targets.common import (
 from lrtrace.replay.task_check import check_robot_types
 from lrtrace.results_format import Target
 from lrtrace.trace_format import TraceFile
+from lrtrace.variants import trace_variants
 from timely_core.clock import VirtualClock
 from timely_core.engine.block_manager import DEFAULT_BLOCK_SIZE
 from timely_core.engine.sim.engine import SimulatedEngine, SimulatedEngineConfig
@@ -133,6 +134,13 @@ class SimTarget(InProcessTarget):
         plan for (an instruction or scene that is not an LRTrace task's): up front,
         naming them, rather than each failing in the engine."""
         check_robot_types(trace, self._catalog)
+        named = trace_variants(trace)
+        if named:
+            raise LrtraceError(
+                f"the trace's agents plan with fleet variants ({', '.join(named)}); the "
+                "simulated engine replays the base model's plans, with no model to adapt: "
+                "replay it with --target service"
+            )
         self._languages = languages_for(trace, self._languages)
         script = PlanScript(self._tokenizer, self._catalog, self._languages)
         known: dict[tuple[str, str, str], bool] = {}  # a trace repeats few requests
