@@ -43,6 +43,26 @@ def add_config_flags(parser: argparse.ArgumentParser, config_type: type[Any]) ->
             parser.add_argument(flag, type=type(default), default=default)
 
 
+def parse_config_args(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, config_type: type[Any]
+) -> tuple[argparse.Namespace, set[str]]:
+    """The parsed arguments, and the config fields given on the command line: a flag
+    given with its default's value counts too (`--rank 8` must win over fleet.yaml's
+    rank 4 although 8 is the default)."""
+    unset = object()
+    names = [f.name for f in fields(config_type)]
+    # argparse sets a default only where the namespace lacks the attribute
+    args = parser.parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(names, unset)))
+    defaults = config_type()
+    given = set()
+    for name in names:
+        if getattr(args, name) is unset:
+            setattr(args, name, getattr(defaults, name))
+        else:
+            given.add(name)
+    return args, given
+
+
 def config_from(args: argparse.Namespace, config_type: type[Config]) -> Config:
     return config_type(**{f.name: getattr(args, f.name) for f in fields(config_type)})  # type: ignore[arg-type]
 

@@ -24,6 +24,7 @@ from robot_models.variants.cli import (
     checked_run,
     compare_with_base,
     config_from,
+    parse_config_args,
     refused_by,
 )
 from robot_models.variants.data import variant_data
@@ -45,14 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-root", type=Path, default=VARIANTS_DIR)
     parser.add_argument("--no-eval", action="store_true", help="skip base-vs-adapter scoring")
     add_config_flags(parser, LoraTrainConfig)
-    args = parser.parse_args(argv)
+    args, given = parse_config_args(parser, argv, LoraTrainConfig)
     config = config_from(args, LoraTrainConfig)
-    defaults = LoraTrainConfig()
-    flagged = {
-        f
-        for f in ("rank", "alpha", "targets", "layers", *TrainingOverrides.model_fields)
-        if getattr(args, f) != getattr(defaults, f)
-    }
+    flagged = given & {"rank", "alpha", "targets", "layers", *TrainingOverrides.model_fields}
     names = args.names or list(load_fleet())
     outs = [args.out_root / n for n in names]
     specs, base_layers = checked_run(parser, args, config, names, outs)

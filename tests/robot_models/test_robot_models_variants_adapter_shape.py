@@ -4,6 +4,7 @@ counts exactly its bytes."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +19,7 @@ from robot_models.checkpoints import default_planner_path
 from robot_models.training.hf_format import load_checkpoint
 from robot_models.training.model import DecoderLayer
 from robot_models.variants.adapter_shape import AdapterShape
+from robot_models.variants.cli import add_config_flags, config_from, parse_config_args
 from robot_models.variants.data import variant_data
 from robot_models.variants.full_tune import FullTuneConfig, trainable_parameters
 from robot_models.variants.lora import LoraTrainConfig, train_adapter
@@ -121,6 +123,22 @@ def test_a_variants_training_settings_apply_unless_the_command_sets_them() -> No
         VariantSpec.model_validate({**heavy.model_dump(), "training": {"steps": 0}})
     with pytest.raises(ValidationError, match=r"training\.epochs"):
         VariantSpec.model_validate({**heavy.model_dump(), "training": {"epochs": 3}})
+
+
+def test_a_flag_given_with_its_defaults_value_still_wins_over_fleet_yaml() -> None:
+    """`--rank 8` is the flag's default, and fleet.yaml gives warehouse-drone rank 4:
+    what the command line says is what trains."""
+    defaults = LoraTrainConfig()
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser, LoraTrainConfig)
+    argv = ["--rank", str(defaults.rank), "--lr", str(defaults.lr)]
+    args, given = parse_config_args(parser, argv, LoraTrainConfig)
+    assert given == {"rank", "lr"} and args.steps == defaults.steps
+    warehouse = variant_spec("warehouse-drone")
+    assert warehouse.adapter.rank != defaults.rank and warehouse.training.lr != defaults.lr
+    chosen = variant_config(warehouse, config_from(args, LoraTrainConfig), given)
+    assert (chosen.rank, chosen.lr) == (defaults.rank, defaults.lr)
+    assert chosen.steps == warehouse.training.steps  # not given: fleet.yaml's
 
 
 def test_the_shipped_adapters_were_trained_as_fleet_yaml_says() -> None:
