@@ -107,8 +107,9 @@ def test_lora_adapter_deltas_are_per_projection_blocks(tmp_path: Path) -> None:
     manifest = zoo.manifest("warehouse-drone")
     assert manifest.kind == "lora" and manifest.base == "base"
     assert result.blocks == result.new_blocks == ADAPTED > 0
-    assert "layers.2.attention.v_proj.lora" in [b.name for b in manifest.blocks]
-    assert set(zoo.block_tensors(manifest.block("layers.0.attention.q_proj.lora").hash)) == {
+    # warehouse-drone adapts the last layer's q, o and FFN projections
+    assert "layers.3.ffn.gate_proj.lora" in [b.name for b in manifest.blocks]
+    assert set(zoo.block_tensors(manifest.block("layers.3.attention.q_proj.lora").hash)) == {
         "lora_A.weight",
         "lora_B.weight",
     }

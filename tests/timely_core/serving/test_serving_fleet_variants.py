@@ -146,7 +146,10 @@ def test_the_weights_report_counts_the_base_once_and_each_adapter_by_its_bytes()
         assert reported is not None
         weights = reported
         assert weights.base_bytes == base.base_bytes  # the base is held once
-        assert weights.variants[-1] == ResidentVariant(name, "lora", file_bytes, str(folder))
+        # warehouse-drone adapts only what acts after the last layer's k/v: the base's KV
+        base_kv = name == "warehouse-drone"
+        expected = ResidentVariant(name, "lora", file_bytes, str(folder), base_kv=base_kv)
+        assert weights.variants[-1] == expected
         assert weights.total_bytes - totals[-1] == file_bytes  # exactly its own bytes
         totals.append(weights.total_bytes)
     assert weights.names() == [HEAVY, "warehouse-drone"]

@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 from timely_core.engine.protocol import AdapterError
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
-from timely_core.engine.torch.lora import LoraAdapter, load_adapter
+from timely_core.engine.torch.lora import TARGETS, LoraAdapter, load_adapter
 from timely_core.engine.torch.model.config import ModelConfig
 
 SHIPPED = VARIANTS / "heavy-drone"  # rank 4, alpha 8, q/v/o of all 4 layers
@@ -231,16 +231,29 @@ def test_every_shipped_adapter_loads_as_before(dtype: torch.dtype) -> None:
         scaling = config["lora_alpha"] / config["r"]
         assert adapter.scaling == scaling
         q, kv = CFG.num_attention_heads * CFG.head_dim, CFG.num_key_value_heads * CFG.head_dim
-        for layer, slots in enumerate(adapter.layers):
-            slot = slots["o"]
-            a = tensors[KEY.format(layer, "o_proj", "A")].to(torch.float32).t().to(dtype)
-            b = (
-                (tensors[KEY.format(layer, "o_proj", "B")].to(torch.float32) * scaling)
-                .t()
-                .to(dtype)
-            )
-            assert torch.equal(slot.a, a) and torch.equal(slot.parts[0].b, b)
-            assert [p.columns.start for p in slots["qkv"].parts] == [0, q + kv]  # q, v
+        first = {  # where each target's output starts in its fused slot (loader.py)
+            "q_proj": 0,
+            "k_proj": q,
+            "v_proj": q + kv,
+            "o_proj": 0,
+            "gate_proj": 0,
+            "up_proj": CFG.intermediate_size,
+            "down_proj": 0,
+        }
+        checked = 0
+        for key in tensors:
+            match = re.match(r".*layers\.(\d+)\.\w+\.(\w+)\.lora_A\.weight$", key)
+            if match is None:
+                continue
+            layer, target = int(match.group(1)), match.group(2)
+            slot = adapter.layers[layer][TARGETS[target][1]]
+            (part,) = [p for p in slot.parts if p.columns.start == first[target]]
+            a = tensors[key].to(torch.float32).t().to(dtype)
+            b_key = key.replace("lora_A", "lora_B")
+            b = (tensors[b_key].to(torch.float32) * scaling).t().to(dtype)
+            assert torch.equal(slot.a[:, part.ranks], a) and torch.equal(part.b, b), key
+            checked += 1
+        assert checked == sum(len(s.parts) for slots in adapter.layers for s in slots.values())
 
 
 def test_engine_keeps_serving_after_a_refused_adapter(tmp_path: Path) -> None:
