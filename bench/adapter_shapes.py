@@ -52,9 +52,9 @@ def train(name: str, shape: str, steps: int, out_root: Path) -> dict[str, Any]:
     targets, layers, rank = SHAPES[shape]
     command = [sys.executable, "-m", "robot_models.variants.train", name]
     command += ["--targets", targets, "--rank", str(rank), "--alpha", str(2 * rank)]
-    command += ["--steps", str(steps), "--out-root", str(out_root)]
-    if layers:
-        command += ["--layers", layers]
+    # every shape flag given, "" layers included (every layer): fleet.yaml's shape for
+    # the variant must not fill in what a shape leaves out
+    command += ["--layers", layers, "--steps", str(steps), "--out-root", str(out_root)]
     started = time.perf_counter()
     subprocess.run(command, check=True, cwd=REPO, env={"PYTHONPATH": str(REPO)} | _env())
     seconds = time.perf_counter() - started
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--shapes: unknown {unknown[0]!r}; choose from {', '.join(SHAPES)}")
     names = args.names or list(load_fleet())
     machine = MachineRecord()
-    rows = []
+    rows: list[dict[str, Any]] = []
     result: dict[str, Any] = {"shapes": SHAPES, "rows": rows, "complete": False}
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
