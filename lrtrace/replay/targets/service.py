@@ -84,18 +84,20 @@ class ServiceTarget(InProcessTarget):
         from robot_models.checkpoints import default_planner_path
         from timely_core.engine.torch.engine import TorchEngine
         from timely_core.engine.torch.loader import CheckpointError
+        from timely_core.engine.torch.zoo_model import ZooModel
 
         config = torch_engine_config(threads, prefix_cache=options.prefix_cache)
         if variants.zoo is not None:
             if model is not None:
                 raise LrtraceError("give --model or --zoo, not both (a zoo holds the base)")
             try:
-                engine = TorchEngine.from_zoo(variants.zoo, variants.zoo_base, config)
+                base = ZooModel.open(variants.zoo, variants.zoo_base)
+                engine = TorchEngine(base, config)
             except CheckpointError as err:
                 raise LrtraceError(f"--zoo: {err}") from None
-            tokenizer_file = engine.zoo_model.file("tokenizer.json")  # type: ignore[union-attr]
+            tokenizer_file = base.file("tokenizer.json")
             if tokenizer_file is None:
-                raise LrtraceError(f"--zoo: {engine.model_path} has no tokenizer.json")
+                raise LrtraceError(f"--zoo: {base.label} has no tokenizer.json")
             tokenizer = load_tokenizer_file(tokenizer_file)
             name = f"torch:zoo:{variants.zoo_base}"
         else:
