@@ -46,23 +46,39 @@ def test_estimate_accepts_foreign_statements_by_text():
     )
 
 
-# the one exception: the tool-plugin SDK its shipped plugins implement (dataclasses
-# and a base class only; it imports nothing of the serving core)
+# the exceptions, formats both sides share that import nothing of the serving core:
+# the tool-plugin SDK its shipped plugins implement (dataclasses and a base class), and
+# the block zoo's storage (timely_core/blocks), which its tooling writes and the torch
+# engine serves from
 PLUGIN_SDK = "timely_core.tools.plugin"
+ZOO = "timely_core.blocks"
+
+
+def _imports(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+    return names
+
+
+def _shared(name: str) -> bool:
+    return name in (PLUGIN_SDK, ZOO) or name.startswith(ZOO + ".")
 
 
 def test_robot_models_never_imports_timely_core():
     for path in ROOT.rglob("*.py"):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            assert not any(n.split(".")[0] == "timely_core" and n != PLUGIN_SDK for n in names), (
-                path
-            )
+        names = _imports(path)
+        assert not any(n.split(".")[0] == "timely_core" and not _shared(n) for n in names), path
+
+
+def test_the_shared_zoo_storage_imports_nothing_of_the_serving_core():
+    zoo = ROOT.parent / "timely_core" / "blocks"
+    for path in zoo.rglob("*.py"):
+        names = [n for n in _imports(path) if n.split(".")[0] == "timely_core"]
+        assert all(n.startswith(ZOO) for n in names), path
 
 
 def test_language_instances_are_independent():
