@@ -191,7 +191,7 @@ class TorchEngine(PagedEngine):
             return self._add_lora(adapter)
         weights, dtype = self.model.weights, self.config.torch_dtype
         own = load_zoo_block_variant(
-            name, variant, self.zoo_model, weights, dtype, self._held_blocks
+            name, variant, self.zoo_model, self.model.config, weights, dtype, self._held_blocks
         )
         return self._add_block_variant(own)
 

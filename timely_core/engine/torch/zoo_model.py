@@ -70,6 +70,13 @@ class ZooModel:
         digest = self.manifest.files.get(file_name)
         return None if digest is None else self.zoo.files_dir / digest
 
+    def required_file(self, file_name: str) -> Path:
+        """`file`, or CheckpointError naming the variant whose zoo lacks it."""
+        found = self.file(file_name)
+        if found is None:
+            raise CheckpointError(f"{self.label}: the zoo holds no {file_name} for it")
+        return found
+
     def block_hashes(self) -> dict[str, str]:
         """Block name -> the content hash its chain points at (a block shared by the
         logit-lens test points at the base's)."""
@@ -96,8 +103,5 @@ class ZooModel:
 def load_zoo_model(model: ZooModel, dtype: torch.dtype) -> LlamaModel:
     """Build the engine's model from a zoo checkpoint variant (not a LoRA adapter)."""
     model.check_servable()
-    config_file = model.file("config.json")
-    if config_file is None:
-        raise CheckpointError(f"{model.label}: the zoo holds no config.json for it")
-    cfg = read_model_config(config_file, f"{model.label} config.json")
+    cfg = read_model_config(model.required_file("config.json"), f"{model.label} config.json")
     return LlamaModel(cfg, build_weights(model.tensors(), cfg, dtype, model.source), dtype)

@@ -6,8 +6,6 @@ tensors, and a block two variants hold with the same content is held once
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
 from timely_core.engine.protocol import AdapterError
@@ -46,14 +44,12 @@ def load_zoo_lora(
             f"{where}: adapts zoo variant {variant.manifest.base!r}, the engine serves "
             f"{base.name!r}"
         )
-    config_file = variant.file("adapter_config.json")
-    if config_file is None:
-        raise AdapterError(f"{where}: the zoo holds no adapter_config.json for it")
-    config = read_adapter_config(config_file, where)
     try:
+        config_file = variant.required_file("adapter_config.json")
         tensors = variant.tensors()
     except CheckpointError as err:
         raise AdapterError(f"{where}: {err}") from None
+    config = read_adapter_config(config_file, where)
     return adapter_from(name, variant.source, config, tensors, cfg, dtype, where)
 
 
@@ -61,6 +57,7 @@ def load_zoo_block_variant(
     name: str,
     variant: ZooModel,
     base: ZooModel,
+    base_cfg: ModelConfig,
     base_weights: ModelWeights,
     dtype: torch.dtype,
     held: HeldBlocks,
@@ -71,14 +68,10 @@ def load_zoo_block_variant(
     naming what does not fit."""
     check_adapter_name(name)
     where = f"variant {name!r} ({variant.label})"
-    config_file = variant.file("config.json")
-    if config_file is None:
-        raise AdapterError(f"{where}: the zoo holds no config.json for it")
     try:
-        cfg = read_model_config(config_file, where)
-        base_cfg = read_model_config(_file(base, "config.json"), base.label)
+        cfg = read_model_config(variant.required_file("config.json"), where)
     except CheckpointError as err:
-        raise AdapterError(str(err)) from None
+        raise AdapterError(f"{where}: {err}") from None
     check_config(cfg, base_cfg, where)
     shapes = {t: tuple(ref.shape) for t, ref in variant.manifest.tensors.items()}
     check_tensor_shapes(shapes, cfg, where)
@@ -96,17 +89,10 @@ def load_zoo_block_variant(
     return BlockVariant(name, variant.source, weights, frozenset(owned))
 
 
-def _file(model: ZooModel, file_name: str) -> Path:
-    found = model.file(file_name)
-    if found is None:
-        raise CheckpointError(f"{model.label}: the zoo holds no {file_name} for it")
-    return found
-
-
 def _chain(model: ZooModel, cfg: ModelConfig) -> dict[str, str]:
     """Block -> hash, the output layer's being the embedding's when they are tied."""
     hashes = model.block_hashes()
-    if cfg.tie_word_embeddings or "lm_head" not in hashes:
+    if _tied(model, cfg):
         hashes["lm_head"] = hashes["embedding"]
     return hashes
 
