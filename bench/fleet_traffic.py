@@ -19,14 +19,25 @@ but no request beside it (96 MB: "does not fit"), through ones where memory bind
 the per-variant engines to a request or two at a time (97-98 MB), to ones with room
 for every request (99 MB and up), where only compute separates the contenders.
 
-Each robot's prompt prefix is registered once per variant (a LoRA changes its KV).
-Requests: the LRTrace drone tasks, round-robin over the variants, all queued at the
-start (throughput at saturation); greedy, `--max-tokens` each. Reported per total
-memory: generated tokens per second of device time, mean completion time, requests
-that could not be admitted at all, and whether each request's tokens equal the one
-engine's. Device time is the sum of measured engine calls and merges (single
-thread, run one after another), so a contender is not helped by running in
-parallel with another on this machine's second core.
+The fleet (`--fleet`):
+- `drone` (default): the shipped drone LoRA variants, padded with random adapters
+  (rank 8 on every projection of every layer) to `--variants`; then the TUF runs.
+- `shipped`: the shipped fleet as it is, every LoRA variant and full fine-tune of
+  both robot types, each robot's requests its own type's (no TUF runs; written to
+  fleet_traffic_shipped.json).
+
+Each robot's prompt prefix is registered once per variant (a LoRA changes its KV,
+unless it writes the base's: the one engine then serves those variants the base's
+prefix blocks, as the service does). Requests: the LRTrace tasks of each variant's
+robot type, round-robin over the variants, all queued at the start (throughput at
+saturation); greedy, `--max-tokens` each. Reported per total memory: generated
+tokens per second of device time, mean completion time, requests that could not be
+admitted at all, and whether each request's tokens equal the one engine's. Device
+time is the sum of measured engine calls and merges (single thread, run one after
+another), so a contender is not helped by running in parallel with another on this
+machine's second core. Each contender runs `--repeats` times per budget, the
+contenders taking turns, and the run of median device time is reported (every
+run's device time is in the JSON).
 
 Then the urgent-utility runs (fleet_traffic_tuf.py): an LRTrace trace of drone tasks
 arriving over time (Poisson events of 1-8 tasks, traces 1-8 with their urgency
@@ -35,7 +46,8 @@ contenders at `--tuf-memory-mb` (and by the one engine running urgent generation
 alone while any are live); per urgency class the mean TUF utility of its maximum
 and the p95 response time.
 
-    PYTHONPATH=. .venv/bin/python bench/fleet_traffic.py [--memory-mb 96,97,98,99,100,110,140]
+    PYTHONPATH=. .venv/bin/python bench/fleet_traffic.py [--fleet drone|shipped]
+        [--memory-mb 96,97,98,99,100,110,140] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -49,6 +61,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +72,7 @@ from rich.table import Table
 from robot_models.checkpoints import default_planner_path
 from robot_models.dataset import LRTRACE_TASKS
 from robot_models.language import load_language
-from timely_core.engine.protocol import OutOfKvMemory, SamplingParams
+from timely_core.engine.protocol import GenerationsFailed, OutOfKvMemory, SamplingParams
 from timely_core.engine.torch.config import EngineConfig
 from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.loader import load_tokenizer
@@ -69,7 +82,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_machine import MachineRecord
 from fleet_variants import variant_adapters
 
+from robot_models.variants.spec import load_fleet
+
 RESULTS = Path(__file__).resolve().parent / "results" / "fleet_traffic.json"
+SHIPPED_RESULTS = RESULTS.with_name("fleet_traffic_shipped.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
@@ -78,6 +94,11 @@ class Request:
     index: int
     variant: str
     prompt: list[int]
+    robot_type: str = "drone"
+
+    @property
+    def prefix_id(self) -> str:
+        return f"{self.robot_type}@{self.variant}"
 
 
 @dataclass
@@ -88,6 +109,7 @@ class Outcome:
     refused: list[int] = field(default_factory=list)  # never admissible: too little KV
     switches: int = 0
     setup_s: float = 0.0  # prefilling the robots' prefixes, before any request (Teola)
+    runs: list[Outcome] = field(default_factory=list)  # every repeat, where repeated
 
     def summary(self, requests: list[Request], reference: Outcome | None) -> dict[str, Any]:
         generated = sum(len(t) for t in self.tokens.values())
@@ -129,23 +151,42 @@ def timed(call: Callable[..., Any], *args: Any, **kwargs: Any) -> float:
     return time.perf_counter() - started
 
 
-def drone_requests(variants: list[str], per_variant: int) -> tuple[list[int], list[Request]]:
-    """The drone prefix and `per_variant` requests per variant (the LRTrace drone tasks
-    in turn), interleaved across variants."""
+def fleet_requests(
+    robot_types: dict[str, str], per_variant: int
+) -> tuple[dict[str, list[int]], list[Request]]:
+    """Each robot type's prompt prefix, and `per_variant` requests per variant (its
+    robot type's LRTrace tasks in turn), interleaved across variants.
+    `robot_types`: variant -> its robot type."""
     tokenizer = load_tokenizer(default_planner_path())
-    language = load_language("drone")
 
     def encode(text: str) -> list[int]:
         return list(tokenizer.encode(text, add_special_tokens=False).ids)
 
-    prefix = encode(language.prompt_prefix())
-    tasks = [t for t in LRTRACE_TASKS if t.robot_type == "drone"]
+    languages = {t: load_language(t) for t in sorted(set(robot_types.values()))}
+    prefixes = {t: encode(language.prompt_prefix()) for t, language in languages.items()}
+    tasks = {t: [task for task in LRTRACE_TASKS if task.robot_type == t] for t in languages}
+    variants = list(robot_types)
     requests = []
     for i in range(per_variant * len(variants)):
-        task = tasks[i % len(tasks)]
-        prompt = prefix + encode(language.format_request(task.scene, task.instruction))
-        requests.append(Request(i, variants[i % len(variants)], prompt))
-    return prefix, requests
+        variant = variants[i % len(variants)]
+        robot_type = robot_types[variant]
+        task = tasks[robot_type][i % len(tasks[robot_type])]
+        request = languages[robot_type].format_request(task.scene, task.instruction)
+        prompt = prefixes[robot_type] + encode(request)
+        requests.append(Request(i, variant, prompt, robot_type))
+    return prefixes, requests
+
+
+def variant_robot_types(variants: dict[str, Path]) -> dict[str, str]:
+    """Each variant's robot type: the fleet's for a shipped variant (a full fine-tune
+    names its fleet variant in eval.json), drone for a random adapter."""
+    fleet = load_fleet()
+    types = {}
+    for name, path in variants.items():
+        scored = path / "eval.json"
+        of = json.loads(scored.read_text())["variant"] if scored.is_file() else name
+        types[name] = fleet[of].robot_type if of in fleet else "drone"
+    return types
 
 
 def kv_config(kv_bytes: int) -> EngineConfig:
@@ -191,10 +232,45 @@ def serve(
     return True
 
 
+def repeated(
+    contenders: dict[str, Callable[[SamplingParams], Outcome]],
+    params: SamplingParams,
+    repeats: int,
+    row: dict[str, Any],
+) -> dict[str, Outcome]:
+    """Each contender run `repeats` times, the contenders taking turns (so a change
+    of load hits them alike), and the run of median device time kept, the others in
+    its `runs`. A contender whose pool cannot hold a request beside its prefix is
+    recorded in `row` as not fitting."""
+    runs: dict[str, list[Outcome]] = {key: [] for key in contenders}
+    for _ in range(repeats):
+        for key, run in contenders.items():
+            if key not in runs:
+                continue
+            try:
+                runs[key].append(run(params))
+            except (OutOfKvMemory, GenerationsFailed) as exc:  # the prefix fits, nothing else
+                row[key] = {"fits": False, "why": str(exc)}
+                del runs[key]
+    medians = {}
+    for key, outcomes in runs.items():
+        ordered = sorted(outcomes, key=lambda o: o.device_s)
+        medians[key] = ordered[(len(ordered) - 1) // 2]
+        medians[key].runs = outcomes
+    return medians
+
+
+def _variant_prefixes(
+    requests: list[Request], prefixes: dict[str, list[int]]
+) -> dict[str, tuple[str, list[int]]]:
+    """Each variant's robot prefix: variant -> (prefix id, tokens)."""
+    return {r.variant: (r.prefix_id, prefixes[r.robot_type]) for r in requests}
+
+
 def one_engine(
     planner: Path,
     adapters: dict[str, Path],
-    prefix: list[int],
+    prefixes: dict[str, list[int]],
     requests: list[Request],
     kv_bytes: int,
     params: SamplingParams,
@@ -203,8 +279,8 @@ def one_engine(
     engine = TorchEngine(planner, kv_config(kv_bytes))
     for name, path in adapters.items():
         engine.load_adapter(name, path)
-    for name in adapters:
-        outcome.setup_s += timed(engine.register_prefix, f"drone@{name}", prefix, variant=name)
+    for name, (prefix_id, prefix) in _variant_prefixes(requests, prefixes).items():
+        outcome.setup_s += timed(engine.register_prefix, prefix_id, prefix, variant=name)
     queue, live = list(requests), dict[int, Request]()
     while serve(
         device,
@@ -212,7 +288,7 @@ def one_engine(
         queue,
         params,
         outcome,
-        lambda r: f"drone@{r.variant}",
+        lambda r: r.prefix_id,
         lambda r: r.variant,
         live,
     ):
@@ -223,15 +299,15 @@ def one_engine(
 
 def per_variant_engines(
     merged: dict[str, Path],
-    prefix: list[int],
+    prefixes: dict[str, list[int]],
     requests: list[Request],
     kv_bytes_each: int,
     params: SamplingParams,
 ) -> Outcome:
     device, outcome = Device(), Outcome()
     engines = {name: TorchEngine(path, kv_config(kv_bytes_each)) for name, path in merged.items()}
-    for engine in engines.values():
-        outcome.setup_s += timed(engine.register_prefix, "drone", prefix)
+    for name, (prefix_id, prefix) in _variant_prefixes(requests, prefixes).items():
+        outcome.setup_s += timed(engines[name].register_prefix, prefix_id, prefix)
     queues = {name: [r for r in requests if r.variant == name] for name in engines}
     lives: dict[str, dict[int, Request]] = {name: {} for name in engines}
     busy = True
@@ -244,7 +320,7 @@ def per_variant_engines(
                 queues[name],
                 params,
                 outcome,
-                lambda r: "drone",
+                lambda r: r.prefix_id,
                 lambda r: None,
                 lives[name],
             )
@@ -255,7 +331,7 @@ def per_variant_engines(
 def merge_per_variant(
     merged: dict[str, Path],
     switch_s: dict[str, float],
-    prefix: list[int],
+    prefixes: dict[str, list[int]],
     requests: list[Request],
     kv_bytes: int,
     params: SamplingParams,
@@ -264,15 +340,14 @@ def merge_per_variant(
     the one model with that adapter merged in. `kv_bytes`: its pool, the budget less
     the other variants' prefixes it keeps (their KV stays valid for their adapter)."""
     device, outcome = Device(), Outcome()
-    order = list(dict.fromkeys(r.variant for r in requests))
-    for name in order:
+    for name, (prefix_id, prefix) in _variant_prefixes(requests, prefixes).items():
         engine = TorchEngine(merged[name], kv_config(kv_bytes))
         device.now_s += switch_s[name]  # unmerge the last adapter, merge this one
         outcome.switches += 1
-        outcome.setup_s += timed(engine.register_prefix, "drone", prefix)
+        outcome.setup_s += timed(engine.register_prefix, prefix_id, prefix)
         queue, live = [r for r in requests if r.variant == name], dict[int, Request]()
         while serve(
-            device, engine, queue, params, outcome, lambda r: "drone", lambda r: None, live
+            device, engine, queue, params, outcome, lambda r: r.prefix_id, lambda r: None, live
         ):
             pass
         del engine
@@ -283,14 +358,19 @@ def merge_per_variant(
 def merged_checkpoints(
     planner: Path, adapters: dict[str, Path], root: Path, repeats: int = 5
 ) -> tuple[dict[str, Path], dict[str, float]]:
-    """Each variant merged into a full checkpoint, and the measured seconds of one
-    switch to it (peft: unmerge + merge of its adapter, median of `repeats`)."""
+    """Each variant as a full checkpoint (a LoRA merged; a full fine-tune is one), and
+    the measured seconds of one switch to it (median of `repeats`): peft's unmerge +
+    merge of a LoRA, or copying a fine-tune's own tensors into the model and back."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
     merged, switch_s = {}, {}
     for name, adapter in adapters.items():
         model = AutoModelForCausalLM.from_pretrained(planner, dtype=torch.float32)
+        if not (adapter / "adapter_config.json").is_file():  # a full fine-tune
+            switch_s[name] = _swap_s(model, adapter, repeats)
+            merged[name] = adapter
+            continue
         peft_model = PeftModel.from_pretrained(model, str(adapter))
         times = []
         for _ in range(repeats):
@@ -305,6 +385,29 @@ def merged_checkpoints(
             shutil.copy(planner / file, out / file)
         merged[name] = out
     return merged, switch_s
+
+
+def _swap_s(model: Any, fine_tune: Path, repeats: int) -> float:
+    """Seconds to copy a full fine-tune's differing tensors into `model` and back."""
+    from safetensors.torch import load_file
+
+    params = dict(model.named_parameters())
+    own = {
+        key: tensor
+        for key, tensor in load_file(str(fine_tune / "model.safetensors")).items()
+        if key in params and not torch.equal(tensor, params[key])
+    }
+    kept = {key: params[key].detach().clone() for key in own}
+    times = []
+    with torch.no_grad():
+        for _ in range(repeats):
+            started = time.perf_counter()
+            for key, tensor in own.items():
+                params[key].copy_(tensor)
+            for key, tensor in kept.items():
+                params[key].copy_(tensor)
+            times.append(time.perf_counter() - started)
+    return statistics.median(times)
 
 
 def prefix_kv_bytes(engine: TorchEngine, prefix: list[int]) -> int:
@@ -352,7 +455,7 @@ def tuf_run(
     else:
         try:
             separate = tuf.per_variant_engines(merged, prefix, requests, each_kv, params)
-        except OutOfKvMemory as exc:  # the prefix fits, no request beside it does
+        except (OutOfKvMemory, GenerationsFailed) as exc:  # the prefix fits, no request beside it
             rows["per_variant_engines"] = {"fits": False, "why": str(exc)}
         else:
             rows["per_variant_engines"] = tuf.utility_summary(separate, requests, one)
@@ -403,17 +506,29 @@ def tuf_table(tuf: dict[str, Any]) -> Table:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--fleet",
+        choices=("drone", "shipped"),
+        default="drone",
+        help="drone: the shipped drone LoRA variants padded with random adapters (rank 8, "
+        "every projection) to --variants, then the TUF runs; shipped: the shipped fleet, "
+        "every LoRA variant and full fine-tune of both robot types (no TUF runs)",
+    )
     parser.add_argument("--variants", type=int, default=8)
     parser.add_argument("--per-variant", type=int, default=4, help="requests per variant")
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="runs per contender and budget (median kept)"
+    )
     parser.add_argument(
         "--memory-mb", default="96,97,98,99,100,110,140", help="total memory budgets"
     )
     parser.add_argument("--tuf-eps", default="4,7", help="TUF runs: events per s, each")
     parser.add_argument("--tuf-duration-s", type=float, default=10.0, help="TUF run: trace length")
     parser.add_argument("--tuf-memory-mb", type=float, default=110.0, help="TUF run: memory")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None, help=f"default {RESULTS.name}")
     args = parser.parse_args(argv)
+    out = args.out or (RESULTS if args.fleet == "drone" else SHIPPED_RESULTS)
     torch.set_num_threads(1)
     console = Console(width=160)
     machine = MachineRecord()
@@ -421,15 +536,18 @@ def main(argv: list[str] | None = None) -> int:
     params = SamplingParams(max_tokens=args.max_tokens)
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        adapters = variant_adapters(args.variants, Path(tmp) / "adapters", "drone")
+        shipped = args.fleet == "shipped"
+        adapters = variant_adapters(
+            args.variants, Path(tmp) / "adapters", None if shipped else "drone", full_tunes=shipped
+        )
         merged, switch_s = merged_checkpoints(planner, adapters, Path(tmp) / "merged")
-        prefix, requests = drone_requests(list(adapters), args.per_variant)
+        prefixes, requests = fleet_requests(variant_robot_types(adapters), args.per_variant)
         probe = TorchEngine(planner, kv_config(2**25))
         for name, path in adapters.items():
             probe.load_adapter(name, path)
         weights = probe.resident_weights()
         base_bytes = model_bytes(planner)
-        prefix_bytes = prefix_kv_bytes(probe, prefix)
+        prefix_bytes = max(prefix_kv_bytes(probe, prefix) for prefix in prefixes.values())
         del probe
         for memory_mb in (float(m) for m in args.memory_mb.split(",")):
             total = int(memory_mb * 2**20)
@@ -439,41 +557,49 @@ def main(argv: list[str] | None = None) -> int:
                 f"{memory_mb:g} MB: one engine KV {one_kv / 2**20:.1f} MB, "
                 f"per-variant KV {max(each_kv, 0) / 2**20:.2f} MB each"
             )
-            one = one_engine(planner, adapters, prefix, requests, one_kv, params)
+            group_kv = total - base_bytes - (len(merged) - 1) * prefix_bytes
+            contenders: dict[str, Callable[[SamplingParams], Outcome]] = {
+                "one_engine": partial(one_engine, planner, adapters, prefixes, requests, one_kv),
+                "merge_per_variant": partial(
+                    merge_per_variant, merged, switch_s, prefixes, requests, group_kv
+                ),
+            }
             row: dict[str, Any] = {
                 "memory_bytes": total,
                 "one_engine_kv_bytes": one_kv,
                 "per_variant_kv_bytes": max(each_kv, 0),
-                "one_engine": one.summary(requests, None),
             }
             if each_kv < prefix_bytes:  # not even the robot's prompt prefix fits
                 row["per_variant_engines"] = {"fits": False}
             else:
-                try:
-                    separate = per_variant_engines(merged, prefix, requests, each_kv, params)
-                except OutOfKvMemory as exc:  # the prefix fits, no request beside it does
-                    row["per_variant_engines"] = {"fits": False, "why": str(exc)}
-                else:
-                    row["per_variant_engines"] = separate.summary(requests, one)
-            group_kv = total - base_bytes - (len(merged) - 1) * prefix_bytes
-            grouped = merge_per_variant(merged, switch_s, prefix, requests, group_kv, params)
-            row["merge_per_variant"] = grouped.summary(requests, one)
+                contenders["per_variant_engines"] = partial(
+                    per_variant_engines, merged, prefixes, requests, each_kv
+                )
+            medians = repeated(contenders, params, args.repeats, row)
+            one = medians["one_engine"]
+            for key, outcome in medians.items():
+                row[key] = outcome.summary(requests, None if key == "one_engine" else one)
+                row[key]["device_s_runs"] = [o.device_s for o in outcome.runs]
             runs.append(row)
-        tufs = [
-            tuf_run(
-                args,
-                float(eps),
-                planner,
-                adapters,
-                merged,
-                switch_s,
-                weights.total_bytes,
-                base_bytes,
-                prefix_bytes,
-                params,
-            )
-            for eps in args.tuf_eps.split(",")
-        ]
+        tufs = (
+            []
+            if shipped
+            else [
+                tuf_run(
+                    args,
+                    float(eps),
+                    planner,
+                    adapters,
+                    merged,
+                    switch_s,
+                    weights.total_bytes,
+                    base_bytes,
+                    prefix_bytes,
+                    params,
+                )
+                for eps in args.tuf_eps.split(",")
+            ]
+        )
     result = {
         "machine": machine.done(),
         "variants": list(adapters),
@@ -487,7 +613,8 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
         "tuf": tufs,
     }
-    table = Table(title=f"{len(requests)} drone requests over {len(adapters)} variants")
+    kinds = " and ".join(sorted(prefixes))
+    table = Table(title=f"{len(requests)} {kinds} requests over {len(adapters)} variants")
     for column in (
         "memory",
         "contender",
@@ -519,8 +646,8 @@ def main(argv: list[str] | None = None) -> int:
     for tuf in tufs:
         console.print(tuf_table(tuf))
     console.print(MachineRecord.line(result["machine"]))
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    console.print(f"wrote {args.out}")
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    console.print(f"wrote {out}")
     return 0
 
 

@@ -84,7 +84,16 @@ def trace_requests(
         drone = int(task.agent_id.removeprefix("drone"))
         prompt = prefix + encode(language.format_request(task.scene, task.instruction))
         variant = variants[(drone - 1) % len(variants)]
-        requests.append(Arrival(i, variant, prompt, task.arrival_s, task.urgency, task.trace_id))
+        requests.append(
+            Arrival(
+                i,
+                variant,
+                prompt,
+                arrival_s=task.arrival_s,
+                urgency=task.urgency,
+                trace_id=task.trace_id,
+            )
+        )
     return prefix, requests
 
 
