@@ -1,6 +1,7 @@
 """The two ways a mixed batch adds its LoRA deltas (model/lora_batch.py): the grouped
-batched matmul gives the per-adapter loop's sums, with adapters of different ranks
-and one that leaves slots and targets out; it is chosen only for balanced rows."""
+batched matmul gives the per-adapter loop's sums, with adapters of different ranks,
+one that leaves slots and targets out and one on the last layer's FFN only (alone
+and beside each other); it is chosen only for balanced rows."""
 
 from __future__ import annotations
 
@@ -30,6 +31,24 @@ def _partial_adapter(base: Path, out: Path) -> Path:
     return out
 
 
+def _last_layer_ffn_adapter(base: Path, out: Path, layers: int) -> Path:
+    """Rank 4 on the last layer's gate, up and down only."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(11)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    config = LoraConfig(
+        r=4,
+        lora_alpha=8,
+        target_modules=["gate_proj", "up_proj", "down_proj"],
+        layers_to_transform=[layers - 1],
+        init_lora_weights=False,
+    )
+    get_peft_model(model, config).save_pretrained(str(out))
+    return out
+
+
 def _lora(engine: TorchEngine, name: str, path: Path) -> LoraAdapter:
     adapter = engine.load_adapter(name, path)
     assert isinstance(adapter, LoraAdapter)
@@ -43,6 +62,7 @@ def test_grouped_deltas_equal_the_per_adapter_loop(tmp_path: Path) -> None:
     b = _lora(engine, "b", random_adapter(base, tmp_path / "b", seed=2, rank=8))
     c = _lora(engine, "c", _partial_adapter(base, tmp_path / "c"))
     cfg = engine.model.config
+    d = _lora(engine, "d", _last_layer_ffn_adapter(base, tmp_path / "d", cfg.num_hidden_layers))
     q, kv = cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
     shapes = {  # slot -> (in, out)
         "qkv": (cfg.hidden_size, q + 2 * kv),
@@ -51,23 +71,26 @@ def test_grouped_deltas_equal_the_per_adapter_loop(tmp_path: Path) -> None:
         "down": (cfg.intermediate_size, cfg.hidden_size),
     }
     none: LoraAdapter | None = None
-    # decoding rows of three variants beside base rows, one variant with two rows
-    segments = [(a, 1), (none, 1), (b, 1), (c, 1), (a, 1), (b, 2), (none, 1), (c, 1)]
+    # decoding rows of four variants beside base rows, one variant with two rows
+    segments = [(a, 1), (none, 1), (b, 1), (c, 1), (d, 1), (a, 1), (b, 2), (none, 1), (c, 1)]
     grouped = LoraBatch.from_segments(segments)
     assert grouped is not None and grouped.is_grouped
-    loop = LoraBatch(grouped.groups)
-    rows = sum(n for _, n in segments)
+    # and c beside d: every slot is held by one of them alone
+    pair = LoraBatch.from_segments([(c, 2), (d, 2)])
+    assert pair is not None and pair.is_grouped
     torch.manual_seed(0)
-    for layer in range(cfg.num_hidden_layers):
-        for slot, (fan_in, fan_out) in shapes.items():
-            x = torch.randn(rows, fan_in)
-            start = torch.randn(rows, fan_out)
-            expected, got = start.clone(), start.clone()
-            loop.add(expected, x, layer, slot)
-            grouped.add(got, x, layer, slot)
-            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
-            base_rows = [1, 7]  # base rows are never touched
-            assert torch.equal(got[base_rows], start[base_rows])
+    for batch, base_rows in ((grouped, [1, 8]), (pair, [])):
+        loop = LoraBatch(batch.groups)
+        rows = sum(n for _, n in segments) if batch is grouped else 4
+        for layer in range(cfg.num_hidden_layers):
+            for slot, (fan_in, fan_out) in shapes.items():
+                x = torch.randn(rows, fan_in)
+                start = torch.randn(rows, fan_out)
+                expected, got = start.clone(), start.clone()
+                loop.add(expected, x, layer, slot)
+                batch.add(got, x, layer, slot)
+                torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+                assert torch.equal(got[base_rows], start[base_rows])  # base rows untouched
 
 
 def test_uneven_or_single_adapter_rows_take_the_loop(tmp_path: Path) -> None:
