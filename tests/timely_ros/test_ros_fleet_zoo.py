@@ -22,6 +22,7 @@ from robot_models.checkpoints import default_planner_path
 from robot_models.language import load_language
 from timely_core.blocks.zoo import BlockZoo
 from timely_core.engine.protocol import SamplingParams
+from timely_core.engine.torch.zoo_model import ZooModel
 from timely_core.language.grammar import language_grammar
 from timely_core.serving.robots import encode_prefix, encode_request
 
@@ -75,10 +76,21 @@ def _plan(engine: object, variant: str | None, instruction: str) -> list[int]:
     return ids
 
 
-def test_the_planner_serves_the_robots_variants_from_the_zoo(zoo: Path) -> None:
+def test_the_planner_serves_the_robots_variants_from_the_zoo(
+    zoo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     params = _params(zoo)
     assert planner_params(unflatten(planner_to_parameters(params))) == params
+    opened: list[str] = []
+    open_model = ZooModel.open
+
+    def counted(root: Path, variant: str) -> ZooModel:
+        opened.append(variant)
+        return open_model(root, variant)
+
+    monkeypatch.setattr(ZooModel, "open", staticmethod(counted))
     service = build_service(params)
+    assert opened == ["base"]  # once, for the tokenizer and the engine alike
     folders = build_service(
         _params(
             "",

@@ -79,14 +79,15 @@ def load_tokenizer(path: Path) -> Any:
 
 
 def build_engine(
-    params: PlannerParams, path: Path, tokenizer: Any, languages: dict[str, PlanLanguage]
+    params: PlannerParams, model: Any, tokenizer: Any, languages: dict[str, PlanLanguage]
 ) -> Any:
+    """The planner's engine on `model`: the checkpoint folder, or with `zoo` the zoo's
+    opened base (a `ZooModel`; torch only, the config refuses zoo elsewhere)."""
     kv_bytes = int(params.kv_budget_mb * 2**20)
     if params.engine == "torch":
         from timely_core.engine.torch.config import EngineConfig
         from timely_core.engine.torch.engine import TorchEngine
 
-        model = open_zoo(params) if params.zoo else path
         try:
             kv = EngineConfig(device_kv_bytes=kv_bytes, host_kv_bytes=kv_bytes)
             engine = TorchEngine(model, kv)
@@ -95,11 +96,11 @@ def build_engine(
         if params.zoo:
             load_zoo_variants(engine, params)  # the robots' variants, from the same zoo
         else:
-            load_adapters(engine, params, path)  # fleet variants, served beside the base
+            load_adapters(engine, params, model)  # fleet variants, served beside the base
         return engine
     if params.engine in ("vllm", "vllm-server"):
-        engine = build_vllm_engine(params, path)
-        load_adapters(engine, params, path)  # vLLM's multi-LoRA (servers: started with them)
+        engine = build_vllm_engine(params, model)
+        load_adapters(engine, params, model)  # vLLM's multi-LoRA (servers: started with them)
         return engine
     from timely_core.engine.sim.engine import SimulatedEngineConfig
     from timely_core.engine.sim.latency import PAPER_KV_BYTES_PER_BLOCK, PAPER_LLAMA3_8B_RTX4090
@@ -184,8 +185,9 @@ def register_tools(service: PlanningService, robot: RobotSpec) -> None:
             raise ConfigError(f"{robot.id}.tools[{index}] ({spec.name!r}): {err}") from None
 
 
-def _model_files(params: PlannerParams) -> tuple[Path, Path]:
-    """The checkpoint folder (the zoo's base manifest with zoo) and its tokenizer."""
+def _model_files(params: PlannerParams) -> tuple[Any, Path]:
+    """The model (the checkpoint folder, or with zoo the zoo's base, opened once for
+    the tokenizer and the engine) and its tokenizer file."""
     if not params.zoo:
         path = resolve_model_path(params.model_path)
         return path, path / "tokenizer.json"
@@ -193,19 +195,19 @@ def _model_files(params: PlannerParams) -> tuple[Path, Path]:
     tokenizer_file = base.file("tokenizer.json")
     if tokenizer_file is None:
         raise ConfigError(f"zoo: {base.label} has no tokenizer.json")
-    return base.source, tokenizer_file
+    return base, tokenizer_file
 
 
 def build_service(params: PlannerParams) -> PlanningService:
     sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL_S))
-    path, tokenizer_file = _model_files(params)
+    model, tokenizer_file = _model_files(params)
     tokenizer = load_tokenizer(tokenizer_file)
     # Any: RobotPlanLanguage satisfies PlanLanguage at run time (runtime_checkable). The
     # robots' measured segment times (segment_done) refine the execution-time models.
     languages: dict[str, Any] = {
         t: load_language(t, learn_from_executions=True) for t in {r.type for r in params.robots}
     }
-    engine = build_engine(params, path, tokenizer, languages)
+    engine = build_engine(params, model, tokenizer, languages)
     service = PlanningService(
         engine,
         tokenizer,
