@@ -21,9 +21,9 @@ for every request (99 MB and up), where only compute separates the contenders.
 
 The fleet (`--fleet`):
 - `drone` (default): the shipped drone LoRA variants, padded with random adapters
-  (rank 8 on every projection of every layer) to `--variants`; then the TUF runs.
+  (rank 8 on every projection of every layer) to `--variants`.
 - `shipped`: the shipped fleet as it is, every LoRA variant and full fine-tune of
-  both robot types, each robot's requests its own type's (no TUF runs; written to
+  both robot types, each robot's requests its own type's (written to
   fleet_traffic_shipped.json).
 
 Each robot's prompt prefix is registered once per variant (a LoRA changes its KV,
@@ -39,9 +39,10 @@ machine's second core. Each contender runs `--repeats` times per budget, the
 contenders taking turns, and the run of median device time is reported (every
 run's device time is in the JSON).
 
-Then the urgent-utility runs (fleet_traffic_tuf.py): an LRTrace trace of drone tasks
-arriving over time (Poisson events of 1-8 tasks, traces 1-8 with their urgency
-classes, each drone tagged with a variant) at each `--tuf-eps`, served by the same
+Then the urgent-utility runs (fleet_traffic_tuf.py): an LRTrace trace of the fleet's
+tasks arriving over time (Poisson events of 1-8 tasks, the traces of its robot types
+with their urgency classes, each robot tagged with a variant of its type) at each
+`--tuf-eps` (one run each, single: '' for none), served by the same
 contenders at `--tuf-memory-mb` (and by the one engine running urgent generations
 alone while any are live); per urgency class the mean TUF utility of its maximum
 and the p95 response time.
@@ -59,7 +60,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -260,8 +261,8 @@ def repeated(
     return medians
 
 
-def _variant_prefixes(
-    requests: list[Request], prefixes: dict[str, list[int]]
+def variant_prefixes(
+    requests: Sequence[Request], prefixes: dict[str, list[int]]
 ) -> dict[str, tuple[str, list[int]]]:
     """Each variant's robot prefix: variant -> (prefix id, tokens)."""
     return {r.variant: (r.prefix_id, prefixes[r.robot_type]) for r in requests}
@@ -279,7 +280,7 @@ def one_engine(
     engine = TorchEngine(planner, kv_config(kv_bytes))
     for name, path in adapters.items():
         engine.load_adapter(name, path)
-    for name, (prefix_id, prefix) in _variant_prefixes(requests, prefixes).items():
+    for name, (prefix_id, prefix) in variant_prefixes(requests, prefixes).items():
         outcome.setup_s += timed(engine.register_prefix, prefix_id, prefix, variant=name)
     queue, live = list(requests), dict[int, Request]()
     while serve(
@@ -306,7 +307,7 @@ def per_variant_engines(
 ) -> Outcome:
     device, outcome = Device(), Outcome()
     engines = {name: TorchEngine(path, kv_config(kv_bytes_each)) for name, path in merged.items()}
-    for name, (prefix_id, prefix) in _variant_prefixes(requests, prefixes).items():
+    for name, (prefix_id, prefix) in variant_prefixes(requests, prefixes).items():
         outcome.setup_s += timed(engines[name].register_prefix, prefix_id, prefix)
     queues = {name: [r for r in requests if r.variant == name] for name in engines}
     lives: dict[str, dict[int, Request]] = {name: {} for name in engines}
@@ -340,7 +341,7 @@ def merge_per_variant(
     the one model with that adapter merged in. `kv_bytes`: its pool, the budget less
     the other variants' prefixes it keeps (their KV stays valid for their adapter)."""
     device, outcome = Device(), Outcome()
-    for name, (prefix_id, prefix) in _variant_prefixes(requests, prefixes).items():
+    for name, (prefix_id, prefix) in variant_prefixes(requests, prefixes).items():
         engine = TorchEngine(merged[name], kv_config(kv_bytes))
         device.now_s += switch_s[name]  # unmerge the last adapter, merge this one
         outcome.switches += 1
@@ -441,31 +442,33 @@ def tuf_run(
     """Arrivals over time with urgency classes (fleet_traffic_tuf.py), one memory budget."""
     import fleet_traffic_tuf as tuf
 
-    prefix, requests = tuf.trace_requests(list(adapters), eps, args.tuf_duration_s, 0)
+    types = variant_robot_types(adapters)
+    prefixes, requests = tuf.trace_requests(types, eps, args.tuf_duration_s, 0)
     total = int(args.tuf_memory_mb * 2**20)
     one_kv = total - one_weight_bytes
     each_kv = (total - len(merged) * base_bytes) // len(merged)
     group_kv = total - base_bytes - (len(merged) - 1) * prefix_bytes
-    one = tuf.one_engine(planner, adapters, prefix, requests, one_kv, params)
+    one = tuf.one_engine(planner, adapters, prefixes, requests, one_kv, params)
     rows = {"one_engine": tuf.utility_summary(one, requests, None)}
-    first = tuf.one_engine(planner, adapters, prefix, requests, one_kv, params, urgent_first=True)
+    first = tuf.one_engine(planner, adapters, prefixes, requests, one_kv, params, urgent_first=True)
     rows["one_engine_urgent_first"] = tuf.utility_summary(first, requests, one)
     if each_kv < prefix_bytes:
         rows["per_variant_engines"] = {"fits": False}
     else:
         try:
-            separate = tuf.per_variant_engines(merged, prefix, requests, each_kv, params)
+            separate = tuf.per_variant_engines(merged, prefixes, requests, each_kv, params)
         except (OutOfKvMemory, GenerationsFailed) as exc:  # the prefix fits, no request beside it
             rows["per_variant_engines"] = {"fits": False, "why": str(exc)}
         else:
             rows["per_variant_engines"] = tuf.utility_summary(separate, requests, one)
-    grouped = tuf.merge_per_variant(merged, switch_s, prefix, requests, group_kv, params)
+    grouped = tuf.merge_per_variant(merged, switch_s, prefixes, requests, group_kv, params)
     rows["merge_per_variant"] = tuf.utility_summary(grouped, requests, one)
     return {
         "events_per_s": eps,
         "duration_s": args.tuf_duration_s,
         "memory_bytes": total,
         "tasks": len(requests),
+        "tasks_by_robot_type": {t: sum(r.robot_type == t for r in requests) for t in prefixes},
         "urgent_tasks": sum(r.urgency == "urgent" for r in requests),
         "last_arrival_s": max(r.arrival_s for r in requests),
         "tuf": {u: Tuf.preset(u).model_dump() for u in ("urgent", "normal")},
@@ -473,9 +476,17 @@ def tuf_run(
     }
 
 
+def _task_kinds(tuf: dict[str, Any]) -> str:
+    """'drone tasks', or 'tasks: 120 drone, 40 arm' for a fleet of several types."""
+    by_type = tuf.get("tasks_by_robot_type", {"drone": tuf["tasks"]})
+    if len(by_type) == 1:
+        return f"{next(iter(by_type))} tasks"
+    return "tasks: " + ", ".join(f"{n} {t}" for t, n in by_type.items())
+
+
 def tuf_table(tuf: dict[str, Any]) -> Table:
     table = Table(
-        title=f"{tuf['tasks']} drone tasks ({tuf['urgent_tasks']} urgent) arriving over "
+        title=f"{tuf['tasks']} {_task_kinds(tuf)} ({tuf['urgent_tasks']} urgent) arriving over "
         f"{tuf['duration_s']:g} s at {tuf['events_per_s']:g} events/s, "
         f"{tuf['memory_bytes'] / 2**20:g} MB"
     )
@@ -511,8 +522,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=("drone", "shipped"),
         default="drone",
         help="drone: the shipped drone LoRA variants padded with random adapters (rank 8, "
-        "every projection) to --variants, then the TUF runs; shipped: the shipped fleet, "
-        "every LoRA variant and full fine-tune of both robot types (no TUF runs)",
+        "every projection) to --variants; shipped: the shipped fleet, "
+        "every LoRA variant and full fine-tune of both robot types",
     )
     parser.add_argument("--variants", type=int, default=8)
     parser.add_argument("--per-variant", type=int, default=4, help="requests per variant")
@@ -523,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--memory-mb", default="96,97,98,99,100,110,140", help="total memory budgets"
     )
-    parser.add_argument("--tuf-eps", default="4,7", help="TUF runs: events per s, each")
+    parser.add_argument("--tuf-eps", default="4,7", help="TUF runs: events per s, each ('': none)")
     parser.add_argument("--tuf-duration-s", type=float, default=10.0, help="TUF run: trace length")
     parser.add_argument("--tuf-memory-mb", type=float, default=110.0, help="TUF run: memory")
     parser.add_argument("--out", type=Path, default=None, help=f"default {RESULTS.name}")
@@ -581,25 +592,22 @@ def main(argv: list[str] | None = None) -> int:
                 row[key] = outcome.summary(requests, None if key == "one_engine" else one)
                 row[key]["device_s_runs"] = [o.device_s for o in outcome.runs]
             runs.append(row)
-        tufs = (
-            []
-            if shipped
-            else [
-                tuf_run(
-                    args,
-                    float(eps),
-                    planner,
-                    adapters,
-                    merged,
-                    switch_s,
-                    weights.total_bytes,
-                    base_bytes,
-                    prefix_bytes,
-                    params,
-                )
-                for eps in args.tuf_eps.split(",")
-            ]
-        )
+        tufs = [
+            tuf_run(
+                args,
+                float(eps),
+                planner,
+                adapters,
+                merged,
+                switch_s,
+                weights.total_bytes,
+                base_bytes,
+                prefix_bytes,
+                params,
+            )
+            for eps in args.tuf_eps.split(",")
+            if eps
+        ]
     result = {
         "machine": machine.done(),
         "variants": list(adapters),

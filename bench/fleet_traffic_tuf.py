@@ -1,8 +1,9 @@
-"""The TUF part of bench/fleet_traffic.py: drone tasks arriving over time (an LRTrace
-trace composed from a workload spec: Poisson events of 1..MaxTPE tasks, drone traces
-1-8 with their urgency classes), each drone agent tagged with a variant, served by the
-three contenders of fleet_traffic.py on one device clock; each task's utility is its
-TUF (Eq. 1, `Tuf.preset(urgency)`) at its response time.
+"""The TUF part of bench/fleet_traffic.py: tasks arriving over time (an LRTrace trace
+composed from a workload spec: Poisson events of 1..MaxTPE tasks, the traces of the
+fleet's robot types with their urgency classes: drones 1-8, arms 9-11), each agent
+tagged with a variant of its type, served by the three contenders of fleet_traffic.py
+on one device clock; each task's utility is its TUF (Eq. 1, `Tuf.preset(urgency)`) at
+its response time.
 
 The robot acts on a whole plan here (no streamed segments), so a task's response time
 is arrival -> its plan's last token. Every contender admits from its queue urgent
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleet_traffic import Device, Outcome, Request, kv_config, serve
+from fleet_traffic import Device, Outcome, Request, kv_config, serve, variant_prefixes
 
 from lrtrace.catalog import load_catalog
 from lrtrace.compose import compose
@@ -30,7 +31,7 @@ from timely_core.engine.torch.engine import TorchEngine
 from timely_core.engine.torch.loader import load_tokenizer
 from timely_core.scheduling.tuf import Tuf
 
-DRONE_TRACES = tuple(range(1, 9))
+MAX_TPE = 8  # tasks per event, at most
 
 
 @dataclass
@@ -58,43 +59,56 @@ class Clock(Device):
 
 
 def trace_requests(
-    variants: list[str], eps: float, duration_s: float, seed: int
-) -> tuple[list[int], list[Arrival]]:
-    """The drone prefix and the composed trace's tasks as requests: 2 drones per
-    variant, drone n on variant (n - 1) mod len(variants)."""
+    robot_types: dict[str, str], eps: float, duration_s: float, seed: int
+) -> tuple[dict[str, list[int]], list[Arrival]]:
+    """Each robot type's prefix and the composed trace's tasks as requests.
+    `robot_types`: variant -> its robot type. Each type gets 2 agents per variant of
+    the type with the most (the same count for every type; at least an event's most
+    tasks, which need distinct agents), agent n of a type on its variant (n - 1) mod
+    the type's variants."""
+    catalog = load_catalog()
+    of_type: dict[str, list[str]] = {}
+    for variant, robot_type in robot_types.items():
+        of_type.setdefault(robot_type, []).append(variant)
+    traces = tuple(i for i in catalog.ids() if catalog[i].robot_type in of_type)
     spec = WorkloadSpec(
-        name="fleet-drones",
+        name="fleet-" + "-".join(sorted(of_type)),
         eps=eps,
-        max_tpe=8,
-        trace_ids=DRONE_TRACES,
-        agents=2 * len(variants),
+        max_tpe=MAX_TPE,
+        trace_ids=traces,
+        agents=max(MAX_TPE, 2 * max(len(v) for v in of_type.values())),
         duration_s=duration_s,
         seed=seed,
     )
-    trace = compose(spec, load_catalog())
+    trace = compose(spec, catalog)
     tokenizer = load_tokenizer(default_planner_path())
-    language = load_language("drone")
+    languages = {t: load_language(t) for t in of_type}
 
     def encode(text: str) -> list[int]:
         return list(tokenizer.encode(text, add_special_tokens=False).ids)
 
-    prefix = encode(language.prompt_prefix())
+    prefixes = {t: encode(language.prompt_prefix()) for t, language in languages.items()}
     requests = []
     for i, task in enumerate(trace.tasks):
-        drone = int(task.agent_id.removeprefix("drone"))
-        prompt = prefix + encode(language.format_request(task.scene, task.instruction))
-        variant = variants[(drone - 1) % len(variants)]
+        robot_type = catalog[task.trace_id].robot_type
+        agent = int(task.agent_id.removeprefix(robot_type))
+        language = languages[robot_type]
+        request = language.format_request(task.scene, task.instruction)
+        prompt = prefixes[robot_type] + encode(request)
+        variants = of_type[robot_type]
+        variant = variants[(agent - 1) % len(variants)]
         requests.append(
             Arrival(
                 i,
                 variant,
                 prompt,
+                robot_type,
                 arrival_s=task.arrival_s,
                 urgency=task.urgency,
                 trace_id=task.trace_id,
             )
         )
-    return prefix, requests
+    return prefixes, requests
 
 
 def _key(r: Arrival) -> tuple[int, float]:
@@ -115,7 +129,7 @@ def _release(
 def one_engine(
     planner: Path,
     adapters: dict[str, Path],
-    prefix: list[int],
+    prefixes: dict[str, list[int]],
     requests: list[Arrival],
     kv_bytes: int,
     params: SamplingParams,
@@ -126,13 +140,12 @@ def one_engine(
     engine = TorchEngine(planner, kv_config(kv_bytes))
     for name, path in adapters.items():
         engine.load_adapter(name, path)
-    return serve_variants(engine, list(adapters), prefix, requests, params, urgent_first)
+    return serve_variants(engine, prefixes, requests, params, urgent_first)
 
 
 def serve_variants(
     engine: Any,
-    variants: list[str],
-    prefix: list[int],
+    prefixes: dict[str, list[int]],
     requests: list[Arrival],
     params: SamplingParams,
     urgent_first: bool = False,
@@ -141,8 +154,8 @@ def serve_variants(
     trace: each variant's robot prefix registered, then mixed batches."""
     clock = Clock()
     select = _urgent_first if urgent_first else list
-    for name in variants:
-        engine.register_prefix(f"drone@{name}", prefix, variant=name)
+    for name, (prefix_id, prefix) in variant_prefixes(requests, prefixes).items():
+        engine.register_prefix(prefix_id, prefix, variant=name)
     pending = sorted(requests, key=lambda r: r.arrival_s)
     queue: list[Request] = []
     live: dict[int, Request] = {}
@@ -157,7 +170,7 @@ def serve_variants(
             queue,
             params,
             clock.outcome,
-            lambda r: f"drone@{r.variant}",
+            lambda r: r.prefix_id,
             lambda r: r.variant,
             live,
             select,
@@ -172,15 +185,15 @@ def _urgent_first(live: dict[int, Request]) -> list[int]:
 
 def per_variant_engines(
     merged: dict[str, Path],
-    prefix: list[int],
+    prefixes: dict[str, list[int]],
     requests: list[Arrival],
     kv_bytes_each: int,
     params: SamplingParams,
 ) -> Clock:
     clock = Clock()
     engines = {name: TorchEngine(path, kv_config(kv_bytes_each)) for name, path in merged.items()}
-    for engine in engines.values():
-        engine.register_prefix("drone", prefix)
+    for name, (prefix_id, prefix) in variant_prefixes(requests, prefixes).items():
+        engines[name].register_prefix(prefix_id, prefix)
     queues: dict[str, list[Request]] = {name: [] for name in engines}
     lives: dict[str, dict[int, Request]] = {name: {} for name in engines}
     pending = sorted(requests, key=lambda r: r.arrival_s)
@@ -194,7 +207,7 @@ def per_variant_engines(
                 queues[name],
                 params,
                 clock.outcome,
-                lambda r: "drone",
+                lambda r: r.prefix_id,
                 lambda r: None,
                 lives[name],
             )
@@ -206,7 +219,7 @@ def per_variant_engines(
 def merge_per_variant(
     merged: dict[str, Path],
     switch_s: dict[str, float],
-    prefix: list[int],
+    prefixes: dict[str, list[int]],
     requests: list[Arrival],
     kv_bytes: int,
     params: SamplingParams,
@@ -217,8 +230,9 @@ def merge_per_variant(
     for the one model with that adapter merged; their KV pools are the one pool."""
     clock = Clock()
     engines = {name: TorchEngine(path, kv_config(kv_bytes)) for name, path in merged.items()}
-    for engine in engines.values():  # each variant's prefix is kept across switches
-        engine.register_prefix("drone", prefix)
+    # each variant's prefix is kept across switches
+    for name, (prefix_id, prefix) in variant_prefixes(requests, prefixes).items():
+        engines[name].register_prefix(prefix_id, prefix)
     queues: dict[str, list[Request]] = {name: [] for name in engines}
     current: str | None = None
     live: dict[int, Request] = {}
@@ -242,7 +256,7 @@ def merge_per_variant(
             queues[current],
             params,
             clock.outcome,
-            lambda r: "drone",
+            lambda r: r.prefix_id,
             lambda r: None,
             live,
         )

@@ -55,11 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     params = SamplingParams(max_tokens=args.max_tokens)
     with tempfile.TemporaryDirectory() as tmp:
         adapters = variant_adapters(args.variants, Path(tmp), "drone")
-        prefix, requests = trace_requests(list(adapters), args.eps, args.duration_s, 0)
+        types = dict.fromkeys(adapters, "drone")
+        prefixes, requests = trace_requests(types, args.eps, args.duration_s, 0)
         torch_engine = TorchEngine(planner, kv_config(args.kv_gib * 2**30))
         for name, path in adapters.items():
             torch_engine.load_adapter(name, path)
-        torch_clock = serve_variants(torch_engine, list(adapters), prefix, requests, params)
+        torch_clock = serve_variants(torch_engine, prefixes, requests, params)
         del torch_engine
         from timely_core.engine.vllm.config import VllmConfig
         from timely_core.engine.vllm.engine import VllmEngine
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for name, path in adapters.items():
                 vllm_engine.load_adapter(name, path)
-            vllm_clock = serve_variants(vllm_engine, list(adapters), prefix, requests, params)
+            vllm_clock = serve_variants(vllm_engine, prefixes, requests, params)
         finally:
             vllm_engine.close()
     contenders: dict[str, Any] = {
