@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -81,8 +82,6 @@ def train(name: str, shape: str, steps: int, out_root: Path) -> dict[str, Any]:
 
 
 def _env() -> dict[str, str]:
-    import os
-
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 

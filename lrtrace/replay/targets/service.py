@@ -92,12 +92,10 @@ class ServiceTarget(InProcessTarget):
                 raise LrtraceError("give --model or --zoo, not both (a zoo holds the base)")
             try:
                 base = ZooModel.open(variants.zoo, variants.zoo_base)
+                tokenizer_file = base.required_file("tokenizer.json")
                 engine = TorchEngine(base, config)
             except CheckpointError as err:
                 raise LrtraceError(f"--zoo: {err}") from None
-            tokenizer_file = base.file("tokenizer.json")
-            if tokenizer_file is None:
-                raise LrtraceError(f"--zoo: {base.label} has no tokenizer.json")
             tokenizer = load_tokenizer_file(tokenizer_file)
             name = f"torch:zoo:{variants.zoo_base}"
         else:

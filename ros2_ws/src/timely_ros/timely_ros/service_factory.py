@@ -52,10 +52,10 @@ def resolve_model_path(model_path: str) -> Path:
     return path
 
 
-def open_zoo(params: PlannerParams) -> Any:
-    """The zoo's base variant (a `ZooModel`), relative paths from the repository root
-    when they do not exist from the working directory; ConfigError naming what is
-    missing."""
+def open_zoo(params: PlannerParams) -> tuple[Any, Path]:
+    """The zoo's base variant (a `ZooModel`) and its tokenizer file, relative paths
+    from the repository root when they do not exist from the working directory;
+    ConfigError naming what is missing."""
     from timely_core.engine.torch.loader import CheckpointError
     from timely_core.engine.torch.zoo_model import ZooModel
 
@@ -67,9 +67,9 @@ def open_zoo(params: PlannerParams) -> Any:
     try:
         base = ZooModel.open(root, params.zoo_base)
         base.check_servable()
+        return base, base.required_file("tokenizer.json")
     except CheckpointError as err:
         raise ConfigError(f"zoo: {err}") from None
-    return base
 
 
 def load_tokenizer(path: Path) -> Any:
@@ -191,11 +191,7 @@ def _model_files(params: PlannerParams) -> tuple[Any, Path]:
     if not params.zoo:
         path = resolve_model_path(params.model_path)
         return path, path / "tokenizer.json"
-    base = open_zoo(params)
-    tokenizer_file = base.file("tokenizer.json")
-    if tokenizer_file is None:
-        raise ConfigError(f"zoo: {base.label} has no tokenizer.json")
-    return base, tokenizer_file
+    return open_zoo(params)
 
 
 def build_service(params: PlannerParams) -> PlanningService:
