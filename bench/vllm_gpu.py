@@ -3,8 +3,9 @@
 The GPU image plans on vLLM with FlashInfer attention; this runs that path where it is
 run: `VllmEngine` (grammar processor loaded), then the `PlanningService` on it. Per
 configuration (on a GPU: FlashInfer in bfloat16 on the planner widened to 64-wide
-heads, then Triton attention in float32 on the planner itself; on a CPU: vLLM-CPU's
-attention in float32), one engine at a time:
+heads, then Triton attention in float32 on the planner itself, without and with
+vLLM's KV offloading to host memory (swap); on a CPU: vLLM-CPU's attention in
+float32), one engine at a time:
 
 - `plans`: the LRTrace tasks decoded greedily together, token for token against the
   torch engine's greedy plans (float32, on the host's CPU, in the same run);
@@ -44,7 +45,7 @@ from rich.console import Console
 from rich.table import Table
 
 from robot_models.checkpoints.widen_heads import widen
-from timely_core.engine.protocol import Engine, SamplingParams
+from timely_core.engine.protocol import Engine, HandlingStrategy, SamplingParams
 from timely_core.engine.vllm.config import VllmConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -82,6 +83,19 @@ def configurations(gpu: bool, gpu_memory: float) -> list[tuple[str, Path, Any]]:
             "Triton fp32",
             CHECKPOINT,
             VllmConfig(dtype="float32", attention_backend="TRITON_ATTN", **common),
+        ),
+        (
+            "KV offloading, Triton fp32",
+            CHECKPOINT,
+            VllmConfig(
+                dtype="float32",
+                attention_backend="TRITON_ATTN",
+                kv_offload_gib=1,
+                suspend_strategies=frozenset(
+                    {HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD, HandlingStrategy.SWAP}
+                ),
+                **common,
+            ),
         ),
     ]
 
@@ -208,7 +222,8 @@ def plan_with_service(engine: Engine, robots: int, grammar: bool) -> dict[str, A
 def suspend_resume(engine: Any, prompt: list[int], first_id: int) -> list[dict[str, Any]]:
     """Each accepted strategy: suspended after SUSPEND_AFTER tokens, resumed; the
     output against the uninterrupted one, and the cached tokens vLLM reports when
-    the resumed request is scheduled."""
+    the resumed request is scheduled. A swap has the GPU's prefix cache reset while
+    it waits, so what its resume finds cached came back from host memory."""
     whole = greedy_all(engine, [("drone", prompt)], first_id, SUSPEND_TOKENS)[0]
     results = []
     for k, strategy in enumerate(sorted(engine.suspend_strategies, key=lambda s: s.value)):
@@ -218,6 +233,7 @@ def suspend_resume(engine: Any, prompt: list[int], first_id: int) -> list[dict[s
         while len(got) < SUSPEND_AFTER:
             got += [s.token_id for s in engine.step([gen_id])]
         engine.suspend(gen_id, strategy)
+        evicted = strategy is HandlingStrategy.SWAP and bool(engine.llm.reset_prefix_cache())
         engine.resume(gen_id)
         cached = None
         finished = False
@@ -232,6 +248,7 @@ def suspend_resume(engine: Any, prompt: list[int], first_id: int) -> list[dict[s
                 "strategy": strategy.value,
                 "equal_to_uninterrupted": got == whole,
                 "cached_tokens_at_resume": cached,
+                "gpu_prefix_cache_reset": evicted,
                 "context_tokens": len(prompt) + SUSPEND_AFTER,
             }
         )
@@ -359,7 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--robots", type=int, default=22, help="robots in each service run")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each speed figure")
     parser.add_argument("--gpu-memory", type=float, default=0.3, help="vLLM's share of the GPU")
-    parser.add_argument("--only", default="", help="run the configurations whose label has this")
+    parser.add_argument(
+        "--only", default="", help="run the configurations whose label starts with this"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     os.environ.setdefault("VLLM_CACHE_ROOT", tempfile.mkdtemp(prefix="vllm-cache-"))
@@ -383,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         reference_engine.register_prefix(robot, ids)
     reference = greedy_all(reference_engine, prompts, 1)
     for label, checkpoint, config in configurations(gpu, args.gpu_memory):
-        if args.only and args.only not in label:
+        if not label.startswith(args.only):
             continue
         run: dict[str, Any] = {"config": config.model_dump(mode="json")}
         results["configurations"][label] = run

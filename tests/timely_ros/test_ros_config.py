@@ -112,6 +112,8 @@ def test_planner_parameters_round_trip_through_ros_names() -> None:
         (_planner(engine="torch", vllm_kv_space_gib=4), "vllm_kv_space_gib is read only by"),
         (_planner(engine="torch", vllm_gpu_memory_utilization=0.5),
          "vllm_gpu_memory_utilization is read only by engine 'vllm'"),
+        (_planner(engine="torch", vllm_kv_offload_gib=2.0),
+         "vllm_kv_offload_gib is read only by engine 'vllm'"),
         (_planner(engine="simulated", vllm_max_num_seqs=8),
          "vllm_max_num_seqs is read only by engine 'vllm' or 'vllm-server'"),
         (_planner(adapters={"base": "robot_models/checkpoints/variants/heavy-drone"}),

@@ -79,13 +79,28 @@ def test_engine_vllm_server_needs_urls(tmp_path: Path) -> None:
         load_bringup(bad)
 
 
-def test_engine_vllm_cannot_be_told_to_swap(tmp_path: Path) -> None:
+def test_engine_vllm_swaps_only_through_kv_offloading(tmp_path: Path) -> None:
     from timely_ros.config import ConfigError, load_bringup
+    from timely_ros.service_factory import build_vllm_engine
 
+    swap = "    grammar: true\n    handling_strategy: swap\n"
     bad = tmp_path / "swap.yaml"
-    text = CONFIG.read_text()
-    bad.write_text(
-        text.replace("    grammar: true\n", "    grammar: true\n    handling_strategy: swap\n")
-    )
-    with pytest.raises(ConfigError, match="cannot swap a waiting plan's KV"):
+    text = CONFIG.read_text().replace("    grammar: true\n", swap)
+    bad.write_text(text)
+    with pytest.raises(ConfigError, match=r"swaps a waiting plan's KV .* set vllm_kv_offload_gib"):
         load_bringup(bad)
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(
+        text.replace("engine: vllm ", "engine: vllm-server ").replace(
+            swap, swap + "    vllm_server_urls: [http://127.0.0.1:8100]\n"
+        )
+    )
+    with pytest.raises(ConfigError, match="engine 'vllm-server' swaps a waiting plan's KV"):
+        load_bringup(servers)
+    offload = tmp_path / "offload.yaml"
+    offload.write_text(text.replace(swap, swap + "    vllm_kv_offload_gib: 2\n"))
+    params = load_bringup(offload).planner
+    assert params is not None and params.vllm_kv_offload_gib == 2
+    # accepted as configuration; vLLM's CPU build has no host tier, said before it builds
+    with pytest.raises(ConfigError, match="offloads KV to host memory only from CUDA and XPU"):
+        build_vllm_engine(params, REPO / "robot_models" / "checkpoints" / "planner")

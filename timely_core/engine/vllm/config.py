@@ -21,9 +21,9 @@ class VllmConfig(BaseModel):
     (set for the process when the engine is built; a different value already in
     the environment is replaced, with a warning); on a GPU vLLM sizes its KV from
     `gpu_memory_utilization` instead. `suspend_strategies` are the
-    handling strategies this engine accepts, preserve always among them: swap (vLLM's
-    KV offloading to host memory) exists on GPU hosts only, so the CPU build refuses
-    it here, at configuration time."""
+    handling strategies this engine accepts, preserve always among them; swap needs
+    `kv_offload_gib` (vLLM's KV offloading to host memory), which only GPU hosts have:
+    the engine refuses it on vLLM's CPU build before vLLM builds anything."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -32,6 +32,11 @@ class VllmConfig(BaseModel):
     # GPU hosts: the share of the GPU's memory vLLM takes (weights, activations, then
     # KV in what is left); None: vLLM's own default. The CPU build does not read it.
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    # GPU hosts: vLLM's KV offloading to host memory, this many GiB (its
+    # kv_offloading_size): every request's full blocks are also written there, so a
+    # resume whose blocks left the GPU loads them instead of recomputing; needed by
+    # swap. None: no host tier (vLLM's CPU build has none).
+    kv_offload_gib: float | None = Field(default=None, gt=0, le=4096)
     block_size: int = Field(default=VLLM_CPU_BLOCK_SIZE, ge=16, le=1024)
     max_model_len: int = Field(default=2048, ge=16)
     max_num_seqs: int = Field(default=64, ge=1)
@@ -88,20 +93,27 @@ class VllmConfig(BaseModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _swap_needs_offload(self) -> VllmConfig:
+        if HandlingStrategy.SWAP in self.suspend_strategies and self.kv_offload_gib is None:
+            raise ValueError(
+                "handling strategy 'swap' needs kv_offload_gib: vLLM swaps KV to host "
+                "memory only through its KV offloading, which runs on CUDA and XPU GPUs "
+                "(not on vLLM's CPU build, where 'preserve' or 'discard' remain)"
+            )
+        return self
+
     @field_validator("suspend_strategies")
     @classmethod
-    def _no_swap_on_cpu(cls, value: frozenset[HandlingStrategy]) -> frozenset[HandlingStrategy]:
-        if HandlingStrategy.SWAP in value:
-            raise ValueError(
-                "handling strategy 'swap' is not available on vLLM's CPU build: vLLM swaps "
-                "KV to host memory only through its KV offloading connector, which runs on "
-                "CUDA and XPU GPUs; use 'preserve' or 'discard'"
-            )
+    def _fixed_with_preserve(
+        cls, value: frozenset[HandlingStrategy]
+    ) -> frozenset[HandlingStrategy]:
         chosen = sorted(s.value for s in value if not s.is_fixed)
         if chosen:
             raise ValueError(
                 f"{', '.join(chosen)}: chosen per suspension by the service, never given "
-                "to an engine; list fixed strategies (preserve, discard)"
+                "to an engine; list fixed strategies (preserve, discard; swap with "
+                "kv_offload_gib)"
             )
         if HandlingStrategy.PRESERVE not in value:
             raise ValueError(

@@ -15,9 +15,12 @@ every request submitted on arrival); this class maps the protocol onto it:
   (`generation(id).cached_tokens`). vLLM cannot hold a paused request's blocks:
   `preserve` leaves them in the prefix cache (unpinned, least recently used
   first out), `discard` makes no attempt to keep them (they are freed the same
-  way; vLLM has no call to drop one request's cached blocks), and `swap` is
-  refused at configuration time on the CPU build (vLLM offloads KV to host
-  memory only on GPUs), which the memory report shows as no host blocks;
+  way; vLLM has no call to drop one request's cached blocks), and `swap` needs
+  vLLM's KV offloading to host memory (`kv_offload_gib`, GPU hosts only): it too
+  ends the request, and its blocks, written to host memory as vLLM computed them,
+  are loaded back at the resume where the GPU's prefix cache no longer holds
+  them. The host tier is engine-wide, so preserve and discard get it too: vLLM
+  cannot offload per request. Without it the memory report has no host blocks;
 - `register_prefix` prefills the prefix once (a one-token request) so later
   requests starting with it find it cached; vLLM does not pin blocks, so it stays
   cached by recency only, and the report has no pinned blocks;
@@ -100,6 +103,8 @@ class VllmEngine:
         self._total_blocks = pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
         kv = self._scheduler().kv_cache_config
         self._bytes_per_block = sum(t.size for t in kv.kv_cache_tensors) // max(1, kv.num_blocks)
+        offload = self.config.kv_offload_gib
+        self._host_blocks = 0 if offload is None else int(offload * 2**30) // self._bytes_per_block
         self.variants = VllmVariants(self.llm, Path(model_path), self.config)
         self.grammars = GrammarChecks(Path(model_path), self.vocab_size)
 
@@ -141,14 +146,16 @@ class VllmEngine:
 
     def memory(self) -> MemoryReport:
         """vLLM's KV pool: free blocks include those only its prefix cache holds
-        (evicted on demand). No host pool (no swap) and no pinned prefixes."""
+        (evicted on demand). The host tier (`kv_offload_gib`) in device-block units,
+        all of it free in that sense: vLLM evicts it least recently used first. No
+        pinned prefixes."""
         return MemoryReport(
             block_size=self.config.block_size,
             bytes_per_block=self._bytes_per_block,
             device_blocks_total=self._total_blocks,
             device_blocks_free=self._block_pool().get_num_free_blocks(),
-            host_blocks_total=0,
-            host_blocks_free=0,
+            host_blocks_total=self._host_blocks,
+            host_blocks_free=self._host_blocks,
             pinned_prefix_blocks=0,
         )
 

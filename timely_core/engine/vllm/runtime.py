@@ -89,6 +89,19 @@ def check_attention_backend(path: Path, backend: str) -> None:
         )
 
 
+def check_kv_offload(gib: float) -> None:
+    """EngineError unless this vLLM can offload KV to host memory (CUDA and XPU GPUs):
+    vLLM's CPU build would fail only once its workers build the KV cache."""
+    from vllm.platforms import current_platform
+
+    if not (current_platform.is_cuda_alike() or current_platform.is_xpu()):
+        raise EngineError(
+            f"kv_offload_gib={gib:g}: vLLM offloads KV to host memory only from CUDA and "
+            f"XPU GPUs, and this vLLM runs on {current_platform.device_type!r}; leave "
+            "kv_offload_gib unset and 'swap' out of suspend_strategies"
+        )
+
+
 def build_llm_engine(model_path: str | Path, config: VllmConfig) -> Any:
     """vLLM's `LLMEngine` for `model_path`, or EngineError naming what failed."""
     path = Path(model_path)
@@ -101,6 +114,9 @@ def build_llm_engine(model_path: str | Path, config: VllmConfig) -> Any:
     gpu_options: dict[str, Any] = {}
     if config.gpu_memory_utilization is not None:
         gpu_options["gpu_memory_utilization"] = config.gpu_memory_utilization
+    if config.kv_offload_gib is not None:
+        check_kv_offload(config.kv_offload_gib)
+        gpu_options["kv_offloading_size"] = config.kv_offload_gib
     args = vllm.EngineArgs(
         model=str(path),
         dtype=config.dtype,

@@ -449,6 +449,14 @@ class PlannerParams(_TypedValues):
         "(weights, activations, then KV in the rest); 0: vLLM's default (0.9). vLLM-CPU "
         "sizes its KV by vllm_kv_space_gib instead",
     )
+    vllm_kv_offload_gib: float = Field(
+        default=0.0,
+        ge=0,
+        le=4096,
+        description="engine vllm on a GPU host: vLLM's KV offloading to host memory, in GiB "
+        "(a resume whose blocks left the GPU loads them instead of recomputing), and "
+        "handling_strategy swap with it; 0: none. vLLM-CPU has none",
+    )
     vllm_max_num_seqs: int = Field(
         default=64,
         ge=1,
@@ -565,10 +573,13 @@ class PlannerParams(_TypedValues):
 
     @model_validator(mode="after")
     def _vllm_options(self) -> PlannerParams:
-        if self.engine in ("vllm", "vllm-server") and self.handling_strategy == "swap":
+        offloads = self.engine == "vllm" and self.vllm_kv_offload_gib > 0
+        vllm = self.engine in ("vllm", "vllm-server")
+        if vllm and self.handling_strategy == "swap" and not offloads:
             raise ValueError(
-                f"engine {self.engine!r} cannot swap a waiting plan's KV to host memory "
-                "(vLLM offloads KV only on GPU hosts): use auto, preserve or discard"
+                f"engine {self.engine!r} swaps a waiting plan's KV to host memory only "
+                "through vLLM's KV offloading, on GPU hosts: set vllm_kv_offload_gib "
+                "(engine 'vllm'), or use auto, preserve or discard"
             )
         if self.engine == "vllm-server" and not self.vllm_server_urls:
             raise ValueError("engine 'vllm-server' needs vllm_server_urls (one or more)")
@@ -603,6 +614,7 @@ _ENGINE_OPTIONS: dict[str, tuple[str, ...]] = {
     "vllm_dtype": ("vllm",),  # a server's own is set when it is started
     "vllm_kv_space_gib": ("vllm",),
     "vllm_gpu_memory_utilization": ("vllm",),
+    "vllm_kv_offload_gib": ("vllm",),
     "vllm_attention_backend": ("vllm",),
     "vllm_max_num_seqs": ("vllm", "vllm-server"),
     "vllm_server_urls": ("vllm-server",),

@@ -95,8 +95,13 @@ def test_ranking_becomes_vllm_priority_at_submission(vllm_engine: Any) -> None:
 
 
 def test_swap_is_refused_at_configuration_and_on_suspend(vllm_engine: Any) -> None:
-    with pytest.raises(ValidationError, match=r"swap.*not available on vLLM's CPU build"):
-        VllmConfig(suspend_strategies=frozenset(HandlingStrategy))
+    fixed = frozenset(HandlingStrategy) - {HandlingStrategy.AUTO, HandlingStrategy.TTL}
+    with pytest.raises(ValidationError, match=r"'swap' needs kv_offload_gib"):
+        VllmConfig(suspend_strategies=fixed)
+    offloading = VllmConfig(kv_offload_gib=1, suspend_strategies=fixed)
+    # the CPU build has no host tier: refused before vLLM builds anything
+    with pytest.raises(EngineError, match=r"kv_offload_gib=1: .* only from CUDA and XPU GPUs"):
+        VllmEngine(PLANNER, offloading)
     with pytest.raises(ValidationError, match="auto, ttl: chosen per suspension by the service"):
         VllmConfig(suspend_strategies=frozenset({HandlingStrategy.AUTO, HandlingStrategy.TTL}))
     with pytest.raises(ValidationError, match="must include 'preserve'"):
