@@ -56,7 +56,7 @@ def test_engine_vllm_with_grammars_is_accepted_at_configuration(tmp_path: Path) 
     planner = load_bringup(CONFIG).planner
     assert planner is not None and planner.engine == "vllm" and planner.grammar
     gpu = load_bringup(CONFIG.with_name("sim_fleet_vllm_gpu.yaml")).planner
-    assert gpu is not None and gpu.vllm_attention_backend == "FLASHINFER"
+    assert gpu is not None and gpu.vllm_attention_backend == "FLASHINFER" and gpu.grammar
     # FlashInfer serves heads 64+ wide: the GPU image widens the planner's into the
     # folder the GPU config plans with
     build = (REPO / "docker" / "Dockerfile.gpu").read_text().replace("\\\n", " ")
