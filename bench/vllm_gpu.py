@@ -87,14 +87,8 @@ def configurations(gpu: bool, gpu_memory: float) -> list[tuple[str, Path, Any]]:
         (
             "KV offloading, Triton fp32",
             CHECKPOINT,
-            VllmConfig(
-                dtype="float32",
-                attention_backend="TRITON_ATTN",
-                kv_offload_gib=1,
-                suspend_strategies=frozenset(
-                    {HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD, HandlingStrategy.SWAP}
-                ),
-                **common,
+            VllmConfig(  # preserve, discard and swap
+                dtype="float32", attention_backend="TRITON_ATTN", kv_offload_gib=1, **common
             ),
         ),
     ]

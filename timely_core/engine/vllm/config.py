@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -10,6 +10,9 @@ from timely_core.engine.protocol import HandlingStrategy
 
 # vLLM's CPU attention needs blocks of a multiple of 32 tokens
 VLLM_CPU_BLOCK_SIZE = 32
+# the strategies a vLLM engine accepts unless told otherwise; with a host tier
+# (kv_offload_gib) swap too
+KEPT_OR_DROPPED = frozenset({HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD})
 # the LoRA ranks vLLM can hold in its slots (vllm.config.lora)
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
@@ -59,9 +62,19 @@ class VllmConfig(BaseModel):
     # why); 0 builds vLLM without its LoRA layers, and then no adapter can be loaded.
     max_loras: int = Field(default=0, ge=0, le=64)
     max_lora_rank: int = 16
-    suspend_strategies: frozenset[HandlingStrategy] = frozenset(
-        {HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD}
-    )
+    suspend_strategies: frozenset[HandlingStrategy] = KEPT_OR_DROPPED
+
+    @model_validator(mode="before")
+    @classmethod
+    def _swap_with_offload(cls, data: Any) -> Any:
+        """Strategies not given: a host tier (kv_offload_gib) adds swap to the default."""
+        if (
+            isinstance(data, dict)
+            and data.get("kv_offload_gib") is not None
+            and "suspend_strategies" not in data
+        ):
+            return {**data, "suspend_strategies": KEPT_OR_DROPPED | {HandlingStrategy.SWAP}}
+        return data
 
     @field_validator("block_size")
     @classmethod

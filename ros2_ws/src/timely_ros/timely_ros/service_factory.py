@@ -148,12 +148,7 @@ def build_vllm_engine(params: PlannerParams, path: Path) -> Any:
             dtype=params.vllm_dtype,
             kv_cache_space_gib=params.vllm_kv_space_gib,
             gpu_memory_utilization=params.vllm_gpu_memory_utilization or None,
-            kv_offload_gib=params.vllm_kv_offload_gib or None,
-            # swap only with a host tier to swap to
-            suspend_strategies=frozenset(
-                {HandlingStrategy.PRESERVE, HandlingStrategy.DISCARD}
-                | ({HandlingStrategy.SWAP} if params.vllm_kv_offload_gib > 0 else set())
-            ),
+            kv_offload_gib=params.vllm_kv_offload_gib or None,  # swap too, with it
             max_num_seqs=params.vllm_max_num_seqs,
             seed=params.seed,
             attention_backend=params.vllm_attention_backend or None,

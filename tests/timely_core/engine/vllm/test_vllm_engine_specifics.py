@@ -98,7 +98,9 @@ def test_swap_is_refused_at_configuration_and_on_suspend(vllm_engine: Any) -> No
     fixed = frozenset(HandlingStrategy) - {HandlingStrategy.AUTO, HandlingStrategy.TTL}
     with pytest.raises(ValidationError, match=r"'swap' needs kv_offload_gib"):
         VllmConfig(suspend_strategies=fixed)
-    offloading = VllmConfig(kv_offload_gib=1, suspend_strategies=fixed)
+    offloading = VllmConfig(kv_offload_gib=1)
+    assert offloading.suspend_strategies == fixed  # a host tier adds swap to the default
+    assert VllmConfig().suspend_strategies == fixed - {HandlingStrategy.SWAP}
     # the CPU build has no host tier: refused before vLLM builds anything
     with pytest.raises(EngineError, match=r"kv_offload_gib=1: .* only from CUDA and XPU GPUs"):
         VllmEngine(PLANNER, offloading)
